@@ -1,0 +1,78 @@
+"""The one subprocess wrapper: echo the command, pass env and cwd explicitly, capture into a log.
+
+Every stage runs external tools through ``run`` so that each action's log shows exactly what ran, with
+which environment changes, and a failure names the command and the log instead of raising a traceback.
+"""
+
+from __future__ import annotations
+
+import os
+import shlex
+import shutil
+import subprocess
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import IO
+
+from cairn.errors import ActionFailed, ToolMissing
+
+
+def require_tool(name: str, package: str = "") -> str:
+    """Absolute path of a host tool, or a ToolMissing that says which Debian package to install."""
+    found = shutil.which(name)
+    if not found:
+        hint = f"apt-get install {package or name}"
+        raise ToolMissing(f"'{name}' is not installed — {hint}")
+    return found
+
+
+def run(
+    cmd: Sequence[str | os.PathLike[str]],
+    *,
+    cwd: Path | None = None,
+    env: Mapping[str, str] | None = None,
+    log: IO[str] | None = None,
+    check: bool = True,
+    input_text: str | None = None,
+    timeout: float | None = None,
+) -> subprocess.CompletedProcess[str]:
+    """Run ``cmd`` with ``env`` layered over a clean copy of the environment.
+
+    Output is captured; when ``log`` is given the command line (``+ cmd``), the environment overrides and
+    the output are appended to it. A non-zero exit raises ActionFailed with the tail of the output.
+    """
+    argv = [os.fspath(part) for part in cmd]
+    full_env = dict(os.environ)
+    if env:
+        full_env.update(env)
+    if log is not None:
+        for key in sorted(env or {}):
+            log.write(f"+ export {key}={shlex.quote(str(env[key]))}\n")  # type: ignore[index]
+        log.write(f"+ {shlex.join(argv)}" + (f"  (in {cwd})" if cwd else "") + "\n")
+        log.flush()
+    try:
+        proc = subprocess.run(
+            argv,
+            cwd=cwd,
+            env=full_env,
+            input=input_text,
+            capture_output=True,
+            text=True,
+            errors="replace",
+            timeout=timeout,
+        )
+    except FileNotFoundError as exc:
+        raise ToolMissing(f"'{argv[0]}' is not installed — install it and retry") from exc
+    except subprocess.TimeoutExpired as exc:
+        raise ActionFailed(f"'{shlex.join(argv)}' timed out after {timeout}s") from exc
+    if log is not None:
+        if proc.stdout:
+            log.write(proc.stdout)
+        if proc.stderr:
+            log.write(proc.stderr)
+        log.flush()
+    if check and proc.returncode != 0:
+        tail = (proc.stderr or proc.stdout).strip().splitlines()[-5:]
+        detail = " | ".join(tail)
+        raise ActionFailed(f"'{shlex.join(argv[:4])}{' …' if len(argv) > 4 else ''}' exited {proc.returncode}: {detail}")
+    return proc
