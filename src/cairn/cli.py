@@ -1,0 +1,61 @@
+"""The ``cairn`` command: one subcommand per stage, each in its own module.
+
+A subcommand module provides ``configure(parser)`` and ``run(args) -> int``. Modules are imported only
+when their subcommand runs, so a broken optional dependency of one stage never breaks the others.
+Every CairnError becomes one line on stderr and its exit code; there are no tracebacks for user errors.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+from collections.abc import Sequence
+
+from cairn import __version__
+from cairn.errors import CairnError
+
+# subcommand -> (module, one-line help)
+COMMANDS: dict[str, tuple[str, str]] = {
+    "targets": ("cairn.model.command", "list gfx targets and families, or expand one"),
+    "check": ("cairn.model.check_command", "validate release manifests"),
+    "plan": ("cairn.plan.command", "resolve a manifest into the action graph and show each action's status"),
+    "build": ("cairn.build.command", "run the action graph into the content-addressed store"),
+    "audit": ("cairn.audit.command", "which gfx targets does a binary, wheel, tree or image carry code for"),
+}
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="cairn", description="Reproducible ROCm builds, gated and signed releases.")
+    parser.add_argument("--version", action="version", version=f"cairn {__version__}")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
+    for name, (module_name, help_text) in COMMANDS.items():
+        child = sub.add_parser(name, help=help_text, description=help_text)
+        child.set_defaults(_module=module_name)
+        child.set_defaults(_configured=False)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    parser = build_parser()
+    # configure only the chosen subcommand: parse once to find it, then let its module add options
+    name = next((arg for arg in argv if not arg.startswith("-")), None)
+    if name in COMMANDS:
+        module = importlib.import_module(COMMANDS[name][0])
+        sub_action = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
+        module.configure(sub_action.choices[name])
+    args = parser.parse_args(argv)
+    try:
+        module = importlib.import_module(args._module)
+        return int(module.run(args) or 0)
+    except CairnError as exc:
+        print(f"cairn {args.command}: {exc}", file=sys.stderr)
+        return exc.exit_code
+    except KeyboardInterrupt:
+        print(f"cairn {args.command}: interrupted", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
