@@ -8,6 +8,7 @@ The file is memory-mapped and only the pages holding headers are touched.
 
 from __future__ import annotations
 
+import contextlib
 import mmap
 import os
 from dataclasses import dataclass
@@ -55,7 +56,7 @@ def audit_file(path: Path | str, *, display: str | None = None, registry: Regist
     shown = display or str(path)
     registry = registry or load_registry()
     try:
-        handle = open(path, "rb")
+        handle = open(path, "rb")  # noqa: SIM115 — closed by the with block below; open errors need their own message
     except OSError as exc:
         raise InputError(shown, f"cannot read: {exc.strerror}") from None
     with handle:
@@ -66,10 +67,8 @@ def audit_file(path: Path | str, *, display: str | None = None, registry: Regist
         try:
             return _audit_mapped(mapped, size, shown, registry)
         finally:
-            try:
+            with contextlib.suppress(BufferError):  # a view still held by an exception frame; GC closes it
                 mapped.close()
-            except BufferError:  # a view still referenced by an exception frame; the GC closes it
-                pass
 
 
 def _audit_mapped(mapped: mmap.mmap, size: int, shown: str, registry: Registry) -> BinaryAudit:
