@@ -1,0 +1,417 @@
+"""Release manifests (``manifests/releases/*.toml``): the typed model and its strict loader.
+
+A manifest pins everything a release is made of. The loader rejects, with ``file:line:col: what — fix``:
+unknown keys (with the closest valid one), floating refs (branch or tag names, short hashes, missing
+sha256), unknown gfx targets or families, duplicate components, missing dependencies, dependency cycles
+and bad versions. The schema is documented in ``docs/manifests.md``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from packaging.version import InvalidVersion, Version
+
+from cairn.errors import ManifestError, did_you_mean
+from cairn.model import tomlpos
+from cairn.model.targets import Registry, load_registry
+
+CHANNELS = ("dev", "nightly", "prerelease", "stable")
+SOURCE_KINDS = ("git", "archive", "deb", "pypi", "path")
+BUILD_KINDS = ("deb-unpack", "hip", "cmake", "copy", "wheel-unpack")
+_HEX40 = re.compile(r"^[0-9a-f]{40}$")
+_HEX64 = re.compile(r"^[0-9a-f]{64}$")
+_HEX128 = re.compile(r"^[0-9a-f]{128}$")
+_NAME = re.compile(r"^[a-z0-9][a-z0-9._-]*$")
+_DEB_VERSION = re.compile(r"^(?:[0-9]+:)?[0-9][A-Za-z0-9.+~-]*$")
+
+_SOURCE_FIELDS: dict[str, tuple[set[str], set[str]]] = {  # kind -> (required, optional)
+    "git": ({"url", "commit"}, {"subdir", "ref"}),
+    "archive": ({"url"}, {"sha256", "sha512", "strip"}),
+    "deb": ({"package", "version", "sha256"}, {"apt_source", "arch"}),
+    "pypi": ({"name", "version", "filename", "sha256"}, set()),
+    "path": ({"dir"}, set()),
+}
+
+
+@dataclass(frozen=True)
+class Source:
+    """Where a component's bytes come from, with the pin that proves them."""
+
+    kind: str
+    fields: tuple[tuple[str, Any], ...]
+
+    def get(self, key: str, default: Any = None) -> Any:
+        return dict(self.fields).get(key, default)
+
+    @property
+    def identity(self) -> str:
+        """One stable string per distinct input, so two components sharing a checkout share its fetch."""
+        f = dict(self.fields)
+        if self.kind == "git":
+            return f"git:{f['url']}@{f.get('commit', '?')}"
+        if self.kind == "archive":
+            return f"archive:{f.get('sha256') or f.get('sha512') or f['url']}"
+        if self.kind == "deb":
+            return f"deb:{f['package']}={f['version']}"
+        if self.kind == "pypi":
+            return f"pypi:{f['filename']}"
+        return f"path:{f['dir']}"
+
+    def as_dict(self) -> dict[str, Any]:
+        return {self.kind: dict(self.fields)}
+
+
+@dataclass(frozen=True)
+class Build:
+    kind: str
+    args: tuple[tuple[str, Any], ...] = ()
+
+    def arg(self, key: str, default: Any = None) -> Any:
+        return dict(self.args).get(key, default)
+
+    @property
+    def target_specific(self) -> bool:
+        """Builds that compile device code run once per gfx family."""
+        return self.kind in ("hip",) or bool(self.arg("per_family", False))
+
+
+@dataclass(frozen=True)
+class Component:
+    name: str
+    version: str
+    sdk: str  # "core" or "expansion.<name>"
+    source: Source
+    build: Build
+    depends: tuple[str, ...] = ()
+    exclude_targets: tuple[str, ...] = ()
+    project: str = ""  # the upstream sub-project name that targets.toml exclusions refer to
+    pin_unknown: str = ""  # set when no pin is known: the plan reports it, the build refuses it
+    description: str = ""
+
+
+@dataclass(frozen=True)
+class Framework:
+    name: str
+    recipe: str
+    version: str
+
+
+@dataclass(frozen=True)
+class Release:
+    name: str
+    version: str
+    channel: str
+    source_date_epoch: int
+    base_os: str
+    families: tuple[str, ...]
+    python: tuple[str, ...] = ("3.11",)
+    description: str = ""
+
+
+@dataclass(frozen=True)
+class Manifest:
+    path: Path
+    release: Release
+    components: tuple[Component, ...]
+    sdks: dict[str, str]  # sdk id -> description
+    frameworks: tuple[Framework, ...]
+    gates: dict[str, tuple[str, ...]] = field(default_factory=dict)  # channel -> required gate names
+    data: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def digest(self) -> str:
+        """sha256 of the canonical JSON of the parsed manifest: names exactly one set of pins."""
+        return hashlib.sha256(canonical_json(self.data).encode()).hexdigest()
+
+    def component(self, name: str) -> Component:
+        return next(c for c in self.components if c.name == name)
+
+    def targets(self, registry: Registry) -> tuple[str, ...]:
+        return registry.expand_all(self.release.families)
+
+    def embedded(self) -> dict[str, Any]:
+        """What every built artifact carries as ``share/cairn/manifest.json``."""
+        return {"schema": "cairn.manifest/v1", "file": self.path.name, "sha256": self.digest, "manifest": self.data}
+
+
+def canonical_json(value: Any) -> str:
+    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=str)
+
+
+# -- loading --------------------------------------------------------------------------------------------
+_TOP = {"release", "core", "expansion", "frameworks", "gates"}
+_RELEASE = {"name", "version", "channel", "source_date_epoch", "base_os", "families", "python", "description"}
+_SDK = {"description", "components"}
+_COMPONENT = {"name", "version", "source", "build", "depends", "exclude_targets", "project", "pin_unknown", "description"}
+_BUILD = {"kind", "args"}
+_FRAMEWORK = {"recipe", "version"}
+
+
+def load_manifest(path: Path, registry: Registry | None = None, text: str | None = None) -> Manifest:
+    """Parse and validate a release manifest; the first problem found is raised as a ManifestError."""
+    doc = tomlpos.load(Path(path), text)
+    return _Loader(doc, registry or load_registry()).manifest()
+
+
+class _Loader:
+    def __init__(self, doc: tomlpos.Document, registry: Registry) -> None:
+        self.doc = doc
+        self.registry = registry
+
+    # -- helpers ----------------------------------------------------------------------------------
+    def fail(self, keypath: tomlpos.KeyPath, what: str, fix: str) -> ManifestError:
+        return ManifestError(self.doc.where(keypath), what, fix)
+
+    def keys(self, table: Any, allowed: set[str], keypath: tomlpos.KeyPath, what: str) -> dict[str, Any]:
+        if not isinstance(table, dict):
+            raise self.fail(keypath, f"{what} must be a table", f"write it as [{'.'.join(map(str, keypath))}] or {{ … }}")
+        for key in table:
+            if key not in allowed:
+                raise self.fail((*keypath, key), f"unknown key '{key}' in {what}", did_you_mean(key, allowed, "keys"))
+        return table
+
+    def string(self, table: dict[str, Any], key: str, keypath: tomlpos.KeyPath, *, required: bool = True) -> str:
+        value = table.get(key)
+        if value is None:
+            if required:
+                raise self.fail(keypath, f"missing '{key}'", f"add {key} = \"…\"")
+            return ""
+        if not isinstance(value, str) or not value.strip():
+            raise self.fail((*keypath, key), f"'{key}' must be a non-empty string", f"write {key} = \"…\"")
+        return value
+
+    def string_list(self, table: dict[str, Any], key: str, keypath: tomlpos.KeyPath) -> tuple[str, ...]:
+        value = table.get(key, [])
+        if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+            raise self.fail((*keypath, key), f"'{key}' must be a list of strings", f'write {key} = ["…"]')
+        return tuple(value)
+
+    def pep440(self, value: str, keypath: tomlpos.KeyPath) -> str:
+        try:
+            Version(value)
+        except InvalidVersion:
+            raise self.fail(keypath, f"'{value}' is not a PEP 440 version", "use e.g. 7.14.0, 7.14.0rc1 or 7.14.0.dev0") from None
+        return value
+
+    # -- sections ------------------------------------------------------------------------------------
+    def manifest(self) -> Manifest:
+        data = self.keys(self.doc.data, _TOP, (), "the manifest")
+        if "release" not in data:
+            raise self.fail((), "missing [release] table", "add [release] with name, version, channel, source_date_epoch, base_os, families")
+        release = self.release(data["release"])
+        sdks: dict[str, str] = {}
+        components: list[Component] = []
+        if "core" not in data:
+            raise self.fail((), "missing [core] SDK", "add [[core.components]] entries")
+        sdks["core"] = self.sdk(data["core"], ("core",), "core", components)
+        expansions = self.keys(data.get("expansion", {}), set(data.get("expansion", {})), ("expansion",), "[expansion]")
+        for name, table in expansions.items():
+            if not _NAME.match(name):
+                raise self.fail(("expansion", name), f"bad expansion name '{name}'", "use lower-case letters, digits and dashes")
+            sdks[f"expansion.{name}"] = self.sdk(table, ("expansion", name), f"expansion.{name}", components)
+        self.check_graph(components)
+        frameworks = tuple(self.framework(name, table) for name, table in data.get("frameworks", {}).items())
+        gates = self.gates(data.get("gates", {}))
+        return Manifest(self.doc.path, release, tuple(components), sdks, frameworks, gates, data)
+
+    def release(self, table: Any) -> Release:
+        kp = ("release",)
+        table = self.keys(table, _RELEASE, kp, "[release]")
+        version = self.pep440(self.string(table, "version", kp), (*kp, "version"))
+        channel = self.string(table, "channel", kp)
+        if channel not in CHANNELS:
+            raise self.fail((*kp, "channel"), f"unknown channel '{channel}'", did_you_mean(channel, CHANNELS, "channels"))
+        epoch = table.get("source_date_epoch")
+        if not isinstance(epoch, int) or isinstance(epoch, bool) or epoch < 315532800:
+            raise self.fail((*kp, "source_date_epoch"), "source_date_epoch must be an integer Unix time ≥ 315532800 (1980, the zip epoch)",
+                            "set it to the release's commit time, e.g. 1752537600")
+        families = self.string_list(table, "families", kp)
+        if not families:
+            raise self.fail((*kp, "families"), "no families to ship", 'list at least one, e.g. families = ["gfx90a"]')
+        for n, fam in enumerate(families):
+            if not self.registry.is_family(fam):
+                raise self.fail((*kp, "families", n), f"unknown gfx family '{fam}'", did_you_mean(fam, self.registry.family_names(), "families"))
+        python = self.string_list(table, "python", kp) or ("3.11",)
+        for n, py in enumerate(python):
+            if not re.match(r"^3\.[0-9]+$", py):
+                raise self.fail((*kp, "python", n), f"bad Python version '{py}'", 'write it as "3.11"')
+        return Release(
+            name=self.string(table, "name", kp), version=version, channel=channel, source_date_epoch=epoch,
+            base_os=self.string(table, "base_os", kp), families=families, python=python,
+            description=self.string(table, "description", kp, required=False),
+        )
+
+    def sdk(self, table: Any, kp: tomlpos.KeyPath, sdk_id: str, out: list[Component]) -> str:
+        table = self.keys(table, _SDK, kp, f"[{'.'.join(map(str, kp))}]")
+        raw = table.get("components", [])
+        if not isinstance(raw, list):
+            raise self.fail((*kp, "components"), "components must be an array of tables", f"write [[{'.'.join(map(str, kp))}.components]]")
+        for index, comp in enumerate(raw):
+            out.append(self.component(comp, (*kp, "components", index), sdk_id))
+        return self.string(table, "description", kp, required=False)
+
+    def component(self, table: Any, kp: tomlpos.KeyPath, sdk_id: str) -> Component:
+        table = self.keys(table, _COMPONENT, kp, "a component")
+        name = self.string(table, "name", kp)
+        if not _NAME.match(name):
+            raise self.fail((*kp, "name"), f"bad component name '{name}'", "use lower-case letters, digits, '.', '_' and '-'")
+        pin_unknown = self.string(table, "pin_unknown", kp, required=False)
+        version = self.string(table, "version", kp)
+        if "source" not in table:
+            raise self.fail(kp, f"component '{name}' has no source", "add source.<git|archive|deb|pypi|path> = { … }")
+        source = self.source(table["source"], (*kp, "source"), name, bool(pin_unknown))
+        build = self.build(table.get("build", {"kind": "copy"}), (*kp, "build"))
+        excludes = self.string_list(table, "exclude_targets", kp)
+        for n, item in enumerate(excludes):
+            if not self.registry.is_family(item):
+                raise self.fail((*kp, "exclude_targets", n), f"unknown gfx target or family '{item}'",
+                                did_you_mean(item, self.registry.family_names(), "targets"))
+        return Component(
+            name=name, version=version, sdk=sdk_id, source=source, build=build,
+            depends=self.string_list(table, "depends", kp), exclude_targets=excludes,
+            project=self.string(table, "project", kp, required=False), pin_unknown=pin_unknown,
+            description=self.string(table, "description", kp, required=False),
+        )
+
+    def source(self, table: Any, kp: tomlpos.KeyPath, name: str, pin_unknown: bool) -> Source:
+        if not isinstance(table, dict) or len(table) != 1:
+            kinds = ", ".join(sorted(table)) if isinstance(table, dict) else type(table).__name__
+            raise self.fail(kp, f"component '{name}' needs exactly one source kind (found: {kinds or 'none'})",
+                            f"use one of source.{{{','.join(SOURCE_KINDS)}}}")
+        kind, fields = next(iter(table.items()))
+        if kind not in SOURCE_KINDS:
+            raise self.fail((*kp, kind), f"unknown source kind '{kind}'", did_you_mean(kind, SOURCE_KINDS, "source kinds"))
+        required, optional = _SOURCE_FIELDS[kind]
+        fields = self.keys(fields, required | optional, (*kp, kind), f"source.{kind}")
+        skp = (*kp, kind)
+        for key in sorted(required):
+            if key not in fields and not (pin_unknown and key in ("commit", "sha256")):
+                raise self.fail(skp, f"source.{kind} of '{name}' is missing '{key}'", self.pin_fix(kind, key))
+        if kind == "git":
+            commit = fields.get("commit")
+            if commit is not None and not (isinstance(commit, str) and _HEX40.match(commit)):
+                raise self.fail((*skp, "commit"), f"floating ref '{commit}' for '{name}'",
+                                "pin the full 40-hex commit (git rev-parse <ref>), not a branch, tag or short hash")
+            if "ref" in fields and commit is None and not pin_unknown:
+                raise self.fail((*skp, "ref"), f"floating ref '{fields['ref']}' for '{name}'", "add commit = \"<40 hex>\"")
+        if kind == "archive":
+            digests = [k for k in ("sha256", "sha512") if k in fields]
+            if len(digests) != 1 and not pin_unknown:
+                raise self.fail(skp, f"archive of '{name}' needs exactly one of sha256 or sha512", "add sha256 = \"<64 hex>\" (sha256sum FILE)")
+            pattern = {"sha256": _HEX64, "sha512": _HEX128}
+            for key in digests:
+                if not (isinstance(fields[key], str) and pattern[key].match(fields[key])):
+                    raise self.fail((*skp, key), f"{key} of '{name}' is not {len(pattern[key].pattern) - 12} lower-case hex digits",
+                                    f"paste the full digest from {key}sum")
+        if kind in ("deb", "pypi") and "sha256" in fields and not (isinstance(fields["sha256"], str) and _HEX64.match(fields["sha256"])):
+            raise self.fail((*skp, "sha256"), f"sha256 of '{name}' is not 64 lower-case hex digits", "paste the full digest (apt-cache show PKG | grep SHA256)")
+        if kind == "deb" and not (isinstance(fields["version"], str) and _DEB_VERSION.match(fields["version"])):
+            raise self.fail((*skp, "version"), f"'{fields['version']}' is not an exact Debian version", "pin the exact version, e.g. 5.2.3-8")
+        if kind == "pypi":
+            self.pep440(str(fields["version"]), (*skp, "version"))
+        if kind == "path":
+            rel = Path(str(fields["dir"]))
+            if rel.is_absolute() or ".." in rel.parts:
+                raise self.fail((*skp, "dir"), f"path '{rel}' must stay inside the repository", "give a relative directory such as recipes/hip/smoke")
+        return Source(kind, tuple(sorted(fields.items())))
+
+    @staticmethod
+    def pin_fix(kind: str, key: str) -> str:
+        if key == "commit":
+            return "pin the full 40-hex commit; if none is known, set pin_unknown = \"why\" on the component"
+        if key == "sha256":
+            return "add sha256 = \"<64 hex>\"; an input without a digest is a floating input"
+        return f"add {key} = …"
+
+    def build(self, table: Any, kp: tomlpos.KeyPath) -> Build:
+        table = self.keys(table, _BUILD, kp, "build")
+        kind = self.string(table, "kind", kp)
+        if kind not in BUILD_KINDS:
+            raise self.fail((*kp, "kind"), f"unknown build kind '{kind}'", did_you_mean(kind, BUILD_KINDS, "build kinds"))
+        args = table.get("args", {})
+        if not isinstance(args, dict):
+            raise self.fail((*kp, "args"), "build args must be a table", "write args = { key = value }")
+        return Build(kind, tuple(sorted((k, _freeze(v)) for k, v in args.items())))
+
+    def framework(self, name: str, table: Any) -> Framework:
+        kp = ("frameworks", name)
+        table = self.keys(table, _FRAMEWORK, kp, f"[frameworks.{name}]")
+        return Framework(name, self.string(table, "recipe", kp), self.pep440(self.string(table, "version", kp), (*kp, "version")))
+
+    def gates(self, table: Any) -> dict[str, tuple[str, ...]]:
+        table = self.keys(table, {"required"}, ("gates",), "[gates]")
+        required = self.keys(table.get("required", {}), set(CHANNELS), ("gates", "required"), "[gates.required]")
+        return {channel: self.string_list(required, channel, ("gates", "required")) for channel in required}
+
+    # -- the component graph ---------------------------------------------------------------------------
+    def check_graph(self, components: list[Component]) -> None:
+        index: dict[str, int] = {}
+        for n, comp in enumerate(components):
+            if comp.name in index:
+                first = components[index[comp.name]]
+                raise self.fail(self.comp_path(comp, components), f"duplicate component '{comp.name}' (first defined in {first.sdk})",
+                                "rename one of them or remove the duplicate")
+            index[comp.name] = n
+        for comp in components:
+            for d, dep in enumerate(comp.depends):
+                if dep not in index:
+                    raise self.fail((*self.comp_path(comp, components), "depends", d), f"'{comp.name}' depends on unknown component '{dep}'",
+                                    did_you_mean(dep, index, "components"))
+        cycle = find_cycle({c.name: c.depends for c in components})
+        if cycle:
+            first = components[index[cycle[0]]]
+            raise self.fail((*self.comp_path(first, components), "depends"), f"dependency cycle: {' → '.join(cycle)}",
+                            "remove one of these depends entries")
+
+    def comp_path(self, comp: Component, components: list[Component]) -> tomlpos.KeyPath:
+        sdk_path: tuple[str, ...] = ("core",) if comp.sdk == "core" else ("expansion", comp.sdk.split(".", 1)[1])
+        same_sdk = [c for c in components if c.sdk == comp.sdk]
+        position = next(n for n, c in enumerate(same_sdk) if c is comp)
+        return (*sdk_path, "components", position)
+
+
+def find_cycle(graph: dict[str, tuple[str, ...]]) -> list[str] | None:
+    """A dependency cycle as a closed path (``a → b → a``), or None.
+
+    >>> find_cycle({"a": ("b",), "b": ("a",)})
+    ['a', 'b', 'a']
+    >>> find_cycle({"a": ("b",), "b": ()}) is None
+    True
+    """
+    state: dict[str, int] = {}
+    stack: list[str] = []
+
+    def visit(node: str) -> list[str] | None:
+        state[node] = 1
+        stack.append(node)
+        for dep in graph.get(node, ()):
+            if state.get(dep) == 1:
+                return [*stack[stack.index(dep):], dep]
+            if dep not in state:
+                found = visit(dep)
+                if found:
+                    return found
+        stack.pop()
+        state[node] = 2
+        return None
+
+    for node in graph:
+        if node not in state:
+            found = visit(node)
+            if found:
+                return found
+    return None
+
+
+def _freeze(value: Any) -> Any:
+    if isinstance(value, dict):
+        return tuple(sorted((k, _freeze(v)) for k, v in value.items()))
+    if isinstance(value, list):
+        return tuple(_freeze(v) for v in value)
+    return value

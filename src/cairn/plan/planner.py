@@ -1,0 +1,188 @@
+"""Resolve a manifest into the action graph. Pure: manifest + registry + host snapshot in, Plan out.
+
+Actions per release:
+- ``fetch:<source>`` once per distinct pinned input (two components from one monorepo commit share it);
+- ``build:<component>`` for target-neutral builds, ``build:<component>@<family>`` for device-code builds;
+- ``assemble:sdk``: every target-neutral component merged into one relocatable SDK tree.
+Later stages append their own actions (package, image, audit, gate, sign, publish) to the same graph.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from pathlib import PurePosixPath
+from typing import Any
+from urllib.parse import urlparse
+
+from cairn.model.manifest import Component, Manifest, Source
+from cairn.model.targets import Registry
+from cairn.plan.graph import Action, Plan, toposort
+from cairn.plan.probe import Host
+
+# Bumped whenever the code that performs an action kind changes what it writes: part of every key.
+LAYOUT_VERSIONS = {"fetch": 1, "deb-unpack": 1, "copy": 1, "hip": 1, "cmake": 1, "wheel-unpack": 1, "assemble": 1}
+
+
+def fetch_id(source: Source) -> str:
+    f = dict(source.fields)
+    if source.kind == "git":
+        repo = PurePosixPath(urlparse(f["url"]).path).name.removesuffix(".git")
+        return f"fetch:{repo}@{str(f.get('commit', 'unpinned'))[:12]}"
+    if source.kind == "archive":
+        return f"fetch:{PurePosixPath(urlparse(f['url']).path).name}"
+    if source.kind == "deb":
+        return f"fetch:deb:{f['package']}"
+    if source.kind == "pypi":
+        return f"fetch:pypi:{f['filename']}"
+    return f"fetch:path:{f['dir']}"
+
+
+def build_id(component: Component, family: str = "") -> str:
+    return f"build:{component.name}" + (f"@{family}" if family else "")
+
+
+def plan_release(manifest: Manifest, registry: Registry, host: Host, families: tuple[str, ...] = (),
+                 path_digests: dict[str, str] | None = None) -> Plan:
+    """The full action graph for ``manifest``, restricted to ``families`` when given.
+
+    ``path_digests`` maps each ``path`` source directory to its content digest, so editing our own
+    sources changes their fetch key.
+    """
+    families = families or manifest.release.families
+    for fam in families:
+        registry.expand(fam)  # KeyError with a hint for unknown families
+    actions: dict[str, Action] = {}
+    notes: list[str] = []
+    by_name = {c.name: c for c in manifest.components}
+
+    for comp in manifest.components:
+        fid = fetch_id(comp.source)
+        if fid not in actions:
+            actions[fid] = _fetch_action(fid, comp, host, (path_digests or {}).get(str(comp.source.get("dir")), ""))
+        if comp.pin_unknown:
+            notes.append(f"{comp.name}: pin unknown — {comp.pin_unknown}")
+        if comp.build.target_specific:
+            for fam in families:
+                targets = _component_targets(comp, fam, registry)
+                if not targets:
+                    notes.append(f"{comp.name}: no targets of {fam} left after exclusions; not built for it")
+                    continue
+                action = _build_action(comp, by_name, host, family=fam, targets=targets)
+                actions[action.id] = action
+        else:
+            action = _build_action(comp, by_name, host)
+            actions[action.id] = action
+
+    neutral = [build_id(c) for c in manifest.components if not c.build.target_specific]
+    actions["assemble:sdk"] = Action(
+        id="assemble:sdk",
+        kind="assemble",
+        inputs={
+            "layout": LAYOUT_VERSIONS["assemble"],
+            "release": manifest.release.name,
+            "version": manifest.release.version,
+            "manifest": manifest.embedded(),
+            "source_date_epoch": manifest.release.source_date_epoch,
+            "components": sorted(c.name for c in manifest.components if not c.build.target_specific),
+        },
+        deps=tuple(neutral),
+    )
+    ordered = _propagate_blocked(toposort(actions.values()))
+    return Plan(str(manifest.path.name), manifest.digest, ordered, tuple(notes))
+
+
+def _component_targets(comp: Component, family: str, registry: Registry) -> tuple[str, ...]:
+    """A family's targets minus the component's own exclusions and its project's registry exclusions."""
+    excluded = set(registry.expand_all(comp.exclude_targets)) if comp.exclude_targets else set()
+    targets = registry.targets_for_project(family, comp.project) if comp.project else registry.expand(family)
+    return tuple(t for t in targets if t not in excluded)
+
+
+def _fetch_action(fid: str, comp: Component, host: Host, content: str = "") -> Action:
+    source = comp.source
+    f = dict(source.fields)
+    blocked = ""
+    if comp.pin_unknown:
+        blocked = f"pin unknown for {comp.name}: {comp.pin_unknown}"
+    elif source.kind == "git":
+        url = f["url"]
+        if url.startswith(("http://", "https://")):
+            hostname = urlparse(url).hostname or ""
+            if hostname not in host.reachable_hosts:
+                blocked = f"needs git access to {hostname}{urlparse(url).path.removesuffix('.git')}"
+        if "git" not in host.tools:
+            blocked = blocked or "needs git (apt-get install git)"
+    elif source.kind == "archive":
+        hostname = urlparse(f["url"]).hostname or ""
+        if f["url"].startswith(("http://", "https://")) and hostname not in host.reachable_hosts:
+            blocked = f"needs network access to {hostname} to download {PurePosixPath(urlparse(f['url']).path).name}"
+    elif source.kind == "deb":
+        if not {"apt-get", "dpkg-deb"} <= host.tools:
+            blocked = "needs apt-get and dpkg-deb (a Debian host)"
+        elif host.apt_versions and f["version"] not in host.apt_versions.get(f["package"], frozenset()):
+            have = ", ".join(sorted(host.apt_versions.get(f["package"], ()))) or "none"
+            blocked = f"apt cannot fetch {f['package']}={f['version']} (apt has: {have}); run apt-get update or add its apt_source"
+    elif source.kind == "pypi" and "pip" not in host.tools:
+        blocked = "needs pip"
+    inputs: dict[str, Any] = {"layout": LAYOUT_VERSIONS["fetch"], "source": source.as_dict()}
+    if source.kind == "path":
+        inputs["content"] = content
+    return Action(id=fid, kind="fetch", inputs=inputs, component=comp.name, blocked=blocked)
+
+
+def _build_action(comp: Component, by_name: dict[str, Component], host: Host, family: str = "",
+                  targets: tuple[str, ...] = ()) -> Action:
+    kind = comp.build.kind
+    deps = [fetch_id(comp.source)]
+    inputs: dict[str, Any] = {
+        "layout": LAYOUT_VERSIONS[kind],
+        "component": comp.name,
+        "version": comp.version,
+        "build": {"kind": kind, "args": _thaw(comp.build.args)},
+    }
+    blocked = ""
+    if kind in ("hip", "cmake"):
+        # compiled code sees its dependencies' headers and libraries: they are inputs
+        deps += [build_id(by_name[d]) for d in comp.depends if not by_name[d].build.target_specific]
+    if kind == "hip":
+        inputs["targets"] = list(targets)
+        inputs["toolchain"] = host.hipcc_version
+        if not host.hipcc_version:
+            blocked = "needs hipcc (apt-get install hipcc rocm-device-libs)"
+        else:
+            missing = [t for t in targets if t not in host.hip_targets]
+            if missing:
+                blocked = f"needs a ROCm ≥ 6 toolchain for {', '.join(missing)} (this host's {host.hipcc_version} cannot target them)"
+    if kind == "cmake":
+        blocked = ("needs a TheRock build host: the amd-llvm toolchain from this manifest and a ROCm ≥ 6 "
+                   f"super-build (this host has {host.hipcc_version or 'no hipcc'})")
+    return Action(id=build_id(comp, family), kind="build", inputs=inputs, deps=tuple(dict.fromkeys(deps)),
+                  component=comp.name, family=family, blocked=blocked)
+
+
+def _propagate_blocked(actions: tuple[Action, ...]) -> tuple[Action, ...]:
+    """An action whose dependency is blocked is blocked too, naming the first blocked dependency."""
+    result: dict[str, Action] = {}
+    for action in actions:
+        if not action.blocked:
+            blocked_dep = next((d for d in action.deps if result[d].blocked), None)
+            if blocked_dep:
+                action = replace(action, blocked=f"waits on {blocked_dep} ({_root_reason(result, blocked_dep)})")
+        result[action.id] = action
+    return tuple(result.values())
+
+
+def _root_reason(actions: dict[str, Action], action_id: str) -> str:
+    reason = actions[action_id].blocked
+    while reason.startswith("waits on "):
+        return reason.split("(", 1)[1].rstrip(")") if "(" in reason else reason
+    return reason
+
+
+def _thaw(value: Any) -> Any:
+    """Frozen build args (tuples of pairs) back to JSON-able dicts and lists."""
+    if isinstance(value, tuple):
+        if all(isinstance(v, tuple) and len(v) == 2 and isinstance(v[0], str) for v in value) and value:
+            return {k: _thaw(v) for k, v in value}
+        return [_thaw(v) for v in value]
+    return value

@@ -1,0 +1,104 @@
+"""What this host can do: tools, toolchain targets, reachable source hosts, apt's package versions.
+
+The planner is pure; it takes a ``Host`` snapshot as input so plans are testable and so a blocked action
+says exactly which missing capability blocks it. ``probe_host`` is the only code here that touches the
+system, and it asks only cheap questions (which, a version flag, one TCP connect per git/archive host).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import socket
+import subprocess
+from collections.abc import Iterable
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+from urllib.parse import urlparse
+
+HOST_DEVICE_LIBS = Path("/usr/lib/x86_64-linux-gnu/amdgcn/bitcode")
+
+
+@dataclass(frozen=True)
+class Host:
+    """A snapshot of host capabilities the planner consults."""
+
+    tools: frozenset[str] = frozenset()
+    hipcc_version: str = ""  # e.g. "5.2.3 (clang 15.0.6)"; empty when hipcc is missing
+    hip_targets: frozenset[str] = frozenset()  # processors the host toolchain + device libs can compile
+    reachable_hosts: frozenset[str] = frozenset()
+    apt_versions: dict[str, frozenset[str]] = field(default_factory=dict)  # package -> versions apt can fetch
+
+
+def _version_of(cmd: list[str]) -> str:
+    env = {**os.environ, "HIP_PLATFORM": "amd"}  # without it Debian's hipcc reports (and targets) nvcc
+    try:
+        out = subprocess.run(cmd, capture_output=True, text=True, timeout=20, env=env).stdout
+    except (OSError, subprocess.TimeoutExpired):
+        return ""
+    return out
+
+
+def hipcc_version() -> str:
+    """``HIP version 5.2.21153 / clang 15.0.6`` style string used in action keys ("" if absent)."""
+    if not shutil.which("hipcc"):
+        return ""
+    text = _version_of(["hipcc", "--version"])
+    hip = re.search(r"HIP version:\s*(\S+)", text)
+    clang = re.search(r"clang version\s*(\S+)", text)
+    return f"hip {hip.group(1) if hip else '?'}; clang {clang.group(1) if clang else '?'}"
+
+
+def compilable_targets(device_libs: Path = HOST_DEVICE_LIBS) -> frozenset[str]:
+    """Processors whose ISA-version bitcode the device libraries ship: without it hipcc cannot link.
+
+    ``oclc_isa_version_90a.bc`` → ``gfx90a``. This is the real reason ROCm 5.2's toolchain cannot build
+    gfx942 or RDNA3: its device libraries predate them.
+    """
+    if not device_libs.is_dir():
+        return frozenset()
+    found = set()
+    for path in device_libs.glob("oclc_isa_version_*.bc"):
+        found.add("gfx" + path.stem.rsplit("_", 1)[1])
+    return frozenset(found)
+
+
+def _reachable(host: str, port: int = 443, timeout: float = 2.0) -> bool:
+    try:
+        with socket.create_connection((host, port), timeout=timeout):
+            return True
+    except OSError:
+        return False
+
+
+def apt_versions(packages: Iterable[str]) -> dict[str, frozenset[str]]:
+    """Versions apt can download for each package (one ``apt-cache show`` call for all)."""
+    names = sorted(set(packages))
+    if not names or not shutil.which("apt-cache"):
+        return {}
+    proc = subprocess.run(["apt-cache", "show", *names], capture_output=True, text=True)
+    found: dict[str, set[str]] = {}
+    package = ""
+    for line in proc.stdout.splitlines():
+        if line.startswith("Package: "):
+            package = line.split(": ", 1)[1]
+        elif line.startswith("Version: ") and package:
+            found.setdefault(package, set()).add(line.split(": ", 1)[1])
+    return {name: frozenset(found.get(name, ())) for name in names}
+
+
+def probe_host(urls: Iterable[str] = (), deb_packages: Iterable[str] = ()) -> Host:
+    """Probe tools, hipcc, device-lib targets, the hosts of ``urls`` (in parallel) and apt versions."""
+    tools = frozenset(t for t in ("git", "apt-get", "dpkg-deb", "hipcc", "cmake", "patchelf", "docker", "pip") if shutil.which(t))
+    hosts = sorted({urlparse(u).hostname or "" for u in urls if u.startswith(("http://", "https://"))} - {""})
+    with ThreadPoolExecutor(max_workers=8) as pool:
+        reachable = frozenset(h for h, ok in zip(hosts, pool.map(_reachable, hosts), strict=True) if ok)
+    return Host(
+        tools=tools,
+        hipcc_version=hipcc_version(),
+        hip_targets=compilable_targets() if "hipcc" in tools else frozenset(),
+        reachable_hosts=reachable,
+        apt_versions=apt_versions(deb_packages),
+    )

@@ -1,0 +1,157 @@
+"""Fetch and verify pinned inputs: deb, pypi, archive, git and path sources.
+
+Every fetcher writes into ``out`` (an empty work directory) and verifies before returning. Downloads use
+the host's own clients (apt, pip, git, urllib), so proxies and mirrors configured on the host apply.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import shutil
+import tempfile
+import urllib.request
+from collections.abc import Callable, Mapping
+from pathlib import Path, PurePosixPath
+from typing import IO, Any
+from urllib.parse import urlparse
+
+from cairn import proc
+from cairn.errors import CairnError, PinMismatch
+from cairn.paths import repo_root
+from cairn.store.base import file_sha256
+
+Fetcher = Callable[[Mapping[str, Any], Path, IO[str]], None]
+
+
+def _verify(path: Path, algorithm: str, expected: str, what: str) -> None:
+    h = hashlib.new(algorithm)
+    with open(path, "rb") as handle:
+        while chunk := handle.read(1 << 20):
+            h.update(chunk)
+    actual = h.hexdigest()
+    if actual != expected:
+        path.unlink(missing_ok=True)
+        raise PinMismatch(f"{what}: {algorithm} is {actual}, the manifest pins {expected} — the upstream file changed "
+                          "or the pin is wrong; re-pin only after checking why")
+
+
+def fetch_deb(source: Mapping[str, Any], out: Path, log: IO[str]) -> None:
+    """``apt-get download PKG=VERSION`` (optionally from the manifest's own apt source), then verify."""
+    package, version = source["package"], source["version"]
+    options: list[str] = []
+    scratch = Path(tempfile.mkdtemp(prefix="cairn-apt-"))
+    try:
+        if source.get("apt_source"):
+            (scratch / "lists" / "partial").mkdir(parents=True)
+            (scratch / "sources.list").write_text(f"{source['apt_source']}\n")
+            options = ["-o", f"Dir::Etc::SourceList={scratch / 'sources.list'}", "-o", "Dir::Etc::SourceParts=/dev/null",
+                       "-o", f"Dir::State::Lists={scratch / 'lists'}"]
+            proc.run(["apt-get", "update", "-q", *options], log=log)
+        proc.run(["apt-get", "download", "-q", *options, f"{package}={version}"], cwd=scratch, log=log)
+        debs = sorted(scratch.glob("*.deb"))
+        if len(debs) != 1:
+            raise CairnError(f"apt-get download {package}={version} produced {len(debs)} files, expected one")
+        _verify(debs[0], "sha256", source["sha256"], f"{package}={version}")
+        shutil.move(str(debs[0]), out / debs[0].name)
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
+
+
+def fetch_pypi(source: Mapping[str, Any], out: Path, log: IO[str]) -> None:
+    """``pip download`` the exact file named by the pin, then verify its sha256."""
+    filename = source["filename"]
+    scratch = Path(tempfile.mkdtemp(prefix="cairn-pip-"))
+    try:
+        cmd = ["python3", "-m", "pip", "download", "--no-deps", "--disable-pip-version-check", "-d", str(scratch),
+               f"{source['name']}=={source['version']}"]
+        if filename.endswith(".whl"):
+            cmd += ["--only-binary=:all:", *_wheel_target_options(filename)]
+        else:
+            cmd += ["--no-binary=:all:", "--no-build-isolation"]
+        proc.run(cmd, log=log)
+        found = scratch / filename
+        if not found.is_file():
+            got = ", ".join(p.name for p in scratch.iterdir()) or "nothing"
+            raise CairnError(f"pip download {source['name']}=={source['version']} gave {got}, not {filename}")
+        _verify(found, "sha256", source["sha256"], filename)
+        shutil.move(str(found), out / filename)
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
+
+
+def _wheel_target_options(filename: str) -> list[str]:
+    """pip options that make ``pip download`` pick exactly the wheel with these tags, on any host."""
+    python, abi, platform = filename[: -len(".whl")].split("-")[-3:]
+    options: list[str] = []
+    first = python.split(".")[0]
+    implementation, digits = first[:2], first[2:]
+    options += ["--implementation", implementation, "--python-version", digits or "3"]
+    options += [arg for tag in abi.split(".") for arg in ("--abi", tag)]
+    options += [arg for tag in platform.split(".") for arg in ("--platform", tag)]
+    return options
+
+
+def fetch_archive(source: Mapping[str, Any], out: Path, log: IO[str]) -> None:
+    """Download over http(s) or file:// to a temp name, verify, then rename into place."""
+    url = source["url"]
+    name = PurePosixPath(urlparse(url).path).name or "archive"
+    partial = out / f".{name}.partial"
+    log.write(f"+ download {url}\n")
+    try:
+        with urllib.request.urlopen(url, timeout=60) as response, open(partial, "wb") as handle:  # noqa: S310
+            shutil.copyfileobj(response, handle, 1 << 20)
+    except OSError as exc:
+        partial.unlink(missing_ok=True)
+        raise CairnError(f"cannot download {url}: {exc}") from None
+    algorithm = "sha256" if "sha256" in source else "sha512"
+    _verify(partial, algorithm, source[algorithm], url)
+    os.replace(partial, out / name)
+
+
+def fetch_git(source: Mapping[str, Any], out: Path, log: IO[str]) -> None:
+    """Fetch exactly one commit and check it out without history; verify HEAD is the pinned commit."""
+    url, commit = source["url"], source["commit"]
+    checkout = out / "src"
+    checkout.mkdir()
+    git = ["git", "-c", "advice.detachedHead=false", "-c", "init.defaultBranch=main"]
+    proc.run([*git, "init", "-q"], cwd=checkout, log=log)
+    proc.run([*git, "fetch", "-q", "--depth", "1", url, commit], cwd=checkout, log=log)
+    proc.run([*git, "checkout", "-q", "FETCH_HEAD"], cwd=checkout, log=log)
+    head = proc.run(["git", "rev-parse", "HEAD"], cwd=checkout, log=log).stdout.strip()
+    if head != commit:
+        raise PinMismatch(f"{url}: checked out {head}, the manifest pins {commit}")
+    shutil.rmtree(checkout / ".git")
+    (out / "COMMIT").write_text(f"{url} {commit}\n")
+
+
+def fetch_path(source: Mapping[str, Any], out: Path, log: IO[str]) -> None:
+    """Copy a directory of this repository (our own sources) into the store."""
+    root = repo_root()
+    src = (root / source["dir"]).resolve()
+    if not src.is_dir() or root not in src.parents:
+        raise CairnError(f"source path {source['dir']} is not a directory inside {root}")
+    log.write(f"+ copy {source['dir']}\n")
+    shutil.copytree(src, out / "src", symlinks=True, ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
+
+
+def path_digest(directory: str) -> str:
+    """Content digest of a repository directory: part of the fetch key, so edits rebuild."""
+    root = (repo_root() / directory).resolve()
+    h = hashlib.sha256()
+    for path in sorted(p for p in root.rglob("*") if p.is_file() and "__pycache__" not in p.parts):
+        h.update(f"{path.relative_to(root).as_posix()}\0{file_sha256(path)}\n".encode())
+    return h.hexdigest()
+
+
+FETCHERS: dict[str, Fetcher] = {
+    "deb": fetch_deb,
+    "pypi": fetch_pypi,
+    "archive": fetch_archive,
+    "git": fetch_git,
+    "path": fetch_path,
+}
+
+
+def fetch(kind: str, source: Mapping[str, Any], out: Path, log: IO[str]) -> None:
+    FETCHERS[kind](source, out, log)
