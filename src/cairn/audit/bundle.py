@@ -251,6 +251,8 @@ def _compressed(section: memoryview, pos: int, index: int, mach_name: MachNamer)
     if total is not None and not header_size < total <= len(view):
         raise _Bad(8, f"CCOB total size {total} does not fit (header {header_size}, {len(view)} bytes left in the section)")
     stream = view[header_size:total] if total is not None else view[header_size:]
+    if total is None and method == 1:  # v1 zstd: bound the stream by its frame, or the reader runs on
+        stream = stream[: zstd_frame_size(stream, header_size)]
     raw, headers, inflated, digest, used = _inflate_bundle(METHODS[method], stream, usize, header_size)
     if inflated != usize:
         raise _Bad(header_size, f"inflates to {inflated} bytes, header says {usize}")
@@ -340,7 +342,7 @@ def _pieces(method: str, stream: memoryview, base: int) -> tuple[Iterator[bytes]
         except zstandard.ZstdError as exc:
             raise _Bad(base, f"zstd stream corrupt ({exc})") from None
 
-    return inflate_zstd(), lambda: zstd_frame_size(stream, base)
+    return inflate_zstd(), lambda: len(stream)
 
 
 def zstd_frame_size(buf: memoryview | bytes, base: int = 0) -> int:

@@ -9,7 +9,8 @@ Later stages append their own actions (package, image, audit, gate, sign, publis
 
 from __future__ import annotations
 
-from dataclasses import replace
+import importlib
+from dataclasses import dataclass, replace
 from pathlib import PurePosixPath
 from typing import Any
 from urllib.parse import urlparse
@@ -21,6 +22,23 @@ from cairn.plan.probe import Host
 
 # Bumped whenever the code that performs an action kind changes what it writes: part of every key.
 LAYOUT_VERSIONS = {"fetch": 1, "deb-unpack": 1, "copy": 1, "hip": 1, "cmake": 1, "wheel-unpack": 1, "assemble": 1}
+
+
+# Later stages add their actions (package, image, gate, sign, publish) through ``extend_plan(context)``
+# in these modules, in this order; each may read the actions earlier stages added.
+STAGE_PLANNERS: list[str] = []
+
+
+@dataclass
+class StageContext:
+    """What a stage planner sees and extends: add actions to ``actions`` (id → Action), notes to ``notes``."""
+
+    manifest: Manifest
+    registry: Registry
+    host: Host
+    families: tuple[str, ...]
+    actions: dict[str, Action]
+    notes: list[str]
 
 
 def fetch_id(source: Source) -> str:
@@ -87,6 +105,9 @@ def plan_release(manifest: Manifest, registry: Registry, host: Host, families: t
         },
         deps=tuple(neutral),
     )
+    context = StageContext(manifest, registry, host, tuple(families), actions, notes)
+    for module_name in STAGE_PLANNERS:
+        importlib.import_module(module_name).extend_plan(context)
     ordered = _propagate_blocked(toposort(actions.values()))
     return Plan(str(manifest.path.name), manifest.digest, ordered, tuple(notes))
 
