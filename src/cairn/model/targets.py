@@ -203,10 +203,7 @@ class Registry:
 
 def _features_compatible(co: TargetId, dev: TargetId) -> bool:
     device_features = dict(dev.features)
-    for name, on in co.features:
-        if name in device_features and device_features[name] != on:
-            return False
-    return True
+    return all(not (name in device_features and device_features[name] != on) for name, on in co.features)
 
 
 # -- loading -------------------------------------------------------------------

@@ -240,5 +240,5 @@ class _Scanner:
                 self.advance()
                 index += 1
                 continue
-            self.positions.setdefault(path + (index,), (self.line, self.col))
-            self.value(path + (index,))
+            self.positions.setdefault((*path, index), (self.line, self.col))
+            self.value((*path, index))

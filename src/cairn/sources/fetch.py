@@ -99,7 +99,7 @@ def fetch_archive(source: Mapping[str, Any], out: Path, log: IO[str]) -> None:
     partial = out / f".{name}.partial"
     log.write(f"+ download {url}\n")
     try:
-        with urllib.request.urlopen(url, timeout=60) as response, open(partial, "wb") as handle:  # noqa: S310
+        with urllib.request.urlopen(url, timeout=60) as response, open(partial, "wb") as handle:
             shutil.copyfileobj(response, handle, 1 << 20)
     except OSError as exc:
         partial.unlink(missing_ok=True)

@@ -94,7 +94,7 @@ class LocalStore:
 
 def normalize_modes(root: Path) -> None:
     """Directories 0755, files 0755 if executable else 0644: umask and tool quirks never leak out."""
-    for dirpath, dirnames, filenames in os.walk(root):
+    for dirpath, _dirnames, filenames in os.walk(root):
         os.chmod(dirpath, 0o755)
         for name in filenames:
             path = os.path.join(dirpath, name)

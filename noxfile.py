@@ -1,0 +1,62 @@
+"""The front door. ``nox -s build`` builds the default release end to end; ``nox -s tests`` tests it.
+
+Sessions install Cairn into their own virtualenv; the build session also installs the Debian packages
+it needs when they are missing (root on Debian) and says what it installed.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+
+import nox
+
+nox.options.sessions = ["lint", "tests"]
+nox.options.reuse_existing_virtualenvs = True
+
+# Debian packages a build of the default release uses on the host: tool -> package
+HOST_TOOLS = {
+    "dpkg-deb": "dpkg",
+    "apt-get": "apt",
+    "git": "git",
+    "hipcc": "hipcc",
+    "clang-offload-bundler-15": "clang-tools-15",
+    "patchelf": "patchelf",
+}
+HOST_FILES = {"/usr/lib/x86_64-linux-gnu/amdgcn/bitcode/ocml.bc": "rocm-device-libs"}
+
+
+def ensure_host_packages(session: nox.Session, tools: dict[str, str], files: dict[str, str]) -> None:
+    missing = sorted({pkg for tool, pkg in tools.items() if not shutil.which(tool)}
+                     | {pkg for path, pkg in files.items() if not os.path.exists(path)})
+    if not missing:
+        return
+    if os.geteuid() != 0:
+        session.error(f"missing host packages: {' '.join(missing)} — run as root or apt-get install them")
+    session.log(f"installing host packages: {' '.join(missing)}")
+    env = {**os.environ, "DEBIAN_FRONTEND": "noninteractive"}
+    subprocess.run(["apt-get", "update", "-q"], check=True, env=env)
+    subprocess.run(["apt-get", "install", "-y", "-q", *missing], check=True, env=env)
+
+
+@nox.session
+def build(session: nox.Session) -> None:
+    """Build the default release (or the manifest given after --) into .cairn/."""
+    ensure_host_packages(session, HOST_TOOLS, HOST_FILES)
+    session.install("-e", ".")
+    manifest = session.posargs[:1]
+    session.run("cairn", "build", *manifest, "--jobs", str(os.cpu_count() or 2))
+
+
+@nox.session
+def tests(session: nox.Session) -> None:
+    """The whole suite, real tools included (see .ci/run for the services it expects)."""
+    session.install("-e", ".[test]")
+    session.run("pytest", *session.posargs)
+
+
+@nox.session
+def lint(session: nox.Session) -> None:
+    session.install("ruff")
+    session.run("ruff", "check", "src", "tests", "bench", "noxfile.py")
