@@ -1,0 +1,1 @@
+"""The compatibility matrix: one signed JSON document per release (model, schema, renderers)."""
