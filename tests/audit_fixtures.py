@@ -18,7 +18,8 @@ DEBS = {  # package -> (version, library inside)
     "librocsparse0": ("5.3.0+dfsg-2", "usr/lib/x86_64-linux-gnu/librocsparse.so.0.1"),
     "libamdhip64-5": ("5.2.3-8", "usr/lib/x86_64-linux-gnu/libamdhip64.so.5.2.21153"),
 }
-WHEEL = ("jax-rocm7-plugin", "0.10.2")
+PLUGIN = "jax-rocm7-plugin"
+PLUGIN_VERSIONS = ("0.10.2", "0.9.1")  # 0.10.2: exact targets; 0.9.1: generic targets (gfx11-generic, …)
 
 
 def unavailable(why: str) -> None:
@@ -61,9 +62,9 @@ def debian_library(package: str) -> Path:
     return library
 
 
-def plugin_wheel() -> Path:
+def plugin_wheel(version: str = PLUGIN_VERSIONS[0]) -> Path:
     """The JAX ROCm 7 plugin wheel for CPython 3.11 (CCOB v3 zstd bundles)."""
-    name, version = WHEEL
+    name = PLUGIN
     folder = CACHE / "wheels"
     folder.mkdir(parents=True, exist_ok=True)
     pattern = f"{name.replace('-', '_')}-{version}-cp311-*.whl"

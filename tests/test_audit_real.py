@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from audit_fixtures import debian_library, debian_package, plugin_wheel
+from audit_fixtures import PLUGIN_VERSIONS, debian_library, debian_package, plugin_wheel
 from cairn.audit import audit_file, audit_paths
 from cairn.cli import main
 
@@ -110,10 +110,11 @@ def _inflate_with_zstd_cli(blob: bytes, work: Path) -> bytes:
     return inflated
 
 
-def test_rocm7_wheel_ccob_v3_bundles_match_zstd_and_the_bundler(tmp_path: Path) -> None:
+@pytest.mark.parametrize("version", PLUGIN_VERSIONS)
+def test_rocm7_wheel_ccob_v3_bundles_match_zstd_and_the_bundler(tmp_path: Path, version: str) -> None:
     if not shutil.which("zstd"):
         pytest.skip("zstd CLI is not installed (apt-get install zstd)")
-    wheel = plugin_wheel()
+    wheel = plugin_wheel(version)
     report = audit_paths([wheel])
     unpacked = tmp_path / "wheel"
     with zipfile.ZipFile(wheel) as archive:
@@ -132,7 +133,17 @@ def test_rocm7_wheel_ccob_v3_bundles_match_zstd_and_the_bundler(tmp_path: Path) 
             assert bundle.uncompressed_size == len(inflated)
         assert binary.mismatches == ()
     assert report.coverage("gfx1151").covered
-    assert report.coverage("gfx90a:xnack+").covered
+
+
+def test_generic_targets_in_a_real_wheel_cover_their_members() -> None:
+    """0.9.1 ships gfx11-generic and gfx9-4-generic, exact gfx1030 but no gfx10-3-generic (bundler-checked above)."""
+    report = audit_paths([plugin_wheel("0.9.1")])
+    assert report.coverage("gfx1151").via == ("gfx11-generic",)
+    assert report.coverage("gfx942:sramecc+:xnack-").via == ("gfx9-4-generic",)
+    assert report.coverage("gfx1030").via == ("exact",)
+    gfx1031 = report.coverage("gfx1031")
+    assert not gfx1031.covered
+    assert len(gfx1031.gaps) == len(report.device_binaries)
 
 
 def test_cli_on_real_files_exit_codes(capsys) -> None:
