@@ -1,0 +1,159 @@
+"""Start and stop the private Docker Engine and the loopback registry a local build needs.
+
+The engine runs with the vfs storage driver, no iptables and no bridge (builds use the host network),
+with its own data root, exec root, pid file and socket under the services directory, so it never touches
+a system engine or another user's. The registry is Debian's ``docker-registry`` on a free 127.0.0.1 port.
+Both are detached from the caller's session: they outlive ``cairn services start``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import time
+import uuid
+from collections.abc import Callable
+from pathlib import Path
+
+from cairn.errors import CairnError
+from cairn.proc import require_tool
+from cairn.services.state import (
+    ServicesState,
+    alive,
+    engine_ready,
+    pid_alive,
+    read_state,
+    registry_ready,
+    services_dir,
+    write_state,
+)
+
+READY_TIMEOUT = 60.0
+
+
+def free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def start(directory: Path | None = None) -> tuple[ServicesState, list[str]]:
+    """Start whatever is not running; returns the state and the names of the services started now."""
+    root = (directory or services_dir()).absolute()
+    root.mkdir(parents=True, exist_ok=True)
+    previous = read_state(root)
+    up = alive(previous) if previous else {"dockerd": False, "registry": False}
+    started: list[str] = []
+    if previous and up["dockerd"]:
+        docker_host, dockerd_pid = previous.docker_host, previous.dockerd_pid
+    else:
+        docker_host, dockerd_pid = _start_dockerd(root)
+        started.append("dockerd")
+    if previous and up["registry"]:
+        registry, registry_pid = previous.registry, previous.registry_pid
+    else:
+        registry, registry_pid = _start_registry(root)
+        started.append("registry")
+    state = ServicesState(str(root), docker_host, registry, _registry_id(root), dockerd_pid, registry_pid)
+    write_state(state)
+    return state, started
+
+
+def _spawn(argv: list[str], log: Path) -> subprocess.Popen[bytes]:
+    with open(log, "ab") as out:
+        return subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT,
+                                start_new_session=True, close_fds=True)
+
+
+def _wait(ready: Callable[[], bool], child: subprocess.Popen[bytes], name: str, log: Path) -> None:
+    deadline = time.monotonic() + READY_TIMEOUT
+    while time.monotonic() < deadline:
+        if ready():
+            return
+        if child.poll() is not None:
+            tail = " | ".join(log.read_text(errors="replace").strip().splitlines()[-3:])
+            raise CairnError(f"{name} exited while starting: {tail} — see {log}")
+        time.sleep(0.3)
+    raise CairnError(f"{name} did not become ready in {READY_TIMEOUT:.0f}s — see {log}")
+
+
+def _start_dockerd(root: Path) -> tuple[str, int]:
+    dockerd = require_tool("dockerd", "docker.io")
+    sock = root / "docker.sock"
+    if len(str(sock)) > 100:
+        raise CairnError(f"socket path {sock} is too long for a unix socket — set CAIRN_SERVICES_DIR to a shorter directory")
+    sock.unlink(missing_ok=True)
+    (root / "daemon.json").write_text("{}\n")
+    argv = [
+        dockerd, "--storage-driver", "vfs", "--iptables=false", "--ip6tables=false", "--bridge=none",
+        "--data-root", str(root / "data"), "--exec-root", str(root / "exec"), "--pidfile", str(root / "docker.pid"),
+        "--config-file", str(root / "daemon.json"), "-H", f"unix://{sock}",
+    ]
+    log = root / "dockerd.log"
+    child = _spawn(argv, log)
+    _wait(lambda: engine_ready(sock), child, "dockerd", log)
+    return f"unix://{sock}", child.pid
+
+
+def _start_registry(root: Path) -> tuple[str, int]:
+    binary = require_tool("docker-registry", "docker-registry")
+    storage = root / "registry"
+    storage.mkdir(exist_ok=True)
+    address = f"127.0.0.1:{free_port()}"
+    config = {
+        "version": 0.1,
+        "log": {"level": "warn"},
+        "storage": {"filesystem": {"rootdirectory": str(storage)}, "delete": {"enabled": True}},
+        "http": {"addr": address},
+    }
+    (root / "registry.yml").write_text(json.dumps(config, indent=2) + "\n")  # JSON is YAML
+    log = root / "registry.log"
+    child = _spawn([binary, "serve", str(root / "registry.yml")], log)
+    _wait(lambda: registry_ready(address), child, "docker-registry", log)
+    return address, child.pid
+
+
+def _registry_id(root: Path) -> str:
+    """A random id stored with the registry's data: new storage → new id → pushes are not cached."""
+    marker = root / "registry" / "cairn-registry-id"
+    if not marker.exists():
+        marker.parent.mkdir(parents=True, exist_ok=True)
+        marker.write_text(uuid.uuid4().hex + "\n")
+    return marker.read_text().strip()
+
+
+def stop(directory: Path | None = None, timeout: float = 30.0) -> list[str]:
+    """Stop the recorded services (only the processes we started); returns the names stopped."""
+    root = (directory or services_dir()).absolute()
+    state = read_state(root)
+    if state is None:
+        return []
+    stopped = []
+    for name, pid in (("docker-registry", state.registry_pid), ("dockerd", state.dockerd_pid)):
+        if _terminate(pid, name, timeout):
+            stopped.append("registry" if name == "docker-registry" else name)
+    (root / "state.json").unlink(missing_ok=True)
+    return stopped
+
+
+def _terminate(pid: int, name: str, timeout: float) -> bool:
+    if not pid_alive(pid, name):
+        return False
+    os.kill(pid, signal.SIGTERM)
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if not pid_alive(pid, name) or _zombie(pid):
+            return True
+        time.sleep(0.2)
+    os.kill(pid, signal.SIGKILL)
+    return True
+
+
+def _zombie(pid: int) -> bool:
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().split(")")[-1].split()[0] == "Z"
+    except OSError:
+        return True
