@@ -1,0 +1,120 @@
+"""Build Cairn's own HIP code for a set of gfx targets, reproducibly, and gate it on the audit.
+
+One hipcc invocation per library compiles every translation unit for every target (``--offload-arch``
+each), so each TU's bundle carries the same target list. Output bytes depend only on the sources, the
+targets and the toolchain: inputs and targets are sorted, source and output directories are mapped away
+(``-ffile-prefix-map``), the build ID is a content hash, and ``SOURCE_DATE_EPOCH`` is pinned.
+``check_coverage`` then proves with the audit that every bundle carries exactly the requested targets.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import tempfile
+from collections.abc import Iterable, Sequence
+from pathlib import Path
+from typing import IO
+
+from cairn.audit import audit_file, audit_paths
+from cairn.audit.model import FATBIN
+from cairn.errors import CheckFailed, InputError
+from cairn.model.targets import load_registry
+from cairn.proc import require_tool, run
+
+# Debian's hipcc picks NVIDIA when nvcc is on PATH; AMD must be asked for explicitly.
+HIP_ENV = {"HIP_PLATFORM": "amd", "LC_ALL": "C", "TZ": "UTC"}
+FLAGS = ("-O2", "-fPIC", "-shared", "-std=c++17", "-fuse-cuid=none")
+
+
+def hipcc_version() -> str:
+    """``hip 5.2.21153-0; clang 15.0.6`` — the toolchain identity that goes into action keys."""
+    hipcc = require_tool("hipcc", "hipcc")
+    text = run([hipcc, "--version"], env=HIP_ENV).stdout
+    hip = re.search(r"HIP version:\s*(\S+)", text)
+    clang = re.search(r"clang version\s*(\S+)", text)
+    if not hip or not clang:
+        raise InputError("hipcc", f"cannot read the HIP and clang versions from 'hipcc --version': {text.strip()[:200]!r}")
+    return f"hip {hip[1]}; clang {clang[1]}"
+
+
+def hipcc_command(
+    sources: Sequence[Path], targets: Sequence[str], out: Path, *, device_lib_path: Path, include_dirs: Iterable[Path] = ()
+) -> list[str]:
+    """The exact hipcc argument list (exposed so action keys and logs can show it)."""
+    ordered = sorted(Path(s).resolve() for s in sources)
+    includes = [Path(d).resolve() for d in include_dirs]
+    mapped = sorted({str(s.parent) for s in ordered} | {str(d) for d in includes} | {str(out.parent.resolve())}, key=len, reverse=True)
+    cmd = ["hipcc", *FLAGS]
+    cmd += [f"-ffile-prefix-map={folder}=." for folder in mapped]
+    cmd += [f"--offload-arch={t}" for t in sorted(set(targets))]
+    cmd += [f"--rocm-device-lib-path={device_lib_path}"]
+    cmd += [f"-I{d}" for d in includes]
+    cmd += ["-Wl,--build-id=sha1", f"-Wl,-soname,{out.name}"]
+    cmd += [str(s) for s in ordered]
+    return [*cmd, "-o", str(out)]
+
+
+def compile_hip(
+    sources: list[Path],
+    targets: tuple[str, ...],
+    out: Path,
+    *,
+    device_lib_path: Path,
+    log: IO[str],
+    include_dirs: Iterable[Path] = (),
+) -> None:
+    """Compile ``sources`` into the shared library ``out`` with device code for every target.
+
+    Raises InputError for an empty or unknown target list or missing sources, ToolMissing without hipcc,
+    ActionFailed (with the log tail) when hipcc fails. ``out`` appears only when the build succeeded.
+    """
+    if not sources:
+        raise InputError(out, "no HIP sources to compile")
+    missing = [str(s) for s in sources if not Path(s).is_file()]
+    if missing:
+        raise InputError(missing[0], "HIP source does not exist")
+    _check_targets(targets)
+    if not (Path(device_lib_path) / "ockl.bc").is_file():
+        raise InputError(device_lib_path, "not a ROCm device library directory (no ockl.bc)", "apt-get install rocm-device-libs")
+    hipcc = require_tool("hipcc", "hipcc")
+    out.parent.mkdir(parents=True, exist_ok=True)
+    env = {**HIP_ENV, "SOURCE_DATE_EPOCH": os.environ.get("SOURCE_DATE_EPOCH", "0")}
+    with tempfile.TemporaryDirectory(prefix=".hipcc-", dir=out.parent) as work:
+        partial = Path(work) / out.name
+        # built in a private temp dir (mapped to "." like the sources) and moved into place when complete
+        cmd = hipcc_command(sources, targets, partial, device_lib_path=Path(device_lib_path), include_dirs=include_dirs)
+        run([hipcc, *cmd[1:]], cwd=Path(work), env={**env, "TMPDIR": work}, log=log)
+        os.replace(partial, out)
+
+
+def _check_targets(targets: Sequence[str]) -> None:
+    if not targets:
+        raise InputError("targets", "no gfx targets to compile for")
+    registry = load_registry()
+    for target in targets:
+        try:
+            registry.parse_target_id(target)
+        except ValueError as exc:
+            what, _, fix = str(exc).partition(" — ")
+            raise InputError("targets", what, fix) from None
+
+
+def check_coverage(lib: Path, targets: Iterable[str]) -> None:
+    """Gate: ``lib`` must carry code for exactly ``targets`` in every bundle — no target missing, none extra.
+
+    Raises CheckFailed (exit 1) with the audit's own words; returns None when the library passes.
+    """
+    wanted = tuple(sorted(set(targets)))
+    audit = audit_file(lib)
+    if audit.kind != FATBIN or not audit.bundles:
+        raise CheckFailed(f"{lib}: no HIP device code (.hip_fatbin) — expected {', '.join(wanted)}")
+    if audit.mismatches:
+        raise CheckFailed(f"{lib}: {audit.mismatches[0]}")
+    report = audit_paths([lib])
+    problems = [c.message() for c in (report.coverage(t) for t in wanted) if not c.covered]
+    extra = sorted(set(audit.targets) - set(wanted))
+    if extra:
+        problems.append(f"{lib} carries targets outside the requested set: {', '.join(extra)}")
+    if problems:
+        raise CheckFailed("; ".join(problems))
