@@ -1,0 +1,213 @@
+"""Which validated artifact fits this host: the newest matrix cell whose gates passed for its GPU.
+
+The published compatibility matrix (``cairn.matrix``) has one cell per release × gfx target × OS ×
+Python × framework. For the host's real target (never the one ``HSA_OVERRIDE_GFX_VERSION`` impersonates),
+kernel, driver and Python, the advice picks the newest cell that passed the gates its channel requires
+and prints the image by digest and the pip command. When nothing fits it says why, and names the nearest
+cells (same target with a failed gate or an unsupported kernel, or targets sharing a generic ISA).
+
+Matrices come from a path, a directory holding ``matrix.json``, ``file://``, ``http(s)://`` or ``s3://``.
+Verification against the TUF root (``cairn verify``) runs when that module exists; otherwise the advice
+says "unverified".
+"""
+
+from __future__ import annotations
+
+import importlib
+import os
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+from urllib.parse import urljoin, urlparse
+
+from packaging.version import InvalidVersion, Version
+
+from cairn.errors import CairnError, InputError
+
+CHANNEL_RANK = {"stable": 3, "prerelease": 2, "nightly": 1, "dev": 0}
+
+
+@dataclass(frozen=True)
+class LoadedMatrix:
+    """A matrix plus where it came from (relative index URLs resolve against ``base``) and its trust."""
+
+    matrix: Any  # cairn.matrix.model.Matrix
+    source: str
+    base: str
+    verified: bool
+    verify_note: str
+
+
+@dataclass(frozen=True)
+class Pick:
+    framework: str
+    cell_id: str
+    release: str
+    channel: str
+    image: str  # repo@sha256:…, "" when the cell has no image
+    pip: str  # full pip command, "" when the cell's Python differs from the host's
+    verified: bool
+
+
+@dataclass(frozen=True)
+class Advice:
+    status: str  # "ok", "none", "no-gpu", "no-matrix"
+    summary: str
+    picks: tuple[Pick, ...] = ()
+    reasons: tuple[str, ...] = field(default_factory=tuple)
+    sources: tuple[str, ...] = ()
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "status": self.status,
+            "summary": self.summary,
+            "picks": [p.__dict__ for p in self.picks],
+            "reasons": list(self.reasons),
+            "matrices": list(self.sources),
+        }
+
+
+# -- loading ------------------------------------------------------------------------------------------------
+def load(source: str) -> LoadedMatrix:
+    """Fetch, verify (when ``cairn verify`` is available) and parse one matrix document."""
+    from cairn.matrix.model import load_matrix
+
+    parsed = urlparse(source)
+    if parsed.scheme == "s3":
+        local = _fetch_s3(source)
+        base = source.rsplit("/", 1)[0] + "/"
+        verified, note = verify(local)
+        return LoadedMatrix(load_matrix(local), source, base, verified, note)
+    if parsed.scheme in ("", "file"):
+        path = Path(parsed.path if parsed.scheme == "file" else source)
+        if path.is_dir():
+            path = path / "matrix.json"
+        verified, note = verify(str(path))
+        return LoadedMatrix(load_matrix(path), str(path), path.resolve().parent.as_uri() + "/", verified, note)
+    verified, note = verify(source)
+    return LoadedMatrix(load_matrix(source), source, source.rsplit("/", 1)[0] + "/", verified, note)
+
+
+def _fetch_s3(url: str) -> str:
+    try:
+        import boto3  # the publisher's dependency; optional for everyone else
+    except ImportError:
+        raise InputError(url, "reading s3:// needs boto3", "pip install boto3, or pass a local path or https URL") from None
+    parsed = urlparse(url)
+    client = boto3.client("s3", endpoint_url=os.environ.get("AWS_ENDPOINT_URL") or None)
+    handle, local = tempfile.mkstemp(prefix="cairn-matrix-", suffix=".json")
+    os.close(handle)
+    try:
+        client.download_file(parsed.netloc, parsed.path.lstrip("/"), local)
+    except Exception as exc:  # botocore raises many types; each becomes one line
+        raise InputError(url, f"cannot fetch the matrix ({exc})", "check the bucket, key and AWS_ENDPOINT_URL") from None
+    return local
+
+
+def verify(where: str) -> tuple[bool, str]:
+    """Ask ``cairn verify`` (``cairn.sign.verify.verify_matrix``) when this build has it."""
+    try:
+        module = importlib.import_module("cairn.sign.verify")
+    except ImportError:
+        return False, "unverified: this cairn has no `cairn verify` yet"
+    check = getattr(module, "verify_matrix", None)
+    if check is None:
+        return False, "unverified: cairn.sign.verify has no verify_matrix"
+    try:
+        check(where)
+    except CairnError as exc:
+        raise InputError(where, f"the matrix failed verification: {exc}", "do not use it; fetch it again from the release") from None
+    return True, "verified against the pinned TUF root"
+
+
+# -- choosing -----------------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class HostFacts:
+    """The host facts a cell must fit (all optional: an unknown fact does not exclude a cell)."""
+
+    target: str | None
+    kernel: str = ""
+    driver: str = ""  # DKMS amdgpu version; "" for an in-tree driver
+    python: str = ""
+    installed: tuple[str, ...] = ()  # framework names installed on the host, preferred in the advice
+
+
+def _version(text: str) -> Version:
+    try:
+        return Version(text)
+    except InvalidVersion:
+        return Version("0")
+
+
+def rejection(cell: Any, matrix: Any, host: HostFacts) -> str:
+    """Why a cell of the host's target does not fit; "" when it does."""
+    blocking = cell.blocking(matrix.required_gates(cell.channel))
+    if blocking:
+        gate = blocking[0]
+        return f"gate {gate.gate} {gate.status}" + (f" ({gate.reason})" if gate.reason else "")
+    req = cell.requirements
+    if host.kernel and (req.kernel.minimum or req.kernel.below) and not req.kernel.contains(host.kernel):
+        return f"kernel {host.kernel} outside {req.kernel}"
+    if host.driver and (req.driver.minimum or req.driver.below) and not req.driver.contains(host.driver):
+        return f"{req.driver_name} {host.driver} outside {req.driver}"
+    return ""
+
+
+def advise(loaded: list[LoadedMatrix], host: HostFacts, registry: Any) -> Advice:
+    sources = tuple(f"{m.source} ({'verified' if m.verified else 'unverified'})" for m in loaded)
+    if not loaded:
+        return Advice("no-matrix", "no compatibility matrix given — pass --matrix PATH|URL (or set CAIRN_MATRIX)")
+    releases = ", ".join(sorted({m.matrix.release.version for m in loaded}, key=_version))
+    if host.target is None:
+        known = sorted({c.gfx_target for m in loaded for c in m.matrix.cells})
+        return Advice("no-gpu", f"no AMD GPU here, so no artifact fits; {releases} covers {', '.join(known) or 'nothing'}",
+                      sources=sources)
+    fits: list[tuple[LoadedMatrix, Any]] = []
+    reasons: list[str] = []
+    for item in loaded:
+        for cell in item.matrix.for_target(host.target):
+            why = rejection(cell, item.matrix, host)
+            if why:
+                reasons.append(f"{cell.id}: {why}")
+            else:
+                fits.append((item, cell))
+    if not fits:
+        return Advice("none", _none_summary(loaded, host, registry, releases, reasons), reasons=tuple(reasons), sources=sources)
+
+    def rank(pair: tuple[LoadedMatrix, Any]) -> tuple:
+        cell = pair[1]
+        return (cell.python == host.python, _version(cell.release), CHANNEL_RANK.get(cell.channel, -1))
+
+    best: dict[str, tuple[LoadedMatrix, Any]] = {}
+    for pair in sorted(fits, key=rank, reverse=True):
+        best.setdefault(pair[1].framework.name, pair)
+    order = sorted(best, key=lambda name: (name not in host.installed, name))
+    picks = tuple(_pick(*best[name], host) for name in order[:3])
+    top = picks[0]
+    trust = "verified" if top.verified else "unverified"
+    summary = f"{host.target}: cairn {top.release} ({top.channel}, {trust}) passed its gates for this host"
+    return Advice("ok", summary, picks, tuple(reasons), sources)
+
+
+def _pick(item: LoadedMatrix, cell: Any, host: HostFacts) -> Pick:
+    image = cell.images[0].pinned if cell.images else ""
+    pip = ""
+    if cell.index_url and (not host.python or cell.python == host.python):
+        index = urljoin(item.base, cell.index_url)
+        pip = f"pip install --index-url {index} '{cell.framework.name}=={cell.framework.version}'"
+    return Pick(cell.framework.name, cell.id, cell.release, cell.channel, image, pip, item.verified)
+
+
+def _none_summary(loaded: list[LoadedMatrix], host: HostFacts, registry: Any, releases: str, reasons: list[str]) -> str:
+    target = host.target or "?"
+    if reasons:
+        return f"{target}: every cell in {releases} is ruled out for this host — {reasons[0]}"
+    others = sorted({c.gfx_target for m in loaded for c in m.matrix.cells})
+    near = []
+    for other in others:
+        generic = next((g.name for g in registry.generics.values() if target in g.members and other in g.members), None)
+        if generic:
+            near.append(f"{other} (same {generic} ISA family; only by HSA_OVERRIDE_GFX_VERSION, unsupported)")
+    nearest = "; ".join(near) if near else (", ".join(others) or "none")
+    return f"{target} has no validated image or wheel in {releases}; nearest: {nearest}"
