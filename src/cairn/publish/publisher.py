@@ -1,0 +1,405 @@
+"""Publish a release bundle: immutable blobs → staging → channel pages → matrix → TUF targets → snapshot → timestamp.
+
+Repository layout (identical for ``file://`` and ``s3://``; ``publish/layout.md`` is the reference)::
+
+    packages/<family>/<wheel>            immutable wheels, + .metadata (PEP 658) + .intoto.jsonl (DSSE)
+    dockerfiles/<version>/<path>         rendered Dockerfiles, + .intoto.jsonl
+    images/<version>/<gfx>-<n>.json      image reference + digest (TUF custom field), + .intoto.jsonl
+    keys/provenance.json, keys/cosign.pub
+    staging/<version>/release.json       immutable record of what was staged (cells, files, digests)
+    staging/<version>/gates.json         gate results (updated as gates report)
+    staging/<version>/matrix.json        every cell with its gate results
+    staging/<version>/simple/<family>/   index of everything staged
+    channels/<channel>/simple/<family>/  index of the cells that passed the channel's required gates
+    channels/<channel>/matrix.json
+    metadata/                            TUF (timestamp.json is written last: the commit point)
+
+Every object except ``metadata/`` is a TUF target, also stored at ``dir/<sha256>.<name>``. A re-run skips
+what is present with the right digest; a kill at any point leaves every page referencing only objects
+that are already uploaded and signed by their DSSE attestation.
+"""
+
+from __future__ import annotations
+
+import json
+import posixpath
+import zipfile
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from io import BytesIO
+from pathlib import Path
+from typing import Any
+
+from tuf.api.metadata import Metadata, Root, TargetFile
+
+from cairn.errors import CairnError, CheckFailed
+from cairn.matrix.model import CHANNELS, Cell, Framework, GateResult, ImageRef, Matrix, Release, WheelFile
+from cairn.publish import pages
+from cairn.publish.backend import Backend, Listed, sha256_hex
+from cairn.publish.bundle import Bundle
+from cairn.sign import provenance
+from cairn.sign.keys import KeySet
+from cairn.sign.tuf import RepoState, hashed_name, read_state, sign_state, target_file
+
+OCTET = "application/octet-stream"
+JSON = "application/json"
+JSONL = "application/vnd.in-toto.bundle"
+THREADS = 16
+
+
+@dataclass(frozen=True)
+class Obj:
+    key: str
+    data: bytes
+    content_type: str
+    immutable: bool
+    target: bool = True
+    custom: dict[str, Any] | None = None
+    alias: str = ""  # a second key with the same bytes (``simple/<family>/<project>/`` for pip)
+
+    @property
+    def sha256(self) -> str:
+        return sha256_hex(self.data)
+
+
+@dataclass
+class Report:
+    url: str
+    version: str
+    channel: str
+    promoted: list[str] = field(default_factory=list)
+    held: dict[str, list[str]] = field(default_factory=dict)  # cell id -> reasons
+    uploaded: int = 0
+    skipped: int = 0
+    signed: bool = False
+    timestamp_version: int = 0
+
+    def to_dict(self) -> dict[str, Any]:
+        return dict(self.__dict__)
+
+
+Log = Callable[[str], None]
+
+
+# -- the public entry points ---------------------------------------------------------------------------------
+def publish(bundle: Bundle, backend: Backend, keys: KeySet, root: Metadata[Root], *, channel: str | None = None,
+            stage_only: bool = False, log: Log = lambda _: None) -> Report:
+    """Stage ``bundle`` and (unless ``stage_only``) promote it to ``channel``; returns what happened."""
+    channel = channel or bundle.channel
+    if channel not in CHANNELS:
+        raise CairnError(f"unknown channel '{channel}' — use one of {', '.join(CHANNELS)}")
+    bundle.check_files()
+    run = _Run(backend, keys, root, log)
+    staged = _stage_objects(bundle, keys)
+    record = staged.pop()  # release.json is written after every blob it names
+    run.upload("blobs", [o for o in staged if o.immutable])
+    run.upload("staging record", [record])
+    run.upload("staging gates", [o for o in staged if not o.immutable])
+    stage = json.loads(record.data)
+    gates = json.loads(next(o.data for o in staged if o.key.endswith("/gates.json")))
+    run.upload("staging pages", _pages(f"staging/{bundle.version}", stage, stage["cells"]))
+    run.upload("staging matrix", [_matrix_obj(f"staging/{bundle.version}/matrix.json", stage, stage["cells"], gates, channel)])
+    report = Report(backend.url, bundle.version, channel)
+    if not stage_only:
+        _promote_into(run, stage, gates, channel, report)
+    run.commit(report)
+    return report
+
+
+def promote(backend: Backend, keys: KeySet, root: Metadata[Root], version: str, channel: str, *,
+            as_version: str = "", log: Log = lambda _: None) -> Report:
+    """Move ``channel`` to staged ``version`` (only cells whose required gates passed); re-signs, never rebuilds.
+
+    ``as_version`` promotes a release candidate as the final version: its staging record is copied under
+    the new version number and the same blobs are re-signed.
+    """
+    if channel not in CHANNELS:
+        raise CairnError(f"unknown channel '{channel}' — use one of {', '.join(CHANNELS)}")
+    run = _Run(backend, keys, root, log)
+    raw = backend.get(f"staging/{version}/release.json")
+    if raw is None:
+        raise CairnError(f"{backend.url} has no staged release {version} — run cairn publish --stage-only first")
+    stage = json.loads(raw)
+    gates = json.loads(backend.get(f"staging/{version}/gates.json") or b"{}")
+    if as_version and as_version != version:
+        stage = {**stage, "release": {**stage["release"], "version": as_version, "promoted_from": version}}
+        for cell in stage["cells"]:
+            cell["release"] = as_version
+        run.upload("staging record", [Obj(f"staging/{as_version}/release.json", _json(stage), JSON, True)])
+        run.upload("staging gates", [Obj(f"staging/{as_version}/gates.json", _json(gates), JSON, False)])
+        version = as_version
+    report = Report(backend.url, version, channel)
+    _promote_into(run, stage, gates, channel, report)
+    run.commit(report)
+    return report
+
+
+def record_gates(backend: Backend, keys: KeySet, root: Metadata[Root], version: str, results: list[dict[str, Any]],
+                 *, log: Log = lambda _: None) -> None:
+    """Merge gate results reported after staging (e.g. the GPU gate) into ``staging/<version>/gates.json``."""
+    run = _Run(backend, keys, root, log)
+    gates = json.loads(backend.get(f"staging/{version}/gates.json") or b"{}")
+    for result in results:
+        gates.setdefault(result["gfx_target"], {})[result["gate"]] = {"status": result["status"], "reason": result.get("reason", "")}
+    run.upload("staging gates", [Obj(f"staging/{version}/gates.json", _json(gates), JSON, False)])
+    run.commit(Report(backend.url, version, ""))
+
+
+# -- staging ---------------------------------------------------------------------------------------------------
+def _stage_objects(bundle: Bundle, keys: KeySet) -> list[Obj]:
+    """Every blob of the bundle plus its attestation, then the gates and (last) the staging record."""
+    signer = keys.signer("provenance")
+    objs: list[Obj] = [
+        Obj("keys/provenance.json", _json(keys.public("provenance").to_dict() | {"keyid": keys.public("provenance").keyid}), JSON, False),
+        Obj("keys/cosign.pub", keys.image_public_pem().encode(), "application/x-pem-file", False),
+    ]
+    files: dict[str, dict[str, Any]] = {}
+    wheel_keys: dict[str, str] = {}
+
+    def attest(key: str, name: str, sha: str, recipe: str = "") -> None:
+        stmt = provenance.statement(name, sha, bundle.facts, recipe)
+        objs.append(Obj(f"{key}.intoto.jsonl", provenance.sign_statement(stmt, signer), JSONL, True))
+
+    for artifact in bundle.artifacts:
+        data = bundle.file(artifact).read_bytes()
+        if artifact.kind == "wheel":
+            key = f"packages/{artifact.family or 'any'}/{artifact.name}"
+            metadata = _wheel_metadata(data, artifact.name)
+            objs.append(Obj(key, data, OCTET, True))
+            objs.append(Obj(f"{key}.metadata", metadata, OCTET, True))
+            attest(key, artifact.name, artifact.sha256, artifact.recipe)
+            files[key] = {"sha256": artifact.sha256, "size": len(data), "metadata_sha256": sha256_hex(metadata),
+                          "requires_python": _requires_python(metadata)}
+            wheel_keys[artifact.path] = key
+        elif artifact.kind == "metadata":
+            continue  # PEP 658 sidecars are derived from the wheel itself, so they always match it
+        else:
+            top = "dockerfiles" if artifact.kind == "dockerfile" else "files"
+            key = f"{top}/{bundle.version}/{artifact.path}"
+            objs.append(Obj(key, data, artifact.content_type, True))
+            attest(key, artifact.name, artifact.sha256, artifact.recipe)
+            files[key] = {"sha256": artifact.sha256, "size": len(data)}
+
+    registry = _registry()
+    cells = []
+    gates: dict[str, dict[str, dict[str, str]]] = {}
+    for cell in bundle.cells:
+        images = []
+        for n, image in enumerate(cell.images):
+            key = f"images/{bundle.version}/{cell.gfx_target}-{n}.json"
+            body = _json({"reference": image.reference, "digest": image.digest})
+            objs.append(Obj(key, body, JSON, True, custom={"image": {"reference": image.reference, "digest": image.digest}}))
+            attest(key, image.reference, image.digest.removeprefix("sha256:"))
+            images.append({"reference": image.reference, "digest": image.digest, "key": key})
+        products = list(registry.targets[cell.gfx_target].products) if registry and cell.gfx_target in registry.targets else []
+        cells.append({
+            "release": bundle.version, "gfx_target": cell.gfx_target, "family": cell.family, "products": products,
+            "os": cell.os, "python": cell.python, "framework": {"name": cell.framework, "version": cell.framework_version},
+            "images": images,
+            "wheels": sorted(wheel_keys[a.path] for a in bundle.artifacts_for(cell) if a.kind == "wheel"),
+            "requirements": {"driver_name": cell.requirements.driver_name,
+                             "driver": _range(cell.requirements.driver), "kernel": _range(cell.requirements.kernel)},
+        })
+        gates[cell.gfx_target] = {g.gate: {"status": g.status, "reason": g.reason} for g in bundle.gates_for(cell)}
+    objs.append(Obj(f"staging/{bundle.version}/gates.json", _json(gates), JSON, False))
+    record = {
+        "schema": "cairn.staged/v1",
+        "release": {"name": bundle.release, "version": bundle.version, "channel": bundle.channel,
+                    "source_date_epoch": bundle.source_date_epoch, "manifest_sha256": bundle.manifest_sha256,
+                    "required_gates": {ch: list(g) for ch, g in bundle.required_gates}},
+        "cells": cells, "files": files,
+    }
+    objs.append(Obj(f"staging/{bundle.version}/release.json", _json(record), JSON, True))
+    return objs
+
+
+# -- promotion -------------------------------------------------------------------------------------------------
+def _promote_into(run: _Run, stage: dict[str, Any], gates: dict[str, Any], channel: str, report: Report) -> None:
+    required = stage["release"]["required_gates"].get(channel, [])
+    passing, failing = [], set()
+    for cell in stage["cells"]:
+        results = gates.get(cell["gfx_target"], {})
+        reasons = [f"{g}: {results.get(g, {}).get('status', 'not-run')}"
+                   + (f" ({results[g]['reason']})" if results.get(g, {}).get("reason") else "")
+                   for g in required if results.get(g, {}).get("status") != "passed"]
+        cid = _cell_id(cell)
+        if reasons:
+            report.held[cid] = reasons
+            failing.update(cell["wheels"])
+        else:
+            passing.append(cell)
+            report.promoted.append(cid)
+    # a wheel shared with a held cell is held too: a channel never serves bytes a required gate rejected
+    shown = [{**c, "wheels": [w for w in c["wheels"] if w not in failing]} for c in passing]
+    prefix = f"channels/{channel}"
+    run.upload(f"{channel} pages", _pages(prefix, stage, shown))
+    run.upload(f"{channel} matrix", [_matrix_obj(f"{prefix}/matrix.json", stage, shown, gates, channel)])
+
+
+def _pages(prefix: str, stage: dict[str, Any], cells: list[dict[str, Any]]) -> list[Obj]:
+    """Project pages (HTML + JSON), then the family root pages that link to them."""
+    by_family: dict[str, set[str]] = {}
+    for cell in cells:
+        by_family.setdefault(cell["family"], set()).update(cell["wheels"])
+    objs: list[Obj] = []
+    roots: list[Obj] = []
+    for family, wheels in sorted(by_family.items()):
+        projects: dict[str, list[pages.FileEntry]] = {}
+        for key in sorted(wheels):
+            info = stage["files"][key]
+            name = posixpath.basename(key)
+            depth = prefix.count("/") + 1 + 3  # <prefix>/simple/<family>/<project>/
+            url = "../" * depth + key
+            entry = pages.FileEntry(name, url, info["sha256"], info["size"], info.get("metadata_sha256", ""), info.get("requires_python", ""))
+            projects.setdefault(entry.project, []).append(entry)
+        base = f"{prefix}/simple/{family}"
+        for project, entries in sorted(projects.items()):
+            html = pages.project_html(project, entries).encode()
+            objs.append(Obj(f"{base}/{project}/index.html", html, pages.HTML_TYPE, False, alias=f"{base}/{project}/"))
+            objs.append(Obj(f"{base}/{project}/index.json", pages.project_json(project, entries).encode(), pages.JSON_TYPE, False))
+        roots.append(Obj(f"{base}/index.html", pages.root_html(list(projects)).encode(), pages.HTML_TYPE, False, alias=f"{base}/"))
+        roots.append(Obj(f"{base}/index.json", pages.root_json(list(projects)).encode(), pages.JSON_TYPE, False))
+    return objs + roots
+
+
+def _matrix_obj(key: str, stage: dict[str, Any], cells: list[dict[str, Any]], gates: dict[str, Any], channel: str) -> Obj:
+    return Obj(key, build_matrix(stage, cells, gates, channel, index_prefix=key.rsplit("/", 1)[0]).to_json().encode(), JSON, False)
+
+
+def build_matrix(stage: dict[str, Any], cells: list[dict[str, Any]], gates: dict[str, Any], channel: str,
+                 index_prefix: str) -> Matrix:
+    from cairn.matrix.model import Requirements, VersionRange
+
+    rel = stage["release"]
+    out = []
+    for c in cells:
+        req = c["requirements"]
+        results = gates.get(c["gfx_target"], {})
+        required = {g for gs in rel["required_gates"].values() for g in gs}
+        gate_list = [GateResult(g, results.get(g, {}).get("status", "not-run"), results.get(g, {}).get("reason", "")
+                                or ("" if g in results else "no result recorded")) for g in sorted(required | set(results))]
+        out.append(Cell(
+            release=rel["version"], channel=channel, gfx_target=c["gfx_target"], family=c["family"], products=tuple(c["products"]),
+            os=c["os"], python=c["python"], framework=Framework(c["framework"]["name"], c["framework"]["version"]),
+            index_url=f"{index_prefix}/simple/{c['family']}/",
+            wheels=tuple(WheelFile(posixpath.basename(k), k, stage["files"][k]["sha256"], stage["files"][k]["size"]) for k in c["wheels"]),
+            images=tuple(ImageRef(i["reference"], i["digest"]) for i in c["images"]),
+            gates=tuple(gate_list),
+            requirements=Requirements(VersionRange(**req["driver"]), VersionRange(**req["kernel"]), req["driver_name"]),
+        ))
+    release = Release(rel["name"], rel["version"], channel, rel["source_date_epoch"], rel.get("manifest_sha256", ""),
+                      tuple((ch, tuple(g)) for ch, g in sorted(rel["required_gates"].items())))
+    return Matrix(release, tuple(out))
+
+
+# -- uploading -------------------------------------------------------------------------------------------------
+class _Run:
+    """One publisher run: what the repository holds now, what this run wrote, and the final signing."""
+
+    def __init__(self, backend: Backend, keys: KeySet, root: Metadata[Root], log: Log) -> None:
+        self.backend, self.keys, self.root, self.log = backend, keys, root, log
+        self.listing: dict[str, Listed] = backend.list()
+        self.state: RepoState = read_state(backend)
+        self.known = {p: t.hashes.get("sha256", "") for p, t in self.state.target_files().items()}
+        self.targets: dict[str, TargetFile] = self.state.target_files()
+        self.uploaded = 0
+        self.skipped = 0
+
+    def _signed_and_listed(self, key: str, size: int, sha: str) -> bool:
+        """Present with these bytes, judged from one LIST and the signed targets (no request per object)."""
+        listed = self.listing.get(key)
+        return listed is not None and listed.size == size and self.known.get(key) == sha
+
+    def upload(self, phase: str, objs: list[Obj]) -> None:
+        def one(obj: Obj) -> tuple[int, int]:
+            sha, size = obj.sha256, len(obj.data)
+            writes: list[tuple[str, bool, bool]] = []  # key, immutable, already there
+            if obj.target:  # content-addressed copy: its name is its digest, so listed means present
+                hashed = hashed_name(obj.key, sha)
+                writes.append((hashed, True, self.listing.get(hashed, Listed(-1)).size == size))
+            known = self._signed_and_listed(obj.key, size, sha)
+            writes.append((obj.key, obj.immutable, known))
+            if obj.alias:
+                writes.append((obj.alias, False, known and (obj.alias in self.listing or obj.alias + "index.html" in self.listing)))
+            done = skipped = 0
+            for key, immutable, present in writes:
+                if present or not self.backend.put(key, obj.data, content_type=obj.content_type, immutable=immutable):
+                    skipped += 1
+                else:
+                    done += 1
+            return done, skipped
+
+        if not objs:
+            return
+        with ThreadPoolExecutor(max_workers=THREADS) as pool:
+            for done, skipped in pool.map(one, objs):
+                self.uploaded += done
+                self.skipped += skipped
+        for obj in objs:
+            if obj.target:
+                self.targets[obj.key] = target_file(obj.key, obj.data, obj.custom)
+        self.log(f"{phase}: {len(objs)} object(s)")
+
+    def commit(self, report: Report) -> None:
+        """TUF targets → snapshot → timestamp, unless nothing changed; the timestamp write is the commit."""
+        signed = sign_state(self.keys, self.root, self.state, self.targets)
+        if signed is not None:
+            for key, data, immutable in signed.files:
+                if immutable and self.listing.get(key, Listed(-1)).size == len(data):
+                    continue
+                self.backend.put(key, data, content_type=JSON, immutable=immutable)
+                self.uploaded += 1
+            report.signed = True
+            self.log("metadata: targets, snapshot, timestamp signed")
+        ts = signed.files[-1][1] if signed else (self.backend.get("metadata/timestamp.json") or b"{}")
+        report.timestamp_version = int(json.loads(ts).get("signed", {}).get("version", 0))
+        report.uploaded, report.skipped = self.uploaded, self.skipped
+
+
+# -- helpers ---------------------------------------------------------------------------------------------------
+def _json(value: Any) -> bytes:
+    return (json.dumps(value, sort_keys=True, indent=1) + "\n").encode()
+
+
+def _range(r: Any) -> dict[str, str]:
+    return {"minimum": r.minimum, "below": r.below, "note": r.note}
+
+
+def _cell_id(cell: dict[str, Any]) -> str:
+    return f"{cell['release']}/{cell['gfx_target']}/{cell['os']}/py{cell['python']}/{cell['framework']['name']}-{cell['framework']['version']}"
+
+
+def _wheel_metadata(data: bytes, name: str) -> bytes:
+    """The wheel's own ``*.dist-info/METADATA`` — the PEP 658 sidecar must be exactly these bytes."""
+    try:
+        with zipfile.ZipFile(BytesIO(data)) as zf:
+            member = next(n for n in zf.namelist() if n.count("/") == 1 and n.endswith(".dist-info/METADATA"))
+            return zf.read(member)
+    except (zipfile.BadZipFile, StopIteration):
+        raise CheckFailed(f"{name} is not a wheel with a .dist-info/METADATA — the bundle is broken; rebuild it") from None
+
+
+def _requires_python(metadata: bytes) -> str:
+    for line in metadata.decode(errors="replace").splitlines():
+        if line.lower().startswith("requires-python:"):
+            return line.split(":", 1)[1].strip()
+        if not line.strip():
+            break
+    return ""
+
+
+def _registry() -> Any:
+    try:
+        from cairn.model.targets import load_registry
+
+        return load_registry()
+    except CairnError:
+        return None
+
+
+def load_root(path: Path) -> Metadata[Root]:
+    try:
+        return Metadata[Root].from_bytes(Path(path).read_bytes())
+    except (OSError, ValueError) as exc:
+        raise CairnError(f"cannot read TUF root {path} ({exc}) — run cairn keys init") from None

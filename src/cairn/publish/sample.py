@@ -1,0 +1,96 @@
+"""A small, real release bundle: genuine wheels (minimal PEP 427 writer), a Dockerfile and gate JSON.
+
+For tests and the benchmark, and as a worked example of the bundle format for the stages that feed the
+publisher. Wheels are deterministic (fixed zip times, sorted members, RECORD last).
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import json
+import os
+import zipfile
+from pathlib import Path
+
+from cairn.publish.bundle import write_bundle_json
+
+EPOCH_ZIP = (2023, 11, 14, 22, 13, 20)
+
+
+def write_wheel(directory: Path, name: str, version: str, tag: str, files: dict[str, bytes]) -> Path:
+    """A valid wheel with ``files`` plus METADATA, WHEEL and RECORD."""
+    dist = f"{name.replace('-', '_')}-{version}"
+    members = dict(files)
+    members[f"{dist}.dist-info/METADATA"] = (f"Metadata-Version: 2.1\nName: {name}\nVersion: {version}\n"
+                                            "Requires-Python: >=3.9\nSummary: cairn sample\n\n").encode()
+    members[f"{dist}.dist-info/WHEEL"] = f"Wheel-Version: 1.0\nGenerator: cairn\nRoot-Is-Purelib: false\nTag: {tag}\n".encode()
+    record = []
+    for path, data in sorted(members.items()):
+        digest = base64.urlsafe_b64encode(hashlib.sha256(data).digest()).rstrip(b"=").decode()
+        record.append(f"{path},sha256={digest},{len(data)}")
+    record.append(f"{dist}.dist-info/RECORD,,")
+    members[f"{dist}.dist-info/RECORD"] = ("\n".join(record) + "\n").encode()
+    out = directory / f"{dist}-{tag}.whl"
+    with zipfile.ZipFile(out, "w", zipfile.ZIP_DEFLATED) as zf:
+        order = sorted(p for p in members if ".dist-info/" not in p) + sorted(p for p in members if ".dist-info/" in p and not p.endswith("RECORD"))
+        for path in [*order, f"{dist}.dist-info/RECORD"]:
+            info = zipfile.ZipInfo(path, EPOCH_ZIP)
+            info.external_attr = 0o644 << 16
+            info.compress_type = zipfile.ZIP_DEFLATED
+            zf.writestr(info, members[path])
+    return out
+
+
+def write_sample_bundle(root: Path, *, version: str = "5.2.3", channel: str = "dev", families: tuple[str, ...] = ("gfx908", "gfx90a", "gfx1030"),
+                        gates: dict[str, dict[str, str]] | None = None, payload_bytes: int = 2048,
+                        wheels_per_family: int = 1, seed: str = "") -> Path:
+    """A bundle with one cell per family. ``gates[gfx][gate] = status`` (default: static-coverage passed).
+
+    ``payload_bytes`` of incompressible data go into each wheel; ``seed`` changes every byte (a new build).
+    """
+    root = Path(root)
+    (root / "files" / "wheels").mkdir(parents=True, exist_ok=True)
+    (root / "files" / "dockerfiles").mkdir(parents=True, exist_ok=True)
+    (root / "gates").mkdir(parents=True, exist_ok=True)
+    artifacts, cells = [], []
+    for family in families:
+        names = []
+        for n in range(wheels_per_family):
+            project = "cairn-smoke" if n == 0 else f"cairn-extra{n}"
+            blob = hashlib.shake_256(f"{seed}{family}{n}".encode()).digest(payload_bytes) if payload_bytes else b""
+            wheel = write_wheel(root / "files" / "wheels", project, "0.1.0", "py3-none-linux_x86_64",
+                                {f"{project.replace('-', '_')}/__init__.py": f"TARGET = {family!r}\n".encode(),
+                                 f"{project.replace('-', '_')}/lib/payload-{family}.bin": blob})
+            fam_dir = root / "files" / "wheels" / family
+            fam_dir.mkdir(exist_ok=True)
+            os.replace(wheel, fam_dir / wheel.name)
+            names.append(f"wheels/{family}/{wheel.name}")
+            artifacts.append({"path": f"wheels/{family}/{wheel.name}", "kind": "wheel", "family": family, "cells": [family],
+                              "recipe": "recipes/hip/smoke"})
+        dockerfile = root / "files" / "dockerfiles" / family / "Dockerfile"
+        dockerfile.parent.mkdir(parents=True, exist_ok=True)
+        dockerfile.write_text(f"FROM cairn/base:debian-12\nCOPY {Path(names[0]).name} /tmp/\nRUN pip install /tmp/*.whl\nENV CAIRN_TARGET={family}\n")
+        artifacts.append({"path": f"dockerfiles/{family}/Dockerfile", "kind": "dockerfile", "family": family, "cells": [family],
+                          "content_type": "text/plain; charset=utf-8"})
+        digest = "sha256:" + hashlib.sha256(f"{seed}image-{family}".encode()).hexdigest()
+        cells.append({"gfx_target": family, "family": family, "os": "debian-12", "python": "3.11",
+                      "framework": "cairn-smoke", "framework_version": "0.1.0",
+                      "images": [{"reference": f"127.0.0.1:5000/cairn/smoke:{version}-{family}", "digest": digest}],
+                      "requirements": {"driver": {"minimum": "5.18", "below": "", "note": "ROCm 5.2 KFD ABI"},
+                                       "kernel": {"minimum": "5.15", "below": "", "note": ""}}})
+        for gate, status in (gates or {}).get(family, {"static-coverage": "passed"}).items():
+            (root / "gates" / f"{family}-{gate}.json").write_text(json.dumps({
+                "image_digest": digest, "gate": gate, "status": status,
+                "reason": "" if status == "passed" else f"{gate} {status} on {family}", "evidence": {"sample": True}}, indent=1))
+    write_bundle_json(root, {
+        "release": {"name": "cairn-default", "version": version, "channel": channel, "source_date_epoch": 1700000000,
+                    "manifest_sha256": hashlib.sha256(b"sample manifest").hexdigest(),
+                    "required_gates": {"dev": ["static-coverage"], "nightly": ["static-coverage", "in-container"],
+                                       "prerelease": ["static-coverage", "in-container"],
+                                       "stable": ["static-coverage", "in-container", "gpu"]}},
+        "builder": {"id": "https://cairn.invalid/builder/local", "invocation": "sample"},
+        "pins": {"hip-runtime": "deb:libamdhip64-5=5.2.3-8"},
+        "artifacts": artifacts, "cells": cells,
+    })
+    return root

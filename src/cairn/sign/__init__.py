@@ -1,0 +1,1 @@
+"""Trust: keys, TUF metadata, DSSE provenance, cosign-format image signatures, and verification."""

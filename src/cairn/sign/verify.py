@@ -1,0 +1,180 @@
+"""``cairn verify``: check a repository, a file, the matrix or an image against the pinned TUF root.
+
+Metadata is verified by python-tuf's own client (``ngclient.Updater``), bootstrapped from the pinned
+``root.json``; its trusted state is kept in a cache directory per repository, so a replayed older
+timestamp is rejected on the next run. Then every target is fetched under both of its names and checked
+against the signed length and sha256, and every ``.intoto.jsonl`` is checked against the provenance key
+(itself a signed target) and its subject digest. Any mismatch is a CheckFailed that names the object.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import urllib.error
+import urllib.request
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from urllib.parse import urlparse
+
+from securesystemslib.signer import SSlibKey
+from tuf.api import exceptions as tuf_errors
+from tuf.ngclient import FetcherInterface, Updater
+
+from cairn.errors import CairnError, CheckFailed
+from cairn.sign.provenance import verify_attestation
+from cairn.sign.tuf import hashed_name
+
+
+class AnyFetcher(FetcherInterface):
+    """``file://`` and ``http(s)://`` for the TUF client (its default fetcher speaks only HTTP)."""
+
+    def _fetch(self, url: str) -> Iterator[bytes]:
+        parsed = urlparse(url)
+        if parsed.scheme == "file":
+            try:
+                data = Path(parsed.path).read_bytes()
+            except (FileNotFoundError, IsADirectoryError):
+                raise tuf_errors.DownloadHTTPError(f"{url} not found", 404) from None
+            return iter([data])
+        try:
+            with urllib.request.urlopen(url, timeout=30) as response:  # user-given repository URL
+                return iter([response.read()])
+        except urllib.error.HTTPError as exc:
+            raise tuf_errors.DownloadHTTPError(f"{url}: {exc}", exc.code) from None
+
+
+def fetch(url: str) -> bytes | None:
+    try:
+        return b"".join(AnyFetcher()._fetch(url))
+    except tuf_errors.DownloadHTTPError:
+        return None
+
+
+@dataclass
+class VerifyReport:
+    repository: str
+    timestamp_version: int = 0
+    checked: list[str] = field(default_factory=list)
+
+    def to_dict(self) -> dict[str, object]:
+        return {"repository": self.repository, "timestamp_version": self.timestamp_version, "checked": len(self.checked)}
+
+
+def cache_dir_for(url: str) -> Path:
+    base = Path(os.environ.get("CAIRN_TUF_CACHE") or Path.home() / ".cache" / "cairn" / "tuf")
+    return base / hashlib.sha256(url.encode()).hexdigest()[:16]
+
+
+def repository_url(url: str) -> str:
+    if "://" not in url:
+        url = Path(url).absolute().as_uri()
+    return url.rstrip("/") + "/"
+
+
+def trusted_updater(url: str, root_bytes: bytes, cache: Path | None = None) -> tuple[Updater, Path]:
+    """A refreshed TUF client for ``url``; any metadata problem is a CheckFailed naming the role file."""
+    base = repository_url(url)
+    cache = cache or cache_dir_for(base)
+    (cache / "targets").mkdir(parents=True, exist_ok=True)
+    updater = Updater(str(cache), base + "metadata/", str(cache / "targets"), base, fetcher=AnyFetcher(), bootstrap=root_bytes)
+    try:
+        updater.refresh()
+    except tuf_errors.BadVersionNumberError as exc:
+        raise CheckFailed(f"metadata/timestamp.json: rollback rejected ({exc}) — the server replays old metadata; do not trust it") from None
+    except (tuf_errors.RepositoryError, tuf_errors.DownloadError) as exc:
+        raise CheckFailed(f"metadata: {type(exc).__name__}: {exc} — the repository's signed metadata does not verify") from None
+    return updater, cache
+
+
+def verify_repository(url: str, root_bytes: bytes, cache: Path | None = None) -> VerifyReport:
+    """Every target under both names, every attestation, and the pinned root's own copy on the server."""
+    base = repository_url(url)
+    _updater, cache = trusted_updater(base, root_bytes, cache)
+    report = VerifyReport(base)
+    targets = json.loads((cache / "targets.json").read_bytes())["signed"]["targets"]
+    report.timestamp_version = json.loads((cache / "timestamp.json").read_bytes())["signed"]["version"]
+    served_root = fetch(base + "metadata/1.root.json")
+    if served_root is not None and _canonical(served_root) != _canonical(root_bytes) and json.loads(root_bytes)["signed"]["version"] == 1:
+        raise CheckFailed("metadata/1.root.json: differs from the pinned root — the server's root was replaced")
+    key = _provenance_key(base, targets)
+    for path, info in sorted(targets.items()):
+        sha = info["hashes"]["sha256"]
+        names = [path, hashed_name(path, sha)]
+        if path.endswith("/index.html") and base.startswith("http"):
+            names.append(path.removesuffix("index.html"))
+        for name in names:
+            data = fetch(base + name)
+            if data is None:
+                raise CheckFailed(f"{name}: missing from the repository (the signed targets list it)")
+            if len(data) != info["length"] or hashlib.sha256(data).hexdigest() != sha:
+                raise CheckFailed(f"{name}: bytes do not match the signed sha256 {sha[:16]}… — it was modified after signing")
+            report.checked.append(name)
+        if path.endswith(".intoto.jsonl"):
+            subject = path.removesuffix(".intoto.jsonl")
+            if subject not in targets:
+                raise CheckFailed(f"{path}: attests {subject}, which is not a signed target")
+            expected = targets[subject].get("custom", {}).get("image", {}).get("digest", "").removeprefix("sha256:") \
+                or targets[subject]["hashes"]["sha256"]
+            try:
+                verify_attestation(fetch(base + path) or b"", expected, key)
+            except ValueError as exc:
+                raise CheckFailed(f"{path}: {exc}") from None
+    return report
+
+
+def verify_file(url: str, root_bytes: bytes, file: Path, cache: Path | None = None) -> str:
+    """The signed target whose bytes ``file`` has (by name first, then by digest), with its attestation."""
+    base = repository_url(url)
+    _updater, cache = trusted_updater(base, root_bytes, cache)
+    targets = json.loads((cache / "targets.json").read_bytes())["signed"]["targets"]
+    data = Path(file).read_bytes()
+    sha = hashlib.sha256(data).hexdigest()
+    same_name = [p for p in targets if p.rsplit("/", 1)[-1] == Path(file).name]
+    match = next((p for p in targets if targets[p]["hashes"]["sha256"] == sha and p in same_name), None) \
+        or next((p for p in targets if targets[p]["hashes"]["sha256"] == sha), None)
+    if match is None:
+        hint = f" (the signed {same_name[0]} has sha256 {targets[same_name[0]]['hashes']['sha256'][:16]}…)" if same_name else ""
+        raise CheckFailed(f"{file}: sha256 {sha[:16]}… is not a signed target of {base}{hint} — do not use this file")
+    attestation = match + ".intoto.jsonl"
+    if attestation in targets:
+        try:
+            verify_attestation(fetch(base + attestation) or b"", sha, _provenance_key(base, targets))
+        except ValueError as exc:
+            raise CheckFailed(f"{attestation}: {exc}") from None
+    return match
+
+
+def _provenance_key(base: str, targets: dict[str, dict[str, object]]) -> SSlibKey:
+    if "keys/provenance.json" not in targets:
+        raise CheckFailed("keys/provenance.json: not a signed target — the repository has no provenance key")
+    data = fetch(base + "keys/provenance.json") or b""
+    if hashlib.sha256(data).hexdigest() != targets["keys/provenance.json"]["hashes"]["sha256"]:  # type: ignore[index]
+        raise CheckFailed("keys/provenance.json: bytes do not match the signed sha256 — it was modified after signing")
+    info = json.loads(data)
+    return SSlibKey.from_dict(info.pop("keyid"), info)
+
+
+def _canonical(data: bytes) -> str:
+    try:
+        return json.dumps(json.loads(data), sort_keys=True)
+    except ValueError:
+        return data.decode(errors="replace")
+
+
+def load_pinned_root(path: Path | None = None) -> bytes:
+    """The root a verifier trusts: ``--root``, ``$CAIRN_TUF_ROOT``, or ``publish/root.json`` of the checkout."""
+    if path is None:
+        env = os.environ.get("CAIRN_TUF_ROOT")
+        if env:
+            path = Path(env)
+        else:
+            from cairn.paths import repo_root
+
+            path = repo_root() / "publish" / "root.json"
+    try:
+        return Path(path).read_bytes()
+    except OSError as exc:
+        raise CairnError(f"cannot read the pinned TUF root {path} ({exc}) — pass --root or set CAIRN_TUF_ROOT") from None
