@@ -89,13 +89,29 @@ def _audit_mapped(mapped: mmap.mmap, size: int, shown: str, registry: Registry) 
         notes = (f"{len(wrapper_magics)} fat binary wrapper(s) but no {FATBIN_SECTION}",) if wrapper_magics else ()
         return BinaryAudit(shown, NONE, (), len(wrapper_magics), notes)
     with memoryview(mapped) as view:
-        bundles = read_bundles(view, fatbin.offset, fatbin.size, path=shown, mach_name=registry.name_for_mach)
+        bundles = read_bundles(
+            view, fatbin.offset, fatbin.size, path=shown, mach_name=registry.name_for_mach, release=_unmapper(mapped)
+        )
     notes: tuple[str, ...] = ()
     if wrapper_magics and len(wrapper_magics) != len(bundles):
         notes = (f"{len(wrapper_magics)} wrappers in {WRAPPER_SECTION} but {len(bundles)} bundles",)
     if not bundles:
         notes += (f"{FATBIN_SECTION} holds only zero bytes",)
     return BinaryAudit(shown, FATBIN, bundles, len(wrapper_magics), notes)
+
+
+def _unmapper(mapped: mmap.mmap):
+    """Drop the pages of a bundle already read: the kernel maps whole folios on a fault, so touching a few
+    headers in each of 111 bundles would otherwise leave hundreds of MB resident (page cache keeps them)."""
+    if not hasattr(mmap, "MADV_DONTNEED"):
+        return None
+
+    def release(start: int, end: int) -> None:
+        first = start // mmap.PAGESIZE * mmap.PAGESIZE
+        with contextlib.suppress(OSError, ValueError):
+            mapped.madvise(mmap.MADV_DONTNEED, first, max(0, min(end, len(mapped)) - first))
+
+    return release
 
 
 def _sections(mapped: mmap.mmap, size: int, shown: str) -> dict[str, _Section]:

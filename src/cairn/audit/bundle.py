@@ -71,9 +71,19 @@ class _RawEntry:
 
 
 def read_bundles(
-    data: memoryview, section_offset: int, section_size: int, *, path: str, mach_name: MachNamer
+    data: memoryview,
+    section_offset: int,
+    section_size: int,
+    *,
+    path: str,
+    mach_name: MachNamer,
+    release: Callable[[int, int], None] | None = None,
 ) -> tuple[Bundle, ...]:
-    """Every bundle of the section at ``data[section_offset : section_offset + section_size]``."""
+    """Every bundle of the section at ``data[section_offset : section_offset + section_size]``.
+
+    ``release(start, end)`` is called with each bundle's file range once it is read, so a caller reading
+    from a memory map can drop those pages and keep resident memory to one bundle's worth.
+    """
     section = data[section_offset : section_offset + section_size]
     if len(section) < section_size:
         raise CorruptBundle(path, f".hip_fatbin at file offset {section_offset:#x} runs past the end of the file")
@@ -97,6 +107,8 @@ def read_bundles(
                 path, f"bundle {len(bundles)} at file offset {where:#x} (.hip_fatbin+{pos:#x}): {bad.what}"
             ) from None
         bundles.append(_placed(bundle, pos, section_offset + pos))
+        if release is not None:
+            release(section_offset + pos, section_offset + end)
         pos = _align(end)
     return tuple(bundles)
 

@@ -9,12 +9,13 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-
-from rich.console import Console
-from rich.table import Table
+from typing import TYPE_CHECKING
 
 from cairn.audit.model import KPACK, NONE, Coverage
 from cairn.audit.report import AuditReport, audit_paths, parse_device
+
+if TYPE_CHECKING:
+    from rich.console import Console
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
@@ -28,9 +29,10 @@ def run(args: argparse.Namespace) -> int:
     report = audit_paths(args.paths)
     coverage = requested_coverage(report, args.target, args.family)
     if args.json:
-        print(json.dumps(report.to_json(coverage), indent=2))
+        # one line, sorted keys: the C encoder keeps this fast on libraries with thousands of entries
+        print(json.dumps(report.to_json(coverage), sort_keys=True, separators=(",", ":")))
     else:
-        show(report, coverage, Console(highlight=False, soft_wrap=False, width=max(Console().width, 100)))
+        show(report, coverage)
     return 0 if all(c.covered for c in coverage) else 1
 
 
@@ -49,7 +51,11 @@ def requested_coverage(report: AuditReport, targets: list[str], families: list[s
 
 
 def show(report: AuditReport, coverage: list[Coverage], console: Console | None = None) -> None:
-    console = console or Console(file=sys.stdout)
+    """Short rich tables: one row per binary, then the summary and the requested targets."""
+    from rich.console import Console  # only the human output needs rich
+    from rich.table import Table
+
+    console = console or Console(file=sys.stdout, highlight=False, width=max(Console().width, 100))
     files = Table(title=f"{len(report.binaries)} binaries ({report.elf_files} ELF files looked at)", title_justify="left")
     for column in ("file", "bundles", "format", "targets"):
         files.add_column(column, overflow="fold")
