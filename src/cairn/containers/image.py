@@ -1,0 +1,133 @@
+"""Build one image through the Docker Engine API, then normalize what the engine made into OCI.
+
+The engine does the work a user would (``FROM`` the parent by digest, ``COPY`` a prepared context); the
+result is saved (``docker save``) and every layer is normalized (oci.py) so its digest depends only on
+content. Parent layers come back from the engine byte-identical (tar-split), so they are recognised by
+DiffID and their blobs are reused from the parent's layout instead of being compressed again.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import tarfile
+import tempfile
+from collections.abc import Mapping
+from pathlib import Path
+from typing import IO, Any
+
+from cairn.containers.oci import Layer, Layout, image_config, sha256_file
+from cairn.errors import ActionFailed
+from cairn.services import docker_client, registry_address
+from cairn.store.base import tree_entries
+
+
+def stage_tree(src: Path, dest: Path, epoch: int) -> None:
+    """Copy ``src`` into the build context at ``dest`` with every mtime at the epoch.
+
+    A copy, not a link: store files are shared between trees and must keep their own times.
+    """
+    dest.mkdir(parents=True, exist_ok=True)
+    shutil.copytree(src, dest, symlinks=True, dirs_exist_ok=True)
+
+
+def pin_times(root: Path, epoch: int) -> None:
+    for dirpath, dirnames, filenames in os.walk(root):
+        for name in dirnames + filenames:
+            os.utime(os.path.join(dirpath, name), (epoch, epoch), follow_symlinks=False)
+    os.utime(root, (epoch, epoch))
+
+
+def pull(client: Any, reference: str, log: IO[str]) -> None:
+    """Make ``registry/repo@sha256:…`` present in the engine (a no-op when it already is)."""
+    import docker.errors
+
+    try:
+        client.images.get(reference)
+        return
+    except docker.errors.ImageNotFound:
+        pass
+    log.write(f"+ docker pull {reference}\n")
+    repo, digest = reference.split("@", 1)
+    client.api.pull(repo, tag=digest)
+
+
+def engine_build(client: Any, context: Path, tag: str, buildargs: Mapping[str, str], log: IO[str]) -> None:
+    """``docker build --network host --no-cache`` with the legacy builder; the build log goes to ``log``."""
+    log.write(f"+ docker build --network host --no-cache -t {tag} {context}\n")
+    error = ""
+    for chunk in client.api.build(path=str(context), dockerfile="Dockerfile", tag=tag, buildargs=dict(buildargs),
+                                  network_mode="host", nocache=True, pull=False, rm=True, forcerm=True, decode=True):
+        if "stream" in chunk:
+            log.write(chunk["stream"])
+        if "error" in chunk:
+            error = chunk["error"].strip()
+    log.flush()
+    if error:
+        raise ActionFailed(f"docker build of {tag} failed: {error}")
+
+
+def save(client: Any, tag: str, dest: Path) -> tuple[dict[str, Any], list[Path]]:
+    """``docker save`` into ``dest``: the engine's config and the layer tars, oldest first."""
+    archive = dest / "image.tar"
+    with open(archive, "wb") as handle:
+        for chunk in client.images.get(tag).save(named=False):
+            handle.write(chunk)
+    with tarfile.open(archive) as tar:
+        tar.extractall(dest / "saved", filter="tar")
+    archive.unlink()
+    entry = json.loads((dest / "saved" / "manifest.json").read_text())[0]
+    config = json.loads((dest / "saved" / entry["Config"]).read_text())
+    return config, [dest / "saved" / layer for layer in entry["Layers"]]
+
+
+def normalize_saved(config: Mapping[str, Any], layer_tars: list[Path], layout: Layout, epoch: int, scratch: Path,
+                    parent_blobs: Mapping[str, tuple[Layer, Path]], labels: Mapping[str, str]) -> tuple[list[Layer], dict[str, Any]]:
+    """Layers and OCI config of a saved image; known parent layers are linked, new ones normalized."""
+    layers = []
+    for tar in layer_tars:
+        known = parent_blobs.get(sha256_file(tar))
+        if known:
+            layout.link_layer(known[0], known[1])
+            layers.append(known[0])
+        else:
+            layers.append(layout.add_layer_tar(tar, epoch, scratch))
+    return layers, image_config(config.get("config") or {}, layers, config.get("history") or [], epoch, labels)
+
+
+def parent_layers(parent_tree: Path) -> dict[str, tuple[Layer, Path]]:
+    """DiffID → (layer, blob path) for every layer of the parent image's layout in the store."""
+    record = json.loads((parent_tree / "image.json").read_text())
+    found = {}
+    for item in record["layers"]:
+        layer = Layer(item["digest"], item["diff_id"], item["size"], item["uncompressed_size"])
+        found[layer.diff_id] = (layer, parent_tree / "oci" / "blobs" / "sha256" / layer.digest.split(":", 1)[1])
+    return found
+
+
+def build_image(*, out: Path, context: Path, dockerfile: str, parent_tree: Path, parent_ref: str, epoch: int,
+                labels: Mapping[str, str], tags: list[str], record: dict[str, Any], log: IO[str]) -> dict[str, Any]:
+    """Build ``context`` with ``dockerfile`` FROM ``parent_ref``; write ``out/oci`` + ``out/image.json``."""
+    client = docker_client()
+    registry, _ = registry_address()
+    pull(client, f"{registry}/{parent_ref}", log)
+    (context / "Dockerfile").write_text(dockerfile)
+    (out / "Dockerfile").write_text(dockerfile)
+    (out / "context.json").write_text(json.dumps(
+        [{"path": p, "kind": k, "digest": d} for p, k, d in tree_entries(context) if p != "Dockerfile"], indent=1) + "\n")
+    pin_times(context, epoch)
+    local_tag = f"cairn-build/{record['name']}:{record.get('target') or 'any'}"
+    engine_build(client, context, local_tag, {"REGISTRY": registry}, log)
+    with tempfile.TemporaryDirectory(prefix="cairn-save-", dir=out.parent) as scratch_dir:
+        scratch = Path(scratch_dir)
+        config, tars = save(client, local_tag, scratch)
+        layout = Layout(out / "oci")
+        layers, oci_config = normalize_saved(config, tars, layout, epoch, scratch, parent_layers(parent_tree), labels)
+    client.images.remove(local_tag, force=True)  # vfs keeps a full copy per layer: free it now
+    manifest_digest, config_digest, _ = layout.write_image(oci_config, layers, labels, tags)
+    record = {**record, "schema": "cairn.image/v1", "tags": tags, "digest": manifest_digest,
+              "config_digest": config_digest, "layers": [x.to_json() for x in layers], "labels": dict(labels),
+              "parent": parent_ref}
+    (out / "image.json").write_text(json.dumps(record, indent=2, sort_keys=True) + "\n")
+    return record

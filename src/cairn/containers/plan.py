@@ -1,0 +1,234 @@
+"""Stage planner: base image, then per gfx target a runtime and a smoke image, each built then pushed.
+
+Actions (ids): ``image:base`` → ``push:base``; for every target T of every family F:
+``image:runtime@T`` (base + Core SDK) → ``push:runtime@T`` → ``image:smoke@T`` (+ ``build:cairn-smoke@F``)
+→ ``push:smoke@T``; framework images the manifest asks for (``[frameworks]``) are planned the same way and
+blocked with the exact missing input when this host cannot build them. Inputs hold everything that
+shapes an image (recipe, template and script digests, labels, tags, epoch); pushes are keyed by the
+registry's identity, so a new registry gets the images again while the images themselves stay cached.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import shutil
+from pathlib import Path
+from typing import Any
+
+from cairn.build import extra_runners
+from cairn.containers import base as base_image
+from cairn.containers import image as engine_image
+from cairn.containers import publish
+from cairn.containers.oci import LAYOUT_VERSION, rfc3339
+from cairn.containers.recipes import BaseRecipe, ImageRecipe, containers_dir, load_base, load_recipes
+from cairn.containers.render import TEMPLATE_SUFFIX, dockerfiles_dir, render
+from cairn.errors import CairnError
+from cairn.plan.graph import Action
+from cairn.plan.planner import StageContext
+from cairn.plan.probe import apt_versions
+from cairn.services import engine_host, registry_address
+from cairn.services.engine import START_HINT
+
+SCRIPTS = {"opt/cairn/bin/cairn-check": "cairn_check", "opt/cairn/bin/cairn-smoke": "cairn_smoke"}
+_SCRIPTS_DIR = Path(__file__).parent / "scripts"
+
+
+def _digest_files(paths: list[Path]) -> str:
+    h = hashlib.sha256()
+    for path in sorted(paths):
+        h.update(path.name.encode() + b"\0" + path.read_bytes() + b"\0")
+    return h.hexdigest()
+
+
+def template_digest(template: str) -> str:
+    folder = dockerfiles_dir()
+    return _digest_files([folder / f"{template}{TEMPLATE_SUFFIX}", *folder.glob("_*.j2")])
+
+
+def scripts_digest() -> str:
+    return _digest_files([_SCRIPTS_DIR / f"{module}.py" for module in SCRIPTS.values()])
+
+
+def labels_for(context: StageContext, recipe: ImageRecipe | None, target: str, family: str, title: str) -> dict[str, str]:
+    release = context.manifest.release
+    return {
+        "org.opencontainers.image.version": release.version,
+        "org.opencontainers.image.revision": context.manifest.digest,
+        "org.opencontainers.image.source": recipe.source_url if recipe else "https://github.com/cairn-rocm/cairn",
+        "org.opencontainers.image.created": rfc3339(release.source_date_epoch),
+        "org.opencontainers.image.title": title,
+        "dev.cairn.gfx-target": target,
+        "dev.cairn.gfx-family": family,
+        "dev.cairn.rocm-version": release.version,
+    }
+
+
+def extend_plan(context: StageContext) -> None:
+    recipes = load_recipes()
+    base = load_base()
+    engine_blocked = "" if engine_host() else f"needs a Docker Engine — {START_HINT}"
+    registry, registry_id = registry_address()
+    push_blocked = "" if registry else f"needs an OCI registry — {START_HINT}"
+    release = context.manifest.release
+    actions = context.actions
+
+    actions["image:base"] = _base_action(context, base)
+    actions["push:base"] = _push_action("push:base", "image:base", registry_id, push_blocked)
+    core = [f"build:{c.name}" for c in context.manifest.components if c.sdk == "core" and not c.build.target_specific]
+    for family in context.families:
+        for target in context.registry.expand(family):
+            runtime = recipes["runtime"]
+            image_id = f"image:runtime@{target}"
+            actions[image_id] = _image_action(
+                context, runtime, target, family, version=release.version, blocked=engine_blocked,
+                deps=["push:base", "image:base", *core, "assemble:sdk"],
+                parts=[{"dep": d, "dest": "opt/rocm"} for d in core]
+                + [{"dep": "assemble:sdk", "src": "share/cairn/manifest.json", "dest": "opt/rocm/share/cairn/manifest.json"}],
+                scripts=["opt/cairn/bin/cairn-check"])
+            actions[f"push:runtime@{target}"] = _push_action(f"push:runtime@{target}", image_id, registry_id, push_blocked)
+            smoke = recipes["smoke"]
+            component = next((c for c in context.manifest.components if c.name == smoke.component), None)
+            smoke_build = f"build:{smoke.component}@{family}"
+            if component is None or smoke_build not in actions:
+                context.notes.append(f"smoke image for {target}: no {smoke_build} in this plan; not built")
+            else:
+                actions[f"image:smoke@{target}"] = _image_action(
+                    context, smoke, target, family, version=component.version, blocked=engine_blocked,
+                    deps=[f"push:runtime@{target}", image_id, smoke_build],
+                    parts=[{"dep": smoke_build, "dest": "opt/cairn"}], scripts=["opt/cairn/bin/cairn-smoke"])
+                actions[f"push:smoke@{target}"] = _push_action(f"push:smoke@{target}", f"image:smoke@{target}",
+                                                               registry_id, push_blocked)
+            for framework in context.manifest.frameworks:
+                recipe = recipes.get(framework.recipe)
+                if recipe is None:
+                    context.notes.append(f"framework {framework.name}: no container recipe '{framework.recipe}' "
+                                         f"in {containers_dir()}")
+                    continue
+                action = _image_action(context, recipe, target, family, version=framework.version,
+                                       blocked=_framework_blocked(context, recipe, family, framework.version),
+                                       deps=[f"push:runtime@{target}", image_id], parts=[], scripts=[])
+                actions[action.id] = action
+
+
+def _framework_blocked(context: StageContext, recipe: ImageRecipe, family: str, version: str) -> str:
+    """Why this host cannot build a framework image — the first missing input, named exactly."""
+    rocm = context.manifest.release.version
+    if recipe.source_git:
+        host = recipe.source_git.split("/")[2]
+        missing = [c for c in recipe.needs_components if not any(x.name == c for x in context.manifest.components)]
+        if missing:
+            return f"{recipe.name} {version} needs {', '.join(missing)} in the release's components (the manifest has none)"
+        return f"{recipe.name} needs a pinned commit of {recipe.source_git} and git access to {host}"
+    index = f"index:{family}"
+    if index not in context.actions:
+        wheels = ", ".join(f"{w}" for w in recipe.wheels)
+        return (f"{recipe.name} {version} needs {wheels} wheels built for ROCm {rocm} ({family}) from the release "
+                f"wheel index, and this plan has no {index} action")
+    return (f"{recipe.name} {version}: {index} publishes only the SDK wheels; {', '.join(recipe.wheels)} for ROCm "
+            f"{rocm} are not built by this release")
+
+
+def _base_action(context: StageContext, base: BaseRecipe) -> Action:
+    release = context.manifest.release
+    blocked = "" if shutil.which("mmdebstrap") else "needs mmdebstrap (apt-get install mmdebstrap)"
+    if not blocked:
+        pins = base.pins()
+        have = apt_versions(pins)
+        wrong = [f"{p}={v}" for p, v in pins.items() if have and v not in have.get(p, frozenset())]
+        if wrong:
+            blocked = f"apt cannot fetch {', '.join(wrong)} (the Debian point release moved): update recipes/containers/base.toml"
+    tag = f"{base.name}-{release.source_date_epoch}"
+    return Action(
+        id="image:base", kind="image-base", blocked=blocked,
+        inputs={"layout": LAYOUT_VERSION, "recipe": base.to_json(), "epoch": release.source_date_epoch, "tag": tag,
+                "labels": {**labels_for(context, None, "", "", f"{base.repo}:{tag}"),
+                           "org.opencontainers.image.version": base.name},
+                "tool": _tool_version("mmdebstrap")})
+
+
+def _tool_version(tool: str) -> str:
+    from cairn import proc
+
+    try:
+        return proc.run([tool, "--version"], check=False).stdout.strip()
+    except CairnError:
+        return ""
+
+
+def _push_action(action_id: str, image_id: str, registry_id: str, blocked: str) -> Action:
+    return Action(id=action_id, kind="image-push", deps=(image_id,), blocked=blocked,
+                  inputs={"layout": LAYOUT_VERSION, "registry_id": registry_id})
+
+
+def _image_action(context: StageContext, recipe: ImageRecipe, target: str, family: str, *, version: str,
+                  blocked: str, deps: list[str], parts: list[dict[str, str]], scripts: list[str]) -> Action:
+    release = context.manifest.release
+    python = release.python[0]
+    tags = list(recipe.render_tags(rocm=release.version, target=target, version=version, python=python))
+    return Action(
+        id=f"image:{recipe.name}@{target}", kind="image-build", deps=tuple(deps), family=family, blocked=blocked,
+        inputs={
+            "layout": LAYOUT_VERSION, "recipe": recipe.to_json(), "template": template_digest(recipe.template),
+            "scripts": scripts_digest(), "target": target, "family": family, "release": release.name,
+            "rocm": release.version, "version": version, "python": python, "epoch": release.source_date_epoch,
+            "tags": tags, "labels": labels_for(context, recipe, target, family, f"{recipe.repo}:{tags[0]}"),
+            "parent": deps[0], "parent_image": deps[1] if len(deps) > 1 else "", "parts": parts,
+            "script_files": scripts, "engine": "docker legacy builder, --no-cache, --network host",
+        })
+
+
+# -- runners ------------------------------------------------------------------------------------------
+def run_base(ctx: Any) -> None:
+    inputs = ctx.action.inputs
+    recipe = BaseRecipe(**{k: tuple(v) if isinstance(v, list) else v for k, v in inputs["recipe"].items()})
+    base_image.build_base(recipe, ctx.out, inputs["epoch"], inputs["labels"], inputs["tag"], ctx.log)
+
+
+def run_push(ctx: Any) -> None:
+    registry, _ = registry_address()
+    if not registry:
+        raise CairnError(f"no registry to push to — {START_HINT}")
+    record = publish.push(ctx.deps[ctx.action.deps[0]], registry, ctx.log)
+    (ctx.out / "push.json").write_text(json.dumps(record, indent=2, sort_keys=True) + "\n")
+
+
+def run_image(ctx: Any) -> None:
+    inputs = ctx.action.inputs
+    parent_push = json.loads((ctx.deps[inputs["parent"]] / "push.json").read_text())
+    context_dir = Path(str(ctx.out) + ".context")
+    try:
+        rootfs = context_dir / "rootfs"
+        for part in inputs["parts"]:
+            src = ctx.deps[part["dep"]] / part.get("src", "")
+            dest = rootfs / part["dest"]
+            if src.is_dir():
+                engine_image.stage_tree(src, dest, inputs["epoch"])
+            else:
+                dest.parent.mkdir(parents=True, exist_ok=True)
+                shutil.copyfile(src, dest)
+        for dest in inputs["script_files"]:
+            target = rootfs / dest
+            target.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copyfile(_SCRIPTS_DIR / f"{SCRIPTS[dest]}.py", target)
+            target.chmod(0o755)
+        recipe = inputs["recipe"]
+        dockerfile = render(recipe["template"], {
+            "target": inputs["target"], "family": inputs["family"], "release": inputs["release"],
+            "rocm": inputs["rocm"], "labels": inputs["labels"], "recipe": recipe,
+            "component": {"version": inputs["version"]},
+            "parent": {"repo": parent_push["repo"], "digest": parent_push["digest"]},
+        })
+        engine_image.build_image(
+            out=ctx.out, context=context_dir, dockerfile=dockerfile, parent_tree=ctx.deps[inputs["parent_image"]],
+            parent_ref=parent_push["reference"], epoch=inputs["epoch"], labels=inputs["labels"], tags=inputs["tags"],
+            record={"name": recipe["name"], "repo": recipe["repo"], "target": inputs["target"],
+                    "family": inputs["family"], "rocm": inputs["rocm"], "kind": recipe["kind"]},
+            log=ctx.log)
+    finally:
+        shutil.rmtree(context_dir, ignore_errors=True)
+
+
+extra_runners.register("image-base", run_base)
+extra_runners.register("image-push", run_push)
+extra_runners.register("image-build", run_image)

@@ -1,0 +1,72 @@
+#!/usr/bin/python3
+"""cairn-check: run inside an image by the in-container gate (stdlib only; the image has no Cairn).
+
+Loads every shared library of the SDK (a missing dependency or a broken library fails here, not on a
+user's machine), runs ``rocminfo`` and accepts only a clean "no GPU" answer or a real agent list (a crash
+or a hang fails), and imports ``rocm_sdk`` when the image has it. Prints one JSON document; exit 0 = pass.
+"""
+
+import ctypes
+import glob
+import json
+import os
+import subprocess
+import sys
+
+NO_GPU = ("ROCk module is NOT loaded", "no GPU", "HSA_STATUS_ERROR_OUT_OF_RESOURCES")
+
+
+def load_libraries(roots):
+    results = {}
+    for root in roots:
+        for path in sorted(glob.glob(os.path.join(root, "lib*.so*"))):
+            real = os.path.realpath(path)
+            if real in results or not os.path.isfile(real):
+                continue
+            try:
+                ctypes.CDLL(real, mode=ctypes.RTLD_NOW | ctypes.RTLD_GLOBAL)
+                results[real] = "ok"
+            except OSError as exc:
+                results[real] = str(exc)
+    return results
+
+
+def rocminfo():
+    try:
+        proc = subprocess.run(["rocminfo"], capture_output=True, text=True, timeout=60)
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        return {"ok": False, "detail": f"rocminfo did not run: {exc}"}
+    text = (proc.stdout + proc.stderr).strip()
+    if proc.returncode == 0 and "Agent " in text:
+        return {"ok": True, "gpu": True, "detail": "agents listed"}
+    clean_no_gpu = proc.returncode in (0, 1) and any(marker in text for marker in NO_GPU)
+    return {"ok": clean_no_gpu, "gpu": False, "returncode": proc.returncode, "detail": text[-300:]}
+
+
+def rocm_sdk():
+    try:
+        __import__("rocm_sdk")
+    except ImportError:
+        return {"ok": True, "detail": "rocm_sdk not installed in this image (SDK installed from the tree)"}
+    proc = subprocess.run([sys.executable, "-m", "rocm_sdk", "test"], capture_output=True, text=True, timeout=600)
+    return {"ok": proc.returncode == 0, "detail": (proc.stdout + proc.stderr)[-300:]}
+
+
+def main():
+    roots = [r for r in ("/opt/rocm/lib", "/opt/cairn/lib") if os.path.isdir(r)]
+    libs = load_libraries(roots)
+    report = {"libraries": libs, "rocminfo": rocminfo(), "rocm_sdk": rocm_sdk()}
+    failures = [f"{path}: {err}" for path, err in libs.items() if err != "ok"]
+    if not libs:
+        failures.append(f"no shared libraries found under {', '.join(roots) or '/opt/rocm/lib'}")
+    if not report["rocminfo"]["ok"]:
+        failures.append("rocminfo: " + report["rocminfo"]["detail"])
+    if not report["rocm_sdk"]["ok"]:
+        failures.append("python -m rocm_sdk test: " + report["rocm_sdk"]["detail"])
+    report["failures"] = failures
+    print(json.dumps(report, indent=1, sort_keys=True))
+    return 1 if failures else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
