@@ -193,7 +193,9 @@ def check_devices(snap: HostSnapshot, facts: Facts) -> Check:
         return Check("devices", "fail", f"{', '.join(missing)} missing although the GPU is there",
                      "the amdgpu driver creates them: reload it (sudo modprobe -r amdgpu && sudo modprobe amdgpu) "
                      "and check udev rules for /dev/kfd", evidence)
-    return Check("devices", "ok", f"{', '.join(p for p in wanted)} present{where}", "", evidence)
+    renders = [p for p in wanted if p != "/dev/kfd"]
+    shown = f"/dev/kfd and {len(renders)} render nodes" if len(renders) > 2 else ", ".join(wanted)
+    return Check("devices", "ok", f"{shown} present{where}", "", evidence)
 
 
 def _describe(dev: DeviceNode, snap: HostSnapshot) -> str:
@@ -225,7 +227,8 @@ def check_access(snap: HostSnapshot, facts: Facts) -> Check:
     blocked = [d for d in wanted if not can_open(d, ident.uid, ident.groups)]
     if not blocked:
         how = "as root" if ident.uid == 0 else "through group membership"
-        return Check("access", "ok", f"{who} can open {', '.join(d.path for d in wanted)} {how}", "", tuple(evidence))
+        shown = f"/dev/kfd and {len(wanted) - 1} render nodes" if len(wanted) > 3 else ", ".join(d.path for d in wanted)
+        return Check("access", "ok", f"{who} can open {shown} {how}", "", tuple(evidence))
     need = sorted({d.gid for d in blocked})
     names = [snap.group_names.get(g, "") for g in need]
     shown = ", ".join(f"{n or 'unnamed'} (gid {g})" for n, g in zip(names, need, strict=True))
@@ -242,7 +245,7 @@ def check_access(snap: HostSnapshot, facts: Facts) -> Check:
     if listed and len(listed) == len(need):
         return Check("access", "fail", f"{who} was added to {shown} but this login session predates it",
                      "log out and back in (or run `newgrp render`) so the new groups apply", tuple(evidence))
-    fix = GROUP_FIX.replace("render,video", ",".join(n for n in names if n) or "render,video")
+    fix = GROUP_FIX.replace("render,video", ",".join(n for n in names if n) or "render,video").replace("$USER", ident.name or "$USER")
     return Check("access", "fail", f"{who} cannot open {paths}: not in {shown}", fix, tuple(evidence))
 
 

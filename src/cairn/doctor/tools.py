@@ -52,10 +52,11 @@ def parse_rocminfo(text: str) -> tuple[ToolGpu, ...]:
 
 def rocminfo_error(text: str) -> str:
     """The one line rocminfo prints when it cannot reach the driver (e.g. "ROCk module is NOT loaded")."""
-    for line in text.splitlines():
-        lowered = line.lower()
-        if "not loaded" in lowered or "unable to open /dev/kfd" in lowered or "hsa_status_error" in lowered:
-            return line.strip()
+    lines = text.splitlines()
+    for marker in ("unable to open /dev/kfd", "not loaded", "hsa_status_error"):
+        for line in lines:
+            if marker in line.lower():
+                return line.strip()
     return ""
 
 
