@@ -8,22 +8,19 @@ filesystem a container sees. Paths inside archives read ``archive!member``.
 
 from __future__ import annotations
 
-import bz2
-import gzip
 import io
 import json
-import lzma
 import os
 import shutil
-import tarfile
 import tempfile
-import zipfile
-import zlib
 from collections.abc import Callable, Iterator
 from pathlib import Path, PurePosixPath
-from typing import IO
+from typing import IO, TYPE_CHECKING
 
 import zstandard
+
+if TYPE_CHECKING:
+    import tarfile
 
 from cairn.audit.binary import is_elf
 from cairn.audit.bundle import ELF_MAGIC
@@ -94,6 +91,9 @@ def _with_temp_copy(source: IO[bytes], head: bytes, audit: Auditor, shown: str) 
 
 
 def _zip(path: Path, audit: Auditor) -> tuple[list[BinaryAudit], int]:
+    import zipfile  # archive modules load only when an archive is given
+    import zlib
+
     results: list[BinaryAudit] = []
     seen = 0
     try:
@@ -128,6 +128,10 @@ def _is_tar(path: Path, head: bytes) -> bool:
 
 def _decompressed(handle: IO[bytes], head: bytes) -> IO[bytes]:
     """A streaming reader for a possibly compressed tar, chosen by magic bytes rather than file name."""
+    import bz2
+    import gzip
+    import lzma
+
     kind = next((name for magic, name in _COMPRESSED.items() if head.startswith(magic)), None)
     if kind == "gz":
         return gzip.GzipFile(fileobj=handle)  # type: ignore[return-value]
@@ -142,6 +146,9 @@ def _decompressed(handle: IO[bytes], head: bytes) -> IO[bytes]:
 
 def _tar_members(stream: IO[bytes], shown: str) -> Iterator[tuple[tarfile.TarInfo, IO[bytes] | None]]:
     """Regular members of a tar stream in archive order, with a reader for each (None for others)."""
+    import lzma
+    import tarfile
+
     try:
         with tarfile.open(fileobj=stream, mode="r|") as archive:
             for member in archive:
