@@ -59,7 +59,7 @@ def write_sample_bundle(root: Path, *, version: str = "5.2.3", channel: str = "d
         for n in range(wheels_per_family):
             project = "cairn-smoke" if n == 0 else f"cairn-extra{n}"
             blob = hashlib.shake_256(f"{seed}{family}{n}".encode()).digest(payload_bytes) if payload_bytes else b""
-            wheel = write_wheel(root / "files" / "wheels", project, "0.1.0", "py3-none-linux_x86_64",
+            wheel = write_wheel(root / "files" / "wheels", project, version, "py3-none-linux_x86_64",
                                 {f"{project.replace('-', '_')}/__init__.py": f"TARGET = {family!r}\n".encode(),
                                  f"{project.replace('-', '_')}/lib/payload-{family}.bin": blob})
             fam_dir = root / "files" / "wheels" / family

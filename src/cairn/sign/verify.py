@@ -99,6 +99,10 @@ def verify_repository(url: str, root_bytes: bytes, cache: Path | None = None) ->
     served_root = fetch(base + "metadata/1.root.json")
     if served_root is not None and _canonical(served_root) != _canonical(root_bytes) and json.loads(root_bytes)["signed"]["version"] == 1:
         raise CheckFailed("metadata/1.root.json: differs from the pinned root — the server's root was replaced")
+    latest = json.loads((cache / "root.json").read_bytes())
+    served_latest = fetch(base + "metadata/root.json")
+    if served_latest is not None and _canonical(served_latest) != json.dumps(latest, sort_keys=True):
+        raise CheckFailed("metadata/root.json: differs from the trusted root — it was modified after signing")
     key = _provenance_key(base, targets)
     for path, info in sorted(targets.items()):
         sha = info["hashes"]["sha256"]
@@ -110,7 +114,8 @@ def verify_repository(url: str, root_bytes: bytes, cache: Path | None = None) ->
             if data is None:
                 raise CheckFailed(f"{name}: missing from the repository (the signed targets list it)")
             if len(data) != info["length"] or hashlib.sha256(data).hexdigest() != sha:
-                raise CheckFailed(f"{name}: bytes do not match the signed sha256 {sha[:16]}… — it was modified after signing")
+                raise CheckFailed(f"{name}: bytes do not match the signed sha256 {sha[:16]}… — it was modified after signing"
+                                  + (" (or a publish is in progress)" if name == path and not _immutable(path) else ""))
             report.checked.append(name)
         if path.endswith(".intoto.jsonl"):
             subject = path.removesuffix(".intoto.jsonl")
@@ -155,6 +160,11 @@ def _provenance_key(base: str, targets: dict[str, dict[str, object]]) -> SSlibKe
         raise CheckFailed("keys/provenance.json: bytes do not match the signed sha256 — it was modified after signing")
     info = json.loads(data)
     return SSlibKey.from_dict(info.pop("keyid"), info)
+
+
+def _immutable(path: str) -> bool:
+    return not (path.startswith(("channels/", "keys/")) or path.endswith(("/gates.json", "/matrix.json"))
+                or (path.startswith("staging/") and "/simple/" in path))
 
 
 def _canonical(data: bytes) -> str:
