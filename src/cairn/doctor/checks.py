@@ -305,6 +305,8 @@ def check_device_code(snap: HostSnapshot, facts: Facts) -> Check:
     gpus = h.host_gpus(snap, facts.registry)
     if not gpus:
         return Check("device-code", "skip", "no GPU to check installed device code against")
+    if not snap.audited:
+        return Check("device-code", "skip", "device-code audit not run (--no-audit)")
     found = h.overrides(snap, facts.registry)
     targets = sorted({t for g in gpus if (t := h.effective_target(g, found))})
     real = sorted({g.target.name for g in gpus if g.target})

@@ -172,6 +172,7 @@ class HostSnapshot:
     dists: tuple[Distribution, ...] = ()
     tools: dict[str, ToolOutput] = field(default_factory=dict)
     audits: tuple[CodeAudit, ...] = ()
+    audited: bool = False  # False: the device-code audit did not run (no GPU, or --no-audit)
 
     @property
     def gpu_nodes(self) -> tuple[KfdNode, ...]:
@@ -614,4 +615,5 @@ def read_snapshot(root: Path | str = "/", *, audit: bool = True) -> HostSnapshot
         dists=dists,
         tools=read_tools(r, live),
         audits=audit_installed(dists, rocm, r) if audit and has_gpu else (),
+        audited=audit and has_gpu,
     )
