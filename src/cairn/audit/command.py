@@ -83,7 +83,9 @@ def show(report: AuditReport, coverage: list[Coverage], console: Console | None 
         table.add_column(column, overflow="fold")
     for result in coverage:
         lacking = "; ".join(
-            g.path + (" (kpack)" if g.reason == "kpack" else f" ({len(g.bundles)} bundles)") for g in result.gaps[:4]
+            g.path + (" (kpack)" if g.reason == "kpack" else " (bundle " + ", ".join(f"#{b.index}" for b in g.bundles[:5])
+                      + (f" +{len(g.bundles) - 5}" if len(g.bundles) > 5 else "") + ")")
+            for g in result.gaps[:4]
         ) + (f"; +{len(result.gaps) - 4} more" if len(result.gaps) > 4 else "")
         if not result.binaries and not result.gaps:
             lacking = "no device code found"
