@@ -12,6 +12,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import time
 import urllib.error
 import urllib.request
 from collections.abc import Iterator
@@ -21,6 +22,7 @@ from urllib.parse import urlparse
 
 from securesystemslib.signer import SSlibKey
 from tuf.api import exceptions as tuf_errors
+from tuf.api.serialization import DeserializationError
 from tuf.ngclient import FetcherInterface, Updater
 
 from cairn.errors import CairnError, CheckFailed
@@ -80,13 +82,27 @@ def trusted_updater(url: str, root_bytes: bytes, cache: Path | None = None) -> t
     cache = cache or cache_dir_for(base)
     (cache / "targets").mkdir(parents=True, exist_ok=True)
     updater = Updater(str(cache), base + "metadata/", str(cache / "targets"), base, fetcher=AnyFetcher(), bootstrap=root_bytes)
+    started = time.time()
     try:
         updater.refresh()
     except tuf_errors.BadVersionNumberError as exc:
         raise CheckFailed(f"metadata/timestamp.json: rollback rejected ({exc}) — the server replays old metadata; do not trust it") from None
-    except (tuf_errors.RepositoryError, tuf_errors.DownloadError) as exc:
-        raise CheckFailed(f"metadata: {type(exc).__name__}: {exc} — the repository's signed metadata does not verify") from None
+    except (tuf_errors.RepositoryError, tuf_errors.DownloadError, DeserializationError) as exc:
+        name = _failed_role(cache, started)
+        raise CheckFailed(f"{name}: {type(exc).__name__}: {exc} — the repository's signed metadata does not verify") from None
     return updater, cache
+
+
+def _failed_role(cache: Path, started: float) -> str:
+    """The first metadata file this refresh did not get to persist: the one that failed to verify."""
+    version = 0
+    for role in ("timestamp", "snapshot", "targets"):
+        path = cache / f"{role}.json"
+        if not path.exists() or path.stat().st_mtime < started:
+            return "metadata/timestamp.json" if role == "timestamp" else f"metadata/{version or 'N'}.{role}.json"
+        signed = json.loads(path.read_bytes())["signed"]
+        version = signed["meta"]["snapshot.json"]["version"] if role == "timestamp" else signed["meta"]["targets.json"]["version"]
+    return "metadata"
 
 
 def verify_repository(url: str, root_bytes: bytes, cache: Path | None = None) -> VerifyReport:
