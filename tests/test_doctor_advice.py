@@ -12,6 +12,7 @@ import pytest
 
 import doctor_hosts as hosts
 from cairn.doctor import diagnose
+from cairn.errors import InputError
 from cairn.matrix.model import (
     Cell,
     Framework,
@@ -61,7 +62,7 @@ def test_picks_newest_passing_cell_with_digest_and_index(tmp_path: Path) -> None
     pick = advice["picks"][0]
     assert pick["image"] == f"registry.example/cairn/pytorch@{DIGEST}"
     assert pick["pip"] == f"pip install --index-url {new.resolve().as_uri()}/simple/gfx942/ 'torch==2.12.0'"
-    assert all("(unverified)" in source for source in advice["matrices"])
+    assert all("(unverified: not inside a signed Cairn repository)" in source for source in advice["matrices"])
     driver = next(c for c in doc["checks"] if c["id"] == "driver")
     assert driver["status"] == "ok" and "cairn 10.1.0's supported range" in driver["summary"]
 
@@ -129,3 +130,29 @@ def test_bad_matrix_is_one_line_error(tmp_path: Path, capsys: pytest.CaptureFixt
     code = main(["doctor", "--root", str(tmp_path / "host"), "--matrix", str(tmp_path / "matrix.json")])
     err = capsys.readouterr().err
     assert code == 2 and err.count("\n") == 1 and "not JSON" in err
+
+
+def test_signed_repository_is_verified_and_tampering_is_refused(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from tuf.api.serialization.json import JSONSerializer
+
+    from cairn.publish.backend import FileBackend
+    from cairn.publish.bundle import load_bundle
+    from cairn.publish.publisher import publish as publish_repo
+    from cairn.publish.sample import write_sample_bundle
+    from cairn.sign.keys import init_keys, make_root
+
+    keys = init_keys(tmp_path / "keys")
+    root = make_root(keys)
+    publish_repo(load_bundle(write_sample_bundle(tmp_path / "bundle", families=("gfx90a",))), FileBackend(tmp_path / "repo"), keys, root)
+    (tmp_path / "root.json").write_bytes(root.to_bytes(JSONSerializer(compact=False)))
+    monkeypatch.setenv("CAIRN_TUF_ROOT", str(tmp_path / "root.json"))
+    monkeypatch.setenv("CAIRN_TUF_CACHE", str(tmp_path / "tuf-cache"))
+    hosts.container_without_kfd(tmp_path / "host")  # two gfx90a GPUs
+    advice = diagnose(str(tmp_path / "host"), [str(tmp_path / "repo")])["advice"]
+    assert advice["matrices"][0].startswith(f"{tmp_path / 'repo'} (verified: signed target ")
+    for pick in advice["picks"]:
+        assert pick["verified"] and "/simple/gfx90a/" in (pick["pip"] or "/simple/gfx90a/")
+    matrix = next((tmp_path / "repo").glob("channels/*/matrix.json"), None) or next((tmp_path / "repo").glob("staging/*/matrix.json"))
+    matrix.write_text(matrix.read_text().replace("gfx90a", "gfx90b", 1))
+    with pytest.raises(InputError, match="the matrix failed verification"):
+        diagnose(str(tmp_path / "host"), [str(matrix)])

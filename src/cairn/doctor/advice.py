@@ -13,9 +13,9 @@ says "unverified".
 
 from __future__ import annotations
 
-import importlib
 import os
 import tempfile
+import urllib.request
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -70,23 +70,76 @@ class Advice:
 
 # -- loading ------------------------------------------------------------------------------------------------
 def load(source: str) -> LoadedMatrix:
-    """Fetch, verify (when ``cairn verify`` is available) and parse one matrix document."""
+    """Fetch, verify against the pinned TUF root (``cairn verify``) and parse one matrix document.
+
+    ``source`` may also be a published repository directory: its best channel's matrix is used. Relative
+    index URLs resolve against the repository root (the ancestor holding ``metadata/timestamp.json``).
+    """
     from cairn.matrix.model import load_matrix
 
+    local, url = _fetch(source)
+    repo = _repository_root(url)
+    verified, note = verify(repo, local) if repo else (False, "unverified: not inside a signed Cairn repository")
+    base = repo or url.rsplit("/", 1)[0] + "/"
+    return LoadedMatrix(load_matrix(local), source, base, verified, note)
+
+
+def _fetch(source: str) -> tuple[Path, str]:
+    """A local copy of the matrix and the URL it was read from."""
     parsed = urlparse(source)
     if parsed.scheme == "s3":
-        local = _fetch_s3(source)
-        base = source.rsplit("/", 1)[0] + "/"
-        verified, note = verify(local)
-        return LoadedMatrix(load_matrix(local), source, base, verified, note)
-    if parsed.scheme in ("", "file"):
-        path = Path(parsed.path if parsed.scheme == "file" else source)
-        if path.is_dir():
-            path = path / "matrix.json"
-        verified, note = verify(str(path))
-        return LoadedMatrix(load_matrix(path), str(path), path.resolve().parent.as_uri() + "/", verified, note)
-    verified, note = verify(source)
-    return LoadedMatrix(load_matrix(source), source, source.rsplit("/", 1)[0] + "/", verified, note)
+        return Path(_fetch_s3(source)), source
+    if parsed.scheme in ("http", "https"):
+        handle, local = tempfile.mkstemp(prefix="cairn-matrix-", suffix=".json")
+        os.close(handle)
+        try:
+            with urllib.request.urlopen(source, timeout=30) as response:  # the user's matrix URL
+                Path(local).write_bytes(response.read())
+        except OSError as exc:
+            raise InputError(source, f"cannot read the matrix ({exc})", "check the URL") from None
+        return Path(local), source
+    path = Path(parsed.path if parsed.scheme == "file" else source)
+    if path.is_dir():
+        path = _matrix_in(path)
+    return path, path.resolve().as_uri()
+
+
+def _matrix_in(directory: Path) -> Path:
+    """``matrix.json`` in a directory, or the most stable channel's matrix of a repository root."""
+    if (directory / "matrix.json").is_file():
+        return directory / "matrix.json"
+    for channel in sorted(CHANNEL_RANK, key=CHANNEL_RANK.__getitem__, reverse=True):
+        candidate = directory / "channels" / channel / "matrix.json"
+        if candidate.is_file():
+            return candidate
+    staged = sorted(directory.glob("staging/*/matrix.json"))
+    if staged:
+        return staged[-1]
+    raise InputError(directory, "no matrix.json here (nor channels/*/matrix.json)", "pass the matrix file or the repository root")
+
+
+def _repository_root(url: str) -> str:
+    """The nearest ancestor URL that holds TUF ``metadata/timestamp.json``; "" when none (or s3://)."""
+    parsed = urlparse(url)
+    if parsed.scheme not in ("file", "http", "https"):
+        return ""
+    parts = url.split("/")
+    for cut in range(len(parts) - 1, max(len(parts) - 5, 3), -1):
+        candidate = "/".join(parts[:cut]) + "/"
+        if _exists(candidate + "metadata/timestamp.json"):
+            return candidate
+    return ""
+
+
+def _exists(url: str) -> bool:
+    parsed = urlparse(url)
+    if parsed.scheme == "file":
+        return Path(parsed.path).is_file()
+    try:
+        with urllib.request.urlopen(url, timeout=10):
+            return True
+    except OSError:
+        return False
 
 
 def _fetch_s3(url: str) -> str:
@@ -105,20 +158,25 @@ def _fetch_s3(url: str) -> str:
     return local
 
 
-def verify(where: str) -> tuple[bool, str]:
-    """Ask ``cairn verify`` (``cairn.sign.verify.verify_matrix``) when this build has it."""
+def verify(repository: str, local: Path) -> tuple[bool, str]:
+    """``cairn verify``: the matrix must be a signed target of its repository under the pinned root.
+
+    A tampered matrix is refused (InputError). No pinned root on this machine means "unverified", said
+    plainly, because the doctor must still help on a host that never configured trust.
+    """
     try:
-        module = importlib.import_module("cairn.sign.verify")
+        from cairn.sign.verify import load_pinned_root, verify_file
     except ImportError:
-        return False, "unverified: this cairn has no `cairn verify` yet"
-    check = getattr(module, "verify_matrix", None)
-    if check is None:
-        return False, "unverified: cairn.sign.verify has no verify_matrix"
+        return False, "unverified: this cairn has no `cairn verify`"
     try:
-        check(where)
+        root = load_pinned_root()
     except CairnError as exc:
-        raise InputError(where, f"the matrix failed verification: {exc}", "do not use it; fetch it again from the release") from None
-    return True, "verified against the pinned TUF root"
+        return False, f"unverified: {exc}"
+    try:
+        target = verify_file(repository, root, local)
+    except CairnError as exc:
+        raise InputError(local, f"the matrix failed verification: {exc}", "do not use it; fetch it again from the release") from None
+    return True, f"verified: signed target {target} of {repository}"
 
 
 # -- choosing -----------------------------------------------------------------------------------------------
@@ -155,7 +213,7 @@ def rejection(cell: Any, matrix: Any, host: HostFacts) -> str:
 
 
 def advise(loaded: list[LoadedMatrix], host: HostFacts, registry: Any) -> Advice:
-    sources = tuple(f"{m.source} ({'verified' if m.verified else 'unverified'})" for m in loaded)
+    sources = tuple(f"{m.source} ({m.verify_note})" for m in loaded)
     if not loaded:
         return Advice("no-matrix", "no compatibility matrix given — pass --matrix PATH|URL (or set CAIRN_MATRIX)")
     releases = ", ".join(sorted({m.matrix.release.version for m in loaded}, key=_version))
