@@ -113,7 +113,9 @@ def bench_file(library: Path, repeat: int) -> dict:
     (binary,) = document["binaries"]
     all_ids = sorted({e["id"] for b in binary["bundles"] for e in b["entries"]})
     first_ids = sorted(e["id"] for e in binary["bundles"][0]["entries"]) if binary["bundles"] else []
-    if peer_result["failed"]:
+    if peer_result["failed"] and peer_result["returncode"] == 0:
+        verdict = f"peer silently listed no targets (exit 0) for {', '.join(binary['formats'])}"
+    elif peer_result["failed"]:
         verdict = f"peer failed (exit {peer_result['returncode']}): {peer_result['stderr'][:120] or 'no output'}"
     elif peer_result["ids"] == first_ids and len(binary["bundles"]) > 1:
         verdict = f"peer read 1 of {len(binary['bundles'])} bundles; a bundle lacking a target would go unseen"

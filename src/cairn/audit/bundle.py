@@ -19,8 +19,6 @@ import zlib
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
-import zstandard
-
 from cairn.audit.model import Bundle, CodeObject, Entry
 from cairn.errors import InputError
 from cairn.model.targets import TargetId
@@ -347,6 +345,8 @@ def _pieces(method: str, stream: memoryview, base: int) -> tuple[Iterator[bytes]
         return inflate_zlib(), lambda: state["used"]
 
     def inflate_zstd() -> Iterator[bytes]:
+        import zstandard  # only compressed bundles need it
+
         reader = zstandard.ZstdDecompressor(max_window_size=1 << 31).stream_reader(stream, read_size=CHUNK)
         try:
             while out := reader.read(CHUNK):

@@ -17,8 +17,6 @@ from collections.abc import Callable, Iterator
 from pathlib import Path, PurePosixPath
 from typing import IO, TYPE_CHECKING
 
-import zstandard
-
 if TYPE_CHECKING:
     import tarfile
 
@@ -132,6 +130,8 @@ def _decompressed(handle: IO[bytes], head: bytes) -> IO[bytes]:
     import gzip
     import lzma
 
+    import zstandard
+
     kind = next((name for magic, name in _COMPRESSED.items() if head.startswith(magic)), None)
     if kind == "gz":
         return gzip.GzipFile(fileobj=handle)  # type: ignore[return-value]
@@ -148,6 +148,8 @@ def _tar_members(stream: IO[bytes], shown: str) -> Iterator[tuple[tarfile.TarInf
     """Regular members of a tar stream in archive order, with a reader for each (None for others)."""
     import lzma
     import tarfile
+
+    import zstandard
 
     try:
         with tarfile.open(fileobj=stream, mode="r|") as archive:
