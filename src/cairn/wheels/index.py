@@ -1,0 +1,153 @@
+"""Per-family simple indexes: PEP 503 HTML, PEP 691 JSON, PEP 658/714 metadata sidecars.
+
+Layout of one family's tree (served as ``…/<family>/simple/`` by any static file server)::
+
+    <family>/simple/index.html                 project list (PEP 503)
+    <family>/simple/index.v1.json              same, PEP 691 JSON
+    <family>/simple/<project>/index.html       files, each link ``../../files/<wheel>#sha256=…``
+    <family>/simple/<project>/index.v1.json    same, PEP 691 JSON (+ PEP 700 versions/size)
+    <family>/files/<wheel>                     the wheel (hard link to the package action's output)
+    <family>/files/<wheel>.metadata            its METADATA (PEP 658), hash on the link (PEP 714)
+    <family>/publish.json                      every file with its object key and Content-Type
+
+Links are relative to the page, so the index works at any URL prefix (no doubled paths, TheRock#1741).
+A static server cannot negotiate ``Accept``: ``publish.json`` tells the publisher to upload the HTML page
+at the directory key ``simple/<project>/`` and the JSON variant under ``index.v1.json``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import html
+import json
+import os
+from collections.abc import Iterable
+from dataclasses import dataclass
+from pathlib import Path
+
+from packaging.utils import canonicalize_name, parse_wheel_filename
+
+from cairn.store.base import file_sha256
+from cairn.wheels.wheelfile import read_metadata, read_metadata_bytes
+
+LAYOUT = 1
+HTML_TYPE = "text/html; charset=utf-8"
+JSON_TYPE = "application/vnd.pypi.simple.v1+json"
+WHEEL_TYPE = "application/octet-stream"
+METADATA_TYPE = "application/octet-stream"
+API_VERSION = "1.1"
+
+
+@dataclass(frozen=True)
+class IndexedFile:
+    filename: str
+    project: str  # normalized
+    version: str
+    sha256: str
+    size: int
+    metadata_sha256: str
+    requires_python: str
+
+
+def write_index(wheels: Iterable[Path], out: Path, family: str) -> list[IndexedFile]:
+    """Link every wheel into ``out/<family>/files`` and write the simple pages; returns what was indexed."""
+    root = out / family
+    files_dir = root / "files"
+    files_dir.mkdir(parents=True)
+    indexed: list[IndexedFile] = []
+    for wheel in sorted(wheels, key=lambda p: p.name):
+        target = files_dir / wheel.name
+        if target.exists():
+            if file_sha256(target) != file_sha256(wheel):
+                raise ValueError(f"two different wheels named {wheel.name} for {family}")
+            continue
+        os.link(wheel, target)
+        metadata = read_metadata_bytes(wheel)
+        (files_dir / f"{wheel.name}.metadata").write_bytes(metadata)
+        headers = read_metadata(wheel)
+        name, version, _build, _tags = parse_wheel_filename(wheel.name)
+        indexed.append(IndexedFile(wheel.name, canonicalize_name(name), str(version), file_sha256(wheel),
+                                   wheel.stat().st_size, hashlib.sha256(metadata).hexdigest(),
+                                   (headers.get("Requires-Python") or [""])[0]))
+    projects: dict[str, list[IndexedFile]] = {}
+    for item in indexed:
+        projects.setdefault(item.project, []).append(item)
+    simple = root / "simple"
+    simple.mkdir()
+    _write(simple / "index.html", _root_html(sorted(projects)))
+    _write(simple / "index.v1.json", _json({"meta": {"api-version": API_VERSION},
+                                            "projects": [{"name": p} for p in sorted(projects)]}))
+    for project, items in sorted(projects.items()):
+        page = simple / project
+        page.mkdir()
+        _write(page / "index.html", _project_html(project, items))
+        _write(page / "index.v1.json", _json(_project_json(project, items)))
+    _write(root / "publish.json", _json(_publish_plan(root)))
+    return indexed
+
+
+def _write(path: Path, text: str) -> None:
+    path.write_text(text, encoding="utf-8")
+
+
+def _json(data: object) -> str:
+    return json.dumps(data, indent=1, sort_keys=True) + "\n"
+
+
+def _root_html(projects: list[str]) -> str:
+    links = "".join(f'    <a href="{p}/">{p}</a><br/>\n' for p in projects)
+    return ("<!DOCTYPE html>\n<html>\n  <head>\n    <meta name=\"pypi:repository-version\" content=\"" + API_VERSION
+            + "\">\n    <title>Simple index</title>\n  </head>\n  <body>\n" + links + "  </body>\n</html>\n")
+
+
+def _project_html(project: str, items: list[IndexedFile]) -> str:
+    lines = []
+    for item in sorted(items, key=lambda i: i.filename):
+        attrs = f' data-core-metadata="sha256={item.metadata_sha256}" data-dist-info-metadata="sha256={item.metadata_sha256}"'
+        if item.requires_python:
+            attrs += f' data-requires-python="{html.escape(item.requires_python)}"'
+        lines.append(f'    <a href="../../files/{item.filename}#sha256={item.sha256}"{attrs}>{item.filename}</a><br/>\n')
+    return ("<!DOCTYPE html>\n<html>\n  <head>\n    <meta name=\"pypi:repository-version\" content=\"" + API_VERSION
+            + f"\">\n    <title>Links for {project}</title>\n  </head>\n  <body>\n    <h1>Links for {project}</h1>\n"
+            + "".join(lines) + "  </body>\n</html>\n")
+
+
+def _project_json(project: str, items: list[IndexedFile]) -> dict[str, object]:
+    files = []
+    for item in sorted(items, key=lambda i: i.filename):
+        entry: dict[str, object] = {"filename": item.filename, "url": f"../../files/{item.filename}",
+                                    "hashes": {"sha256": item.sha256}, "size": item.size,
+                                    "core-metadata": {"sha256": item.metadata_sha256},
+                                    "dist-info-metadata": {"sha256": item.metadata_sha256}, "yanked": False}
+        if item.requires_python:
+            entry["requires-python"] = item.requires_python
+        files.append(entry)
+    versions = sorted({i.version for i in items}, key=_version_key)
+    return {"meta": {"api-version": API_VERSION}, "name": project, "versions": versions, "files": files}
+
+
+def _version_key(text: str) -> object:
+    from packaging.version import Version
+
+    return Version(text)
+
+
+def _publish_plan(root: Path) -> dict[str, object]:
+    """Object key and Content-Type of every file, in the order a publisher must upload them."""
+    objects = []
+    for path in sorted(root.rglob("*")):
+        if path.is_dir() or path.name == "publish.json":
+            continue
+        rel = path.relative_to(root).as_posix()
+        if rel.startswith("files/"):
+            kind, ctype = ("metadata", METADATA_TYPE) if rel.endswith(".metadata") else ("wheel", WHEEL_TYPE)
+            objects.append({"file": rel, "key": rel, "content_type": ctype, "kind": kind, "immutable": True,
+                            "sha256": file_sha256(path)})
+        elif rel.endswith("index.html"):
+            key = rel[: -len("index.html")]
+            objects.append({"file": rel, "key": key, "content_type": HTML_TYPE, "kind": "page", "immutable": False})
+        elif rel.endswith("index.v1.json"):
+            objects.append({"file": rel, "key": rel, "content_type": JSON_TYPE, "kind": "page", "immutable": False})
+    order = {"wheel": 0, "metadata": 1, "page": 2}
+    objects.sort(key=lambda o: (order[str(o["kind"])], o["key"] == "simple/", str(o["key"])))
+    return {"schema": "cairn.index-publish/v1", "objects": objects}

@@ -1,0 +1,305 @@
+"""The wheels stage's part of the action graph (``extend_plan``) and its runners.
+
+Actions added after ``assemble:sdk``:
+
+- ``package:rocm-sdk-core``, ``package:rocm-sdk-devel``, ``package:rocm-sdk-libraries@<family>``,
+  ``package:rocm-sdk`` (meta, static extras per family);
+- ``package:<project>@<family>`` for HIP extensions (every ``hip-extension`` recipe whose component the
+  manifest builds, e.g. cairn-smoke) and device-code source recipes (PyTorch, vLLM);
+- ``package:<recipe>`` for pure-Python source recipes (SGLang), built once for all families;
+- ``fetch-sdist:<file>`` / ``fetch:pypi:<file>`` + ``mirror:<file>`` for pinned sdists and mirrored wheels;
+- ``index:<family>``: the family's simple index over every wheel above that belongs to it.
+
+Planning is pure apart from one cached ``patchelf --version``: the tools that shape the bytes (patchelf,
+zlib, this stage's layout and the runtime sources shipped in wheels) are inputs of every key.
+"""
+
+from __future__ import annotations
+
+import subprocess
+from functools import cache
+from typing import Any
+
+from packaging.version import Version
+
+from cairn.build import extra_runners
+from cairn.errors import CairnError, ManifestError
+from cairn.model.manifest import Framework
+from cairn.plan.graph import Action
+from cairn.plan.planner import LAYOUT_VERSIONS, StageContext, build_id
+from cairn.wheels import frameworks, index, sdk, wheelfile
+from cairn.wheels.recipes import Recipe, known_recipes, load_recipe
+from cairn.wheels.versions import extra_name, framework_version, sdk_version
+
+LAYOUT = 1
+SDK_PARTS = ("rocm-sdk-core", "rocm-sdk-devel")
+
+
+@cache
+def patchelf_version() -> str:
+    try:
+        return subprocess.run(["patchelf", "--version"], capture_output=True, text=True, timeout=10).stdout.strip()
+    except OSError:
+        return ""
+
+
+def tool_inputs() -> dict[str, Any]:
+    return {"layout": LAYOUT, "wheel_layout": wheelfile.LAYOUT, "zlib": wheelfile.ZLIB_VERSION,
+            "patchelf": patchelf_version(), "runtime": sdk.runtime_digest()}
+
+
+def extend_plan(context: StageContext) -> None:
+    """Add packaging, mirror and index actions for every family of the plan."""
+    manifest, registry, actions = context.manifest, context.registry, context.actions
+    release = manifest.release
+    version = sdk_version(release.version, release.channel, release.source_date_epoch)
+    base = {"release": release.name, "channel": release.channel, "sdk_version": version,
+            "source_date_epoch": release.source_date_epoch, "tools": tool_inputs()}
+    expansion = [build_id(c) for c in manifest.components if c.sdk != "core" and not c.build.target_specific]
+    tree_deps = ("assemble:sdk", *expansion)
+    blocked_tools = "" if "patchelf" in context.host.tools else "needs patchelf (apt-get install patchelf)"
+    per_family: dict[str, list[str]] = {fam: [] for fam in context.families}
+
+    def add(action: Action, families: tuple[str, ...] = ()) -> None:
+        actions[action.id] = action
+        for fam in families or context.families:
+            per_family[fam].append(action.id)
+
+    add(Action("package:rocm-sdk-core", "package", {**base, "part": sdk.CORE}, tree_deps, blocked=blocked_tools))
+    add(Action("package:rocm-sdk-devel", "package", {**base, "part": sdk.DEVEL}, (*tree_deps, "package:rocm-sdk-core"),
+               blocked=blocked_tools))
+    add(Action("package:rocm-sdk", "package", {**base, "part": "meta", "families": list(release.families)}))
+    for fam in context.families:
+        targets = registry.expand(fam)
+        add(Action(f"package:rocm-sdk-libraries@{fam}", "package",
+                   {**base, "part": sdk.LIBRARIES, "family": fam, "targets": list(targets)},
+                   (*tree_deps, "package:rocm-sdk-core"), family=fam, blocked=blocked_tools), (fam,))
+
+    for recipe in _hip_extensions(context):
+        comp = manifest.component(recipe.component)
+        for fam in context.families:
+            built = build_id(comp, fam)
+            if built not in actions:
+                continue
+            add(Action(f"package:{recipe.project}@{fam}", "package", {
+                **base, "part": "hip-extension", "recipe": recipe.name, "recipe_sha256": recipe.digest,
+                "project": recipe.project, "package": recipe.package, "component": comp.name,
+                "library": comp.build.arg("library", f"lib{comp.name}.so"), "build": built,
+                "targets": list(actions[built].inputs.get("targets", registry.expand(fam))),
+                "build_version": framework_version(comp.version, version), "description": recipe.description,
+                "requires": [f"rocm-sdk[{extra_name(fam)}]=={version}"],
+            }, (built, "package:rocm-sdk-core"), component=comp.name, family=fam, blocked=blocked_tools), (fam,))
+
+    sdk_blocked = _closure_blocked(actions, "assemble:sdk")
+    for framework in manifest.frameworks:
+        recipe = _recipe_for(framework, manifest.path)
+        if recipe.kind == "mirror":
+            _plan_mirror(context, recipe, framework, add)
+        elif recipe.kind == "source":
+            _plan_source(context, recipe, framework, base, version, sdk_blocked, add)
+
+    for fam, members in per_family.items():
+        actions[f"index:{fam}"] = Action(f"index:{fam}", "index", {"layout": index.LAYOUT, "family": fam,
+                                                                  "sdk_version": version},
+                                         tuple(sorted(members)), family=fam)
+
+
+def _hip_extensions(context: StageContext) -> list[Recipe]:
+    names = {c.name for c in context.manifest.components if c.build.target_specific}
+    found = []
+    for name in known_recipes():
+        recipe = load_recipe(name)
+        if recipe.kind == "hip-extension" and recipe.component in names:
+            found.append(recipe)
+    return found
+
+
+def _recipe_for(framework: Framework, manifest_path: Any) -> Recipe:
+    recipe = load_recipe(framework.recipe)
+    if framework.version not in recipe.versions:
+        raise ManifestError(manifest_path, f"recipe '{recipe.name}' has no version {framework.version} "
+                            f"(it pins: {', '.join(recipe.versions)})", f"add [versions.\"{framework.version}\"] to {recipe.path.name}")
+    return recipe
+
+
+def _closure_blocked(actions: dict[str, Action], start: str) -> str:
+    """The first blocked reason among ``start`` and everything it depends on ("" when all can run)."""
+    seen: set[str] = set()
+    stack = [start]
+    while stack:
+        current = stack.pop()
+        if current in seen or current not in actions:
+            continue
+        seen.add(current)
+        if actions[current].blocked:
+            return actions[current].blocked
+        stack.extend(actions[current].deps)
+    return ""
+
+
+def _plan_mirror(context: StageContext, recipe: Recipe, framework: Framework, add: Any) -> None:
+    pythons = set(context.manifest.release.python)
+    families = {fam: list(context.registry.expand(fam)) for fam in context.families}
+    for item in recipe.mirror_files(framework.version):
+        if item.python and item.python not in pythons:
+            continue
+        fetch = f"fetch:pypi:{item.filename}"
+        source = {"pypi": {"name": item.name, "version": item.version, "filename": item.filename, "sha256": item.sha256}}
+        if fetch not in context.actions:
+            context.actions[fetch] = Action(fetch, "fetch", {"layout": LAYOUT_VERSIONS["fetch"], "source": source},
+                                            blocked="" if "pip" in context.host.tools else "needs pip")
+        add(Action(f"mirror:{item.filename}", "mirror", {"layout": LAYOUT, "recipe": recipe.name, "recipe_sha256": recipe.digest,
+                                                         "project": item.name, "filename": item.filename, "families": families},
+                   (fetch,)))
+
+
+def source_inputs(recipe: Recipe, framework: Framework, base: dict[str, Any], sdk: str, family: str,
+                  targets: tuple[str, ...], python: str) -> dict[str, Any]:
+    """The exact build of one source recipe: commands, environment, pins, expected output."""
+    spec = recipe.build
+    build_version = framework_version(framework.version, sdk)
+    values = {"version": framework.version, "build_version": build_version, "sdk": sdk, "family": family,
+              "py": python.replace(".", ""), "python_version": python}
+    env = {key: frameworks.render(value, values) for key, value in spec.env}
+    if spec.arch_env:
+        env[spec.arch_env] = spec.arch_separator.join(targets)
+    source = recipe.source(framework.version)
+    assert source is not None
+    return {
+        **base, "part": "framework", "recipe": recipe.name, "recipe_sha256": recipe.digest, "project": recipe.project,
+        "version": framework.version, "build_version": build_version, "device_code": spec.device_code,
+        "targets": list(targets), "python": python, "source": source.as_dict(),
+        "env": dict(sorted(env.items())),
+        "commands": [[frameworks.render(arg, values) for arg in cmd] for cmd in spec.commands],
+        "build_requires": list(spec.build_requires),
+        "requires": [frameworks.render(r, values) for r in spec.requires],
+        "upstream_wheel": frameworks.render(spec.wheel, {**values, "build_version": build_version if spec.device_code else framework.version}),
+        "wheel": wheelfile.wheel_filename(recipe.project, build_version, _tag_of(frameworks.render(spec.wheel, values))),
+    }
+
+
+def _tag_of(filename: str) -> str:
+    return wheelfile.parse_filename(filename)[2]
+
+
+def _plan_source(context: StageContext, recipe: Recipe, framework: Framework, base: dict[str, Any], sdk: str,
+                 sdk_blocked: str, add: Any) -> None:
+    release, host = context.manifest.release, context.host
+    source = recipe.source(framework.version)
+    assert source is not None
+    fields = dict(source.fields)
+    if source.kind == "pypi":
+        fetch = f"fetch-sdist:{fields['filename']}"
+        fetch_action = Action(fetch, "fetch-sdist", {"layout": LAYOUT, "source": source.as_dict()},
+                              blocked="" if "pip" in host.tools else "needs pip")
+    else:
+        fetch = f"fetch:{recipe.name}@{framework.version}"
+        pin = recipe.pin_unknown(framework.version)
+        fetch_action = Action(fetch, "fetch", {"layout": LAYOUT_VERSIONS["fetch"], "source": source.as_dict()},
+                              blocked=f"pin unknown for {recipe.project} {framework.version}: {pin}" if pin else "")
+    context.actions.setdefault(fetch, fetch_action)
+    python = release.python[0]
+    spec = recipe.build
+    families = context.families if spec.device_code else ("",)
+    for fam in families:
+        targets = tuple(t for t in context.registry.expand(fam) if t not in spec.exclude_targets) if fam else ()
+        inputs = {**source_inputs(recipe, framework, base, sdk, fam, targets, python), "fetch": fetch}
+        reasons = []
+        pin = recipe.pin_unknown(framework.version)
+        if pin:
+            reasons.append(f"a pinned {recipe.project} {framework.version} source ({pin})")
+        if spec.device_code:
+            major = Version(release.version).major
+            if spec.min_rocm and major < spec.min_rocm:
+                reasons.append(f"a ROCm ≥ {spec.min_rocm} SDK (this release ships ROCm {release.version})")
+            elif sdk_blocked:
+                reasons.append(f"a ROCm ≥ {spec.min_rocm or 6} toolchain: rocm-sdk-devel {sdk} built from this manifest "
+                               f"on a TheRock build host (this host has {host.hipcc_version or 'no hipcc'})")
+        if "pip" not in host.tools:
+            reasons.append("pip")
+        deps = [fetch]
+        if spec.device_code:
+            deps += ["package:rocm-sdk-core", "package:rocm-sdk-devel", f"package:rocm-sdk-libraries@{fam}", "package:rocm-sdk"]
+            for other in spec.depends_frameworks:
+                upstream = next((f for f in context.manifest.frameworks if f.name == other), None)
+                if upstream is None:
+                    raise ManifestError(context.manifest.path, f"recipe '{recipe.name}' builds on framework '{other}', which the manifest does not list",
+                                        f"add [frameworks.{other}]")
+                deps.append(f"package:{load_recipe(upstream.recipe).project}@{fam}")
+        action_id = f"package:{recipe.project}" + (f"@{fam}" if fam else "")
+        add(Action(action_id, "package", inputs, tuple(deps), component=recipe.name, family=fam,
+                   blocked=("needs " + "; ".join(reasons)) if reasons else ""), (fam,) if fam else ())
+
+
+# -- runners -----------------------------------------------------------------------------------------------
+def run_package(ctx: Any) -> None:
+    inputs = dict(ctx.action.inputs)
+    part = inputs["part"]
+    if part == "meta":
+        sdk.build_meta_wheel(ctx.out, inputs)
+        return
+    if part == "hip-extension":
+        frameworks.run_hip_extension(ctx)
+        return
+    if part == "framework":
+        frameworks.run_source(ctx)
+        return
+    tree = ctx.deps["assemble:sdk"]
+    owned = sdk.expansion_paths(tree_path for dep, tree_path in ctx.deps.items() if dep.startswith("build:"))
+    provided: list[str] = []
+    if "package:rocm-sdk-core" in ctx.deps:
+        import json
+
+        provided = json.loads((ctx.deps["package:rocm-sdk-core"] / "report.json").read_text()).get("sonames", [])
+    sdk.build_sdk_wheel(ctx.out, part, tree, inputs, ctx.log, expansion_owned=owned, provided=provided,
+                        family=inputs.get("family", ""), targets=tuple(inputs.get("targets", ())))
+
+
+def run_index(ctx: Any) -> None:
+    """Collect the family's wheels from package/mirror outputs; mirrors only where the audit covers the family."""
+    import json
+
+    family = ctx.action.inputs["family"]
+    wheels = []
+    skipped = []
+    for dep in sorted(ctx.deps):
+        tree = ctx.deps[dep]
+        report = json.loads((tree / "report.json").read_text()) if (tree / "report.json").is_file() else {}
+        if report.get("part") == "mirror" and not report["audit"]["families"].get(family, {}).get("covered"):
+            skipped.append({"action": dep, "reason": f"audit: does not cover every target of {family}"})
+            continue
+        wheels += sorted((tree / "wheels").glob("*.whl"))
+    indexed = index.write_index(wheels, ctx.out, family)
+    summary = {"schema": "cairn.index/v1", "family": family, "files": [i.filename for i in indexed], "skipped": skipped}
+    (ctx.out / family / "index-report.json").write_text(json.dumps(summary, indent=2, sort_keys=True) + "\n")
+
+
+def run_fetch_sdist(ctx: Any) -> None:
+    """``pip download`` one pinned sdist (metadata prepared in pip's own isolated environment), verified."""
+    import shutil
+    import sys
+    import tempfile
+    from pathlib import Path
+
+    from cairn import proc
+    from cairn.store.base import file_sha256
+
+    fields = ctx.action.inputs["source"]["pypi"]
+    with tempfile.TemporaryDirectory(prefix="cairn-sdist-", dir=ctx.out.parent) as scratch:
+        proc.run([sys.executable, "-m", "pip", "download", "--no-deps", "--no-binary=:all:", "--disable-pip-version-check",
+                  "--no-cache-dir", "-d", scratch, f"{fields['name']}=={fields['version']}"], log=ctx.log)
+        found = Path(scratch) / fields["filename"]
+        if not found.is_file():
+            raise CairnError(f"pip download {fields['name']}=={fields['version']} did not produce {fields['filename']}")
+        actual = file_sha256(found)
+        if actual != fields["sha256"]:
+            from cairn.errors import PinMismatch
+
+            raise PinMismatch(f"{fields['filename']}: sha256 is {actual}, the recipe pins {fields['sha256']} — re-pin only after checking why")
+        shutil.move(str(found), ctx.out / fields["filename"])
+
+
+extra_runners.register("package", run_package)
+extra_runners.register("mirror", frameworks.run_mirror)
+extra_runners.register("index", run_index)
+extra_runners.register("fetch-sdist", run_fetch_sdist)

@@ -1,0 +1,291 @@
+"""SDK wheels from the SDK tree: ``rocm-sdk-core``, ``rocm-sdk-devel``, ``rocm-sdk-libraries-<family>``, ``rocm-sdk``.
+
+Each wheel installs one directory into site-packages (``_rocm_sdk_core/``, ``_rocm_sdk_devel/``,
+``_rocm_sdk_libraries/``) laid out like ``/opt/rocm``. Which file goes where is decided by ``classify``:
+headers, CMake/pkg-config files, device bitcode and the hipcc driver are *devel*; shared libraries built by
+an expansion component are *libraries*; everything else is *core*. Wheels cannot hold symlinks, so a
+library is shipped once under its SONAME (what the loader asks for); the unversioned ``libfoo.so``
+development link becomes a one-line linker script in devel (``INPUT(libfoo.so.N)``).
+
+Every ELF file is copied out of the store and its RPATH set with patchelf to ``$ORIGIN``-relative
+directories, so ``python -m rocm_sdk test`` loads everything from site-packages with no LD_LIBRARY_PATH.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+import tempfile
+from collections.abc import Iterable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import IO, Any
+
+from cairn.errors import CairnError, CheckFailed
+from cairn.wheels import elf
+from cairn.wheels.wheelfile import Member, Metadata, write_wheel
+
+CORE, DEVEL, LIBRARIES = "core", "devel", "libraries"
+ROOTS = {CORE: "_rocm_sdk_core", DEVEL: "_rocm_sdk_devel", LIBRARIES: "_rocm_sdk_libraries"}
+RUNTIME_DIR = Path(__file__).parent / "runtime"
+_DEVEL_BIN_PREFIXES = ("hip", "roc-obj")
+
+
+def classify(rel: str, expansion_owned: frozenset[str] = frozenset()) -> str | None:
+    """Which SDK wheel a path of the SDK tree belongs to (None: not shipped)."""
+    parts = rel.split("/")
+    top = parts[0]
+    if top == "include" or top == "amdgcn" or rel.startswith(("lib/cmake/", "lib/pkgconfig/", "share/rocm/cmake/",
+                                                              "share/hip/", "share/rocmcmakebuildtools/")):
+        return DEVEL
+    if top == "bin" and parts[-1].startswith(_DEVEL_BIN_PREFIXES):
+        return DEVEL
+    if top == "share" and len(parts) > 1 and parts[1] in ("doc", "man", "lintian"):
+        return None  # licenses are collected separately into each wheel's .dist-info
+    if top == "lib" and len(parts) == 2 and rel in expansion_owned:
+        return LIBRARIES
+    return CORE
+
+
+@dataclass(frozen=True)
+class Staged:
+    """A file chosen for a wheel: archive path under the wheel root, where its bytes are, whether ELF."""
+
+    arcname: str
+    source: Path
+    executable: bool
+
+
+def stage_part(tree: Path, part: str, scratch: Path, log: IO[str], *, expansion_owned: frozenset[str] = frozenset(),
+               rpaths: dict[str, str] | None = None) -> list[Staged]:
+    """Select ``part``'s files of the SDK tree, resolve symlinks, copy ELF files and set their RPATH."""
+    root = ROOTS[part]
+    chosen: dict[str, Path] = {}
+    dev_links: dict[str, str] = {}
+    for path in sorted(tree.rglob("*")):
+        rel = path.relative_to(tree).as_posix()
+        if path.is_dir() and not path.is_symlink():
+            continue
+        if rel.startswith("lib/") and rel.count("/") == 1 and ".so" in path.name:
+            _library_entry(tree, path, rel, part, expansion_owned, chosen, dev_links)
+            continue
+        owner = classify(rel, expansion_owned)
+        if owner != part:
+            continue
+        if path.is_symlink():
+            target = path.resolve()
+            if not target.is_file() or tree.resolve() not in target.parents:
+                log.write(f"skip {rel}: symlink to {os.readlink(path)} (directory or outside the SDK)\n")
+                continue
+            chosen[rel] = target
+        else:
+            chosen[rel] = path
+    staged: list[Staged] = []
+    for rel, source in sorted(chosen.items()):
+        info = elf.inspect(source)
+        executable = bool(os.stat(source).st_mode & 0o111)
+        if info is not None and rpaths is not None:
+            directory = str(Path(rel).parent)
+            rpath = rpaths.get(directory, rpaths.get("*", "$ORIGIN"))
+            copy = scratch / hashlib.sha256(f"{part}/{rel}".encode()).hexdigest()
+            shutil.copyfile(source, copy)
+            os.chmod(copy, 0o755 if executable else 0o644)
+            elf.set_rpath(copy, rpath, log)
+            source = copy
+        staged.append(Staged(f"{root}/{rel}", source, executable))
+    if part == DEVEL:
+        for link, soname in sorted(dev_links.items()):
+            script = scratch / f"ldscript-{link}"
+            script.write_text(f"/* GNU ld script: link against the runtime library in rocm-sdk-core */\nINPUT({soname})\n")
+            staged.append(Staged(f"{root}/lib/{link}", script, False))
+    return staged
+
+
+def _library_entry(tree: Path, path: Path, rel: str, part: str, expansion_owned: frozenset[str],
+                   chosen: dict[str, Path], dev_links: dict[str, str]) -> None:
+    """``lib/libfoo.so*``: ship the real file once, under its SONAME; record the dev link for devel."""
+    real = path.resolve()
+    if not real.is_file():
+        return
+    info = elf.inspect(real)
+    soname = info.soname if info and info.soname else real.name
+    real_rel = f"lib/{real.name}"
+    owner = LIBRARIES if (rel in expansion_owned or real_rel in expansion_owned) else CORE
+    if path.name == soname:
+        if owner == part:
+            chosen[f"lib/{soname}"] = real
+    elif path.is_symlink() and path.name.endswith(".so") and part == DEVEL:
+        dev_links[path.name] = soname
+    elif not path.is_symlink() and owner == part and not (tree / "lib" / soname).exists():
+        chosen[f"lib/{soname}"] = real  # no SONAME link in the tree: ship the file under its SONAME
+
+
+def licenses(tree: Path, packages: Iterable[str] | None = None) -> list[Member]:
+    """Debian copyright files of the SDK tree, as ``.dist-info/licenses/<package>/copyright``."""
+    doc = tree / "share" / "doc"
+    members = []
+    wanted = set(packages) if packages is not None else None
+    for copyright_file in sorted(doc.glob("*/copyright")) if doc.is_dir() else []:
+        package = copyright_file.parent.name
+        if wanted is None or package in wanted:
+            members.append(Member(f"licenses/{package}/copyright", source=copyright_file.resolve()))
+    return members
+
+
+def members_of(staged: list[Staged]) -> list[Member]:
+    return [Member(s.arcname, source=s.source, executable=s.executable) for s in staged]
+
+
+def tag_for(staged: list[Staged], provided: Iterable[str] = ()) -> elf.PlatformTag | None:
+    infos = [i for i in (elf.inspect(s.source) for s in staged) if i is not None]
+    if not infos:
+        return None
+    return elf.platform_tag(infos, provided)
+
+
+def sonames(staged: list[Staged]) -> list[str]:
+    return sorted({Path(s.arcname).name for s in staged if ".so" in Path(s.arcname).name})
+
+
+def check_family_coverage(lib_dir: Path, family: str, targets: Iterable[str], log: IO[str]) -> dict[str, Any]:
+    """The audit gate: every device-code library must cover every target of the family."""
+    from cairn.audit import audit_paths
+
+    report = audit_paths([lib_dir])
+    result: dict[str, Any] = {"device_binaries": len(report.device_binaries), "targets_everywhere": list(report.targets_everywhere),
+                              "coverage": {}}
+    if not report.device_binaries:
+        log.write(f"audit: no device code in {lib_dir.name}; nothing to gate\n")
+        return result
+    failures = []
+    for target in targets:
+        coverage = report.coverage(target)
+        result["coverage"][target] = {"covered": coverage.covered, "via": list(coverage.via)}
+        log.write(f"audit: {coverage.message()}\n")
+        if not coverage.covered:
+            failures.append(coverage.message())
+    if failures:
+        raise CheckFailed(f"rocm-sdk-libraries-{family}: {failures[0]} — build the expansion libraries for every target of {family}")
+    return result
+
+
+def write_report(out: Path, wheels: list[Path], extra: dict[str, Any]) -> None:
+    """``report.json`` next to ``wheels/``: what the index stage and people read about each wheel."""
+    from cairn.store.base import file_sha256
+
+    data = {"schema": "cairn.wheels/v1", **extra,
+            "wheels": [{"filename": w.name, "sha256": file_sha256(w), "size": w.stat().st_size} for w in wheels]}
+    (out / "report.json").write_text(json.dumps(data, indent=2, sort_keys=True) + "\n")
+
+
+def runtime_files(package: str) -> list[Path]:
+    return sorted(p for p in (RUNTIME_DIR / package).glob("*.py"))
+
+
+def runtime_digest() -> str:
+    """sha256 over the runtime sources shipped in wheels: part of the packaging keys."""
+    h = hashlib.sha256()
+    for path in sorted(RUNTIME_DIR.rglob("*.py")):
+        h.update(f"{path.relative_to(RUNTIME_DIR).as_posix()}\0".encode() + path.read_bytes())
+    return h.hexdigest()
+
+
+def scratch_dir(out: Path) -> tempfile.TemporaryDirectory[str]:
+    """Scratch space on the store's filesystem, outside the output tree."""
+    return tempfile.TemporaryDirectory(prefix="cairn-wheel-", dir=out.parent)
+
+
+def build_sdk_wheel(out: Path, part: str, tree: Path, inputs: dict[str, Any], log: IO[str], *,
+                    expansion_owned: frozenset[str], provided: Iterable[str] = (), family: str = "",
+                    targets: tuple[str, ...] = ()) -> Path:
+    """One of core / devel / libraries-<family> from the SDK tree into ``out/wheels``."""
+    version = inputs["sdk_version"]
+    epoch = inputs["source_date_epoch"]
+    core_lib = f"{ROOTS[CORE]}/lib"
+    rpaths = {
+        CORE: {"lib": "$ORIGIN", "*": elf.origin_rpath("bin", "lib")},
+        DEVEL: {"*": elf.origin_rpath("bin", f"../{core_lib}")},
+        LIBRARIES: {"lib": elf.origin_rpath(f"{ROOTS[LIBRARIES]}/lib", core_lib)},
+    }[part]
+    with scratch_dir(out) as scratch_name:
+        scratch = Path(scratch_name)
+        staged = stage_part(tree, part, scratch, log, expansion_owned=expansion_owned, rpaths=rpaths)
+        extra: list[Member] = []
+        report: dict[str, Any] = {"part": part, "sdk_version": version}
+        requires: tuple[str, ...] = (f"rocm-sdk-core=={version}",)
+        if part == CORE:
+            requires = ()
+            tag = tag_for(staged)
+            info = {"release": inputs["release"], "version": version, "channel": inputs["channel"],
+                    "system_libraries": list(tag.external) if tag else []}
+            staged += [Staged(f"rocm_sdk/{p.name}", p, False) for p in runtime_files("rocm_sdk")]
+            info_file = scratch / "_dist_info.json"
+            info_file.write_text(json.dumps(info, indent=2, sort_keys=True) + "\n")
+            staged.append(Staged("rocm_sdk/_dist_info.json", info_file, False))
+            manifest = None  # share/cairn/manifest.json is a core file of the tree already
+            name, summary = "rocm-sdk-core", "ROCm runtime and tools (HIP, HSA, comgr, rocminfo, rocm-smi)"
+        elif part == DEVEL:
+            tag = tag_for(staged, provided)
+            name, summary = "rocm-sdk-devel", "ROCm headers, hipcc, device bitcode and CMake files"
+            manifest = None
+        else:
+            lib_dir = scratch / "audit"
+            lib_dir.mkdir()
+            for item in staged:
+                os.link(item.source, lib_dir / Path(item.arcname).name)  # same filesystem as the store
+            report["audit"] = check_family_coverage(lib_dir, family, targets, log)
+            libs_info = scratch / "libraries.json"
+            libs_info.write_text(json.dumps({"family": family, "targets": list(targets), "version": version,
+                                             "audit": report["audit"]}, indent=2, sort_keys=True) + "\n")
+            staged.append(Staged(f"{ROOTS[LIBRARIES]}/share/cairn/libraries.json", libs_info, False))
+            tag = tag_for(staged, provided)
+            name, summary = f"rocm-sdk-libraries-{family}", f"ROCm expansion libraries for {family} ({', '.join(targets)})"
+            manifest = None
+        if manifest is not None and manifest.is_file():
+            staged.append(Staged(f"{ROOTS[CORE]}/share/cairn/manifest.json", manifest.resolve(), False))
+        platform = tag.tag if tag else "any"
+        report["platform"] = {"tag": platform, "reason": tag.reason if tag else "no native code",
+                              "system_libraries": list(tag.external) if tag else []}
+        report["sonames"] = sonames(staged)
+        extra += licenses(tree, inputs.get("license_packages", {}).get(part))
+        metadata = Metadata(name=name, version=version, summary=summary, requires_dist=requires,
+                            requires_python=">=3.8", license="Various (see .dist-info/licenses)",
+                            description=f"{summary}.\n\nBuilt by Cairn from {inputs['release']} {version}.")
+        wheel = write_wheel(out / "wheels", metadata, f"py3-none-{platform}", members_of(staged),
+                            source_date_epoch=epoch, extra_dist_info=extra)
+    write_report(out, [wheel], report)
+    return wheel
+
+
+def build_meta_wheel(out: Path, inputs: dict[str, Any]) -> Path:
+    """``rocm-sdk``: no files, static extras per family plus ``devel``, every pin ``==`` the release."""
+    from cairn.wheels.versions import extra_name
+
+    version = inputs["sdk_version"]
+    extras = [extra_name(f) for f in inputs["families"]] + ["devel"]
+    requires = [f"rocm-sdk-core=={version}"]
+    requires += [f'rocm-sdk-libraries-{f}=={version}; extra == "{extra_name(f)}"' for f in inputs["families"]]
+    requires.append(f'rocm-sdk-devel=={version}; extra == "devel"')
+    metadata = Metadata(name="rocm-sdk", version=version, summary=f"ROCm SDK {version}: pick your GPU family as an extra",
+                        requires_dist=tuple(requires), extras=tuple(extras), requires_python=">=3.8",
+                        description="Install with `pip install \"rocm-sdk[<family>]\"`; add `devel` for headers and hipcc.")
+    wheel = write_wheel(out / "wheels", metadata, "py3-none-any", [], source_date_epoch=inputs["source_date_epoch"])
+    write_report(out, [wheel], {"part": "meta", "sdk_version": version, "extras": extras})
+    return wheel
+
+
+def expansion_paths(trees: Iterable[Path]) -> frozenset[str]:
+    """``lib/<file>`` paths provided by expansion components (their shared libraries go to libraries)."""
+    owned = set()
+    for tree in trees:
+        lib = tree / "lib"
+        if lib.is_dir():
+            owned |= {f"lib/{p.name}" for p in lib.iterdir() if ".so" in p.name}
+    return frozenset(owned)
+
+
+def ensure(condition: bool, message: str) -> None:
+    if not condition:
+        raise CairnError(message)
