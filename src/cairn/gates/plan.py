@@ -1,0 +1,64 @@
+"""Stage planner for gates: one action per (gate, image, target) for every image the containers stage pushes.
+
+``gate:<gate>:<image>@<target>`` depends on the image (its OCI layout, for the static gate) and on its
+push (the digest the in-container and GPU gates run). The GPU gate's key includes whether this host has
+a GPU, so a "not run" recorded here is never reused on a GPU host. Register with STAGE_PLANNERS after
+``cairn.containers.plan``.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from cairn.build import extra_runners
+from cairn.errors import CheckFailed
+from cairn.gates.container import container_gate, host_has_gpu
+from cairn.gates.result import GateResult
+from cairn.gates.static import static_gate
+from cairn.plan.graph import Action
+from cairn.plan.planner import StageContext
+
+LAYOUT_VERSION = 1
+# the commands each image's scripts answer to (see cairn/containers/scripts)
+IN_CONTAINER = {"runtime": [["cairn-check"]], "smoke": [["cairn-check"], ["cairn-smoke", "--cpu"]]}
+ON_GPU = {"runtime": [["cairn-check"]], "smoke": [["cairn-smoke", "--gpu"]]}
+
+
+def extend_plan(context: StageContext) -> None:
+    images = [a for a in list(context.actions.values()) if a.kind == "image-build"]
+    for image in images:
+        name, target = image.id.removeprefix("image:").split("@", 1)
+        push_id = f"push:{name}@{target}"
+        if push_id not in context.actions:
+            continue
+        for gate in image.inputs["recipe"]["gates"]:
+            inputs: dict[str, Any] = {"layout": LAYOUT_VERSION, "gate": gate, "image": name, "target": target,
+                                      "family": image.family, "rocm": image.inputs["rocm"]}
+            if gate == "in-container":
+                inputs["commands"] = IN_CONTAINER.get(name, [["cairn-check"]])
+            if gate == "gpu":
+                inputs["commands"] = ON_GPU.get(name, [["cairn-check"]])
+                inputs["host_gpu"] = host_has_gpu()
+            action_id = f"gate:{gate}:{name}@{target}"
+            context.actions[action_id] = Action(id=action_id, kind="gate", inputs=inputs, deps=(image.id, push_id),
+                                                family=image.family)
+
+
+def run_gate(ctx: Any) -> None:
+    inputs = ctx.action.inputs
+    image_tree = ctx.deps[ctx.action.deps[0]]
+    push = json.loads((ctx.deps[ctx.action.deps[1]] / "push.json").read_text())
+    gate = inputs["gate"]
+    if gate == "static-coverage":
+        status, reason, evidence = static_gate(image_tree / "oci", inputs["target"], inputs["rocm"])
+    else:
+        status, reason, evidence = container_gate(push["reference"], inputs["commands"], gpu=gate == "gpu", log=ctx.log)
+    result = GateResult(gate, inputs["image"], inputs["target"], inputs["family"], push["digest"], status, reason, evidence)
+    ctx.log.write(json.dumps(result.to_json(), indent=1, sort_keys=True) + "\n")
+    if status == "failed":
+        raise CheckFailed(f"{gate} gate failed for {inputs['image']}@{inputs['target']} ({push['digest'][:19]}): {reason}")
+    result.write(ctx.out)
+
+
+extra_runners.register("gate", run_gate)

@@ -1,0 +1,42 @@
+"""One gate's verdict on one image, as the JSON every gate writes (``gate.json`` in its output tree).
+
+``status`` is ``passed``, ``failed`` or ``not-run``; ``reason`` is one line naming the cause (the file,
+the library, the wheel); ``evidence`` holds what the gate looked at. A gate that could not run here is
+``not-run`` with the reason — never ``passed``.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+SCHEMA = "cairn.gate/v1"
+STATUSES = ("passed", "failed", "not-run")
+
+
+@dataclass(frozen=True)
+class GateResult:
+    gate: str
+    image: str  # recipe name: runtime, smoke, …
+    target: str
+    family: str
+    digest: str  # manifest digest of the image judged
+    status: str
+    reason: str
+    evidence: dict[str, Any] = field(default_factory=dict)
+
+    def to_json(self) -> dict[str, Any]:
+        return {"schema": SCHEMA, **asdict(self)}
+
+    def write(self, directory: Path) -> Path:
+        path = directory / "gate.json"
+        path.write_text(json.dumps(self.to_json(), indent=2, sort_keys=True) + "\n")
+        return path
+
+    @classmethod
+    def read(cls, path: Path) -> GateResult:
+        data = json.loads(path.read_text())
+        data.pop("schema", None)
+        return cls(**data)

@@ -1,0 +1,110 @@
+"""The static gate: what can be proved about an image without running it.
+
+1. Coverage — every ELF with device code covers the image's gfx target in every bundle (the audit).
+2. Linkage — every DT_NEEDED of every ELF resolves inside the image, the way ld.so would search:
+   RUNPATH/RPATH (with $ORIGIN), the image's LD_LIBRARY_PATH, /etc/ld.so.conf.d, then the default dirs.
+3. Wheels — every installed framework distribution built for ROCm names the image's ROCm version.
+The reason of a failure names the first file at fault and how many more there are.
+"""
+
+from __future__ import annotations
+
+import posixpath
+import re
+from pathlib import Path
+from typing import Any
+
+from cairn.audit import audit_paths
+from cairn.containers.oci import read_image
+from cairn.gates.imagefs import ImageFS, image_env
+
+DEFAULT_DIRS = ("/lib/x86_64-linux-gnu", "/usr/lib/x86_64-linux-gnu", "/lib64", "/lib", "/usr/lib")
+
+
+def coverage_check(layout: Path, target: str) -> tuple[bool, str, dict[str, Any]]:
+    report = audit_paths([layout])
+    coverage = report.coverage(target)
+    evidence = {"elf_files": report.elf_files, "device_binaries": len(report.device_binaries),
+                "targets_everywhere": list(report.targets_everywhere), "coverage": coverage.to_json()}
+    if not report.device_binaries and not report.kpack_binaries:
+        return True, f"no device code in {report.elf_files} ELF files: nothing to cover", evidence
+    return coverage.covered, coverage.message(), evidence
+
+
+def _ld_conf_dirs(fs: ImageFS) -> list[str]:
+    dirs: list[str] = []
+    for path in sorted(fs.texts):
+        for line in fs.texts[path].splitlines():
+            line = line.split("#", 1)[0].strip()
+            if line.startswith("/"):
+                dirs.append(line)
+    return dirs
+
+
+def unresolved_needed(fs: ImageFS, env: dict[str, str]) -> list[str]:
+    """``path needs lib: not found`` for each DT_NEEDED no search path of the image provides."""
+    env_dirs = [d for d in env.get("LD_LIBRARY_PATH", "").split(":") if d]
+    system = [*_ld_conf_dirs(fs), *DEFAULT_DIRS]
+    problems = []
+    for path, info in fs.elf_files().items():
+        origin = posixpath.dirname(path)
+        runpath = [d.replace("$ORIGIN", origin).replace("${ORIGIN}", origin) for d in info.runpath if d]
+        for lib in info.needed:
+            if "/" in lib:
+                found = fs.exists(lib)
+            else:
+                found = any(fs.exists(posixpath.join(d, lib)) for d in (*runpath, *env_dirs, *system))
+            if not found:
+                problems.append(f"{path} needs {lib}: not found in the image")
+    return problems
+
+
+_ROCM_LOCAL = re.compile(r"rocm[._]?(\d+)[._](\d+)(?:[._](\d+))?")
+_ROCM_NAME = re.compile(r"rocm[-_]?(\d+)")
+
+
+def wheel_rocm_versions(fs: ImageFS) -> dict[str, str]:
+    """dist-info name → the ROCm version its version's local segment (or its name) says it was built for."""
+    found = {}
+    for path in fs.nodes:
+        if not path.endswith(".dist-info"):
+            continue
+        name = posixpath.basename(path)[: -len(".dist-info")]
+        dist, _, version = name.partition("-")
+        local = version.split("+", 1)[1] if "+" in version else ""
+        match = _ROCM_LOCAL.search(local)
+        if match:
+            found[name] = ".".join(g for g in match.groups() if g)
+        elif (match := _ROCM_NAME.search(dist.lower())):
+            found[name] = match.group(1)
+    return found
+
+
+def wheel_mismatches(fs: ImageFS, rocm: str) -> list[str]:
+    out = []
+    for name, built_for in sorted(wheel_rocm_versions(fs).items()):
+        if rocm.split(".")[: len(built_for.split("."))] != built_for.split("."):
+            out.append(f"{name} is built for ROCm {built_for}, the image's SDK is {rocm}")
+    return out
+
+
+def static_gate(layout: Path, target: str, rocm: str) -> tuple[str, str, dict[str, Any]]:
+    """(status, reason, evidence) for the image in the OCI layout ``layout``."""
+    manifest, config, _ = read_image(layout)
+    covered, coverage_reason, evidence = coverage_check(layout, target)
+    fs = ImageFS.from_layout(layout, manifest)
+    missing = unresolved_needed(fs, image_env(config))
+    wheels = wheel_mismatches(fs, rocm)
+    evidence = {"coverage": evidence, "elf_files_checked": len(fs.elf_files()), "unresolved": missing[:50],
+                "unresolved_count": len(missing), "wheels": wheel_rocm_versions(fs), "wheel_mismatches": wheels}
+    failures = []
+    if not covered:
+        failures.append(coverage_reason)
+    if missing:
+        failures.append(missing[0] + (f" (+{len(missing) - 1} more)" if len(missing) > 1 else ""))
+    if wheels:
+        failures.append(wheels[0] + (f" (+{len(wheels) - 1} more)" if len(wheels) > 1 else ""))
+    if failures:
+        return "failed", "; ".join(failures), evidence
+    return "passed", f"{coverage_reason}; all DT_NEEDED of {len(fs.elf_files())} ELF files resolve; " \
+                     f"{len(evidence['wheels'])} ROCm wheels match {rocm}", evidence
