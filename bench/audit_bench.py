@@ -160,6 +160,7 @@ def main(argv: list[str] | None = None) -> int:
             raise SystemExit(f"{tool} is not installed (apt-get install binutils clang-tools-15)")
     files = args.file or [fetch_rocsparse(), fetch_wheel_library()]
     results = [bench_file(f, args.repeat) for f in files]
+    startup, _ = timed(lambda: subprocess.run([sys.executable, "-c", "pass"], check=True), args.repeat)
     header = f"{'file':<34} {'size':>9} {'bundles':>7} {'peer s':>8} {'cairn s':>8} {'x (cli)':>8} {'x (lib)':>8}  peer answer"
     print(header)
     for r in results:
@@ -169,12 +170,14 @@ def main(argv: list[str] | None = None) -> int:
         "benchmark": "audit",
         "command": "python bench/audit_bench.py --out " + str(args.out),
         "repeat": args.repeat,
-        "machine": {"platform": platform.platform(), "python": platform.python_version(), "cpus": os.cpu_count()},
+        "machine": {"platform": platform.platform(), "python": platform.python_version(), "cpus": os.cpu_count(),
+                    "load_average": list(os.getloadavg()), "python_startup_seconds": round(startup, 4)},
         "tools": {"objcopy": tool_version(["objcopy", "--version"]), "bundler": tool_version([BUNDLER, "--version"])},
         "results": results,
     }
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(document, indent=2) + "\n")
+    print(f"python start-up alone: {startup:.3f}s (part of every cairn CLI figure); load average {os.getloadavg()[0]:.1f}")
     print(f"wrote {args.out}")
     return 0
 

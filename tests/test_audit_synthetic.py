@@ -10,6 +10,7 @@ import zipfile
 from pathlib import Path
 
 import pytest
+import zstandard
 
 from cairn.audit import CorruptBundle, NotElf, audit_file, audit_paths
 from cairn.cli import main
@@ -182,13 +183,15 @@ def test_wheel_members_are_audited(lib, tmp_path: Path) -> None:
     assert not report.coverage("gfx942").covered
 
 
-@pytest.mark.parametrize("mode", ["w", "w:gz", "w:xz"])
+@pytest.mark.parametrize("mode", ["w", "w:gz", "w:xz", "zst"])
 def test_tarballs_are_streamed(lib, tmp_path: Path, mode: str) -> None:
     a, b = _two_libs(lib)
     tarball = tmp_path / "tree.tar"
-    with tarfile.open(tarball, mode) as archive:
+    with tarfile.open(tarball, "w" if mode == "zst" else mode) as archive:
         archive.add(a, "usr/lib/liba.so")
         archive.add(b, "usr/lib/libb.so")
+    if mode == "zst":
+        tarball.write_bytes(zstandard.ZstdCompressor().compress(tarball.read_bytes()))
     report = audit_paths([tarball])
     assert [x.path for x in report.binaries] == [f"{tarball}!usr/lib/liba.so", f"{tarball}!usr/lib/libb.so"]
     assert report.elf_files == 2
