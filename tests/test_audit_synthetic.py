@@ -265,3 +265,15 @@ def test_cli_corrupt_input_is_one_line_exit_2(lib, capsys) -> None:
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "Traceback" not in err
     assert "file offset 0x" in err
+
+
+def test_oci_layout_with_missing_or_malformed_blob_is_an_input_error(tmp_path: Path) -> None:
+    root = tmp_path / "image"
+    root.mkdir()
+    (root / "oci-layout").write_text('{"imageLayoutVersion": "1.0.0"}')
+    (root / "index.json").write_text(json.dumps({"manifests": [{"digest": "sha256:" + "ab" * 32}]}))
+    with pytest.raises(InputError, match="is missing from the image layout"):
+        audit_paths([root])
+    (root / "index.json").write_text(json.dumps({"manifests": [{"digest": "sha256:../../../etc/passwd"}]}))
+    with pytest.raises(InputError, match="malformed blob digest"):
+        audit_paths([root])

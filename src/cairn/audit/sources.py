@@ -219,8 +219,10 @@ def _deb(path: Path, audit: Auditor) -> tuple[list[BinaryAudit], int]:
 # -- OCI image layouts -----------------------------------------------------------------------------------
 def _blob(root: Path, digest: str) -> Path:
     algorithm, _, value = digest.partition(":")
+    if not (algorithm.isalnum() and value.isalnum()):  # never let a digest walk out of blobs/
+        raise InputError(root, f"malformed blob digest {digest!r} in the image layout")
     blob = root / "blobs" / algorithm / value
-    if not value or not blob.is_file():
+    if not blob.is_file():
         raise InputError(root, f"blob {digest} is missing from the image layout")
     return blob
 
