@@ -120,7 +120,6 @@ def run_hip_extension(ctx: Any) -> None:
     """Our per-family HIP library + its Python API as one wheel, gated on the audit of the library."""
     inputs = ctx.action.inputs
     built = ctx.deps[inputs["build"]]
-    core_report = json.loads((ctx.deps["package:rocm-sdk-core"] / "report.json").read_text())
     library = built / "lib" / inputs["library"]
     if not library.is_file():
         raise CairnError(f"{ctx.action.id}: {inputs['build']} has no lib/{inputs['library']}")
@@ -133,7 +132,7 @@ def run_hip_extension(ctx: Any) -> None:
         elf.set_rpath(lib_copy, elf.origin_rpath(f"{package}/lib", f"{ROOTS['core']}/lib"), ctx.log)
         _gate(lib_copy, tuple(inputs["targets"]))
         info = elf.inspect(lib_copy)
-        tag = elf.platform_tag([info] if info else [], core_report.get("sonames", ()))
+        tag = elf.platform_tag([info] if info else [])  # libamdhip64 from rocm-sdk-core is still external
         build_json = built / "share" / "cairn" / f"{inputs['component']}.json"
         build_info = json.loads(build_json.read_text()) if build_json.is_file() else {}
         build_info.update({"family": ctx.action.family, "targets": list(inputs["targets"]), "version": inputs["build_version"]})

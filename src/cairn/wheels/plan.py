@@ -43,9 +43,21 @@ def patchelf_version() -> str:
         return ""
 
 
+@cache
+def code_digest() -> str:
+    """sha256 of this stage's own modules: what they write changes only when they change."""
+    import hashlib
+    from pathlib import Path
+
+    h = hashlib.sha256()
+    for path in sorted(Path(__file__).parent.glob("*.py")):
+        h.update(path.name.encode() + b"\0" + path.read_bytes())
+    return h.hexdigest()
+
+
 def tool_inputs() -> dict[str, Any]:
     return {"layout": LAYOUT, "wheel_layout": wheelfile.LAYOUT, "zlib": wheelfile.ZLIB_VERSION,
-            "patchelf": patchelf_version(), "runtime": sdk.runtime_digest()}
+            "patchelf": patchelf_version(), "runtime": sdk.runtime_digest(), "code": code_digest()}
 
 
 def extend_plan(context: StageContext) -> None:
@@ -99,7 +111,7 @@ def extend_plan(context: StageContext) -> None:
             _plan_source(context, recipe, framework, base, version, sdk_blocked, add)
 
     for fam, members in per_family.items():
-        actions[f"index:{fam}"] = Action(f"index:{fam}", "index", {"layout": index.LAYOUT, "family": fam,
+        actions[f"index:{fam}"] = Action(f"index:{fam}", "index", {"layout": index.LAYOUT, "code": code_digest(), "family": fam,
                                                                   "sdk_version": version},
                                          tuple(sorted(members)), family=fam)
 
@@ -148,7 +160,7 @@ def _plan_mirror(context: StageContext, recipe: Recipe, framework: Framework, ad
         if fetch not in context.actions:
             context.actions[fetch] = Action(fetch, "fetch", {"layout": LAYOUT_VERSIONS["fetch"], "source": source},
                                             blocked="" if "pip" in context.host.tools else "needs pip")
-        add(Action(f"mirror:{item.filename}", "mirror", {"layout": LAYOUT, "recipe": recipe.name, "recipe_sha256": recipe.digest,
+        add(Action(f"mirror:{item.filename}", "mirror", {"layout": LAYOUT, "code": code_digest(), "recipe": recipe.name, "recipe_sha256": recipe.digest,
                                                          "project": item.name, "filename": item.filename, "families": families},
                    (fetch,)))
 
@@ -246,12 +258,7 @@ def run_package(ctx: Any) -> None:
         return
     tree = ctx.deps["assemble:sdk"]
     owned = sdk.expansion_paths(tree_path for dep, tree_path in ctx.deps.items() if dep.startswith("build:"))
-    provided: list[str] = []
-    if "package:rocm-sdk-core" in ctx.deps:
-        import json
-
-        provided = json.loads((ctx.deps["package:rocm-sdk-core"] / "report.json").read_text()).get("sonames", [])
-    sdk.build_sdk_wheel(ctx.out, part, tree, inputs, ctx.log, expansion_owned=owned, provided=provided,
+    sdk.build_sdk_wheel(ctx.out, part, tree, inputs, ctx.log, expansion_owned=owned,
                         family=inputs.get("family", ""), targets=tuple(inputs.get("targets", ())))
 
 

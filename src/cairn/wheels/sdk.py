@@ -138,11 +138,13 @@ def members_of(staged: list[Staged]) -> list[Member]:
     return [Member(s.arcname, source=s.source, executable=s.executable) for s in staged]
 
 
-def tag_for(staged: list[Staged], provided: Iterable[str] = ()) -> elf.PlatformTag | None:
+def tag_for(staged: list[Staged]) -> elf.PlatformTag | None:
+    """The wheel's own honest tag: a library another of our wheels provides still counts as external,
+    exactly as ``auditwheel show`` sees it (the manylinux promise is about this wheel alone)."""
     infos = [i for i in (elf.inspect(s.source) for s in staged) if i is not None]
     if not infos:
         return None
-    return elf.platform_tag(infos, provided)
+    return elf.platform_tag(infos)
 
 
 def sonames(staged: list[Staged]) -> list[str]:
@@ -198,7 +200,7 @@ def scratch_dir(out: Path) -> tempfile.TemporaryDirectory[str]:
 
 
 def build_sdk_wheel(out: Path, part: str, tree: Path, inputs: dict[str, Any], log: IO[str], *,
-                    expansion_owned: frozenset[str], provided: Iterable[str] = (), family: str = "",
+                    expansion_owned: frozenset[str], family: str = "",
                     targets: tuple[str, ...] = ()) -> Path:
     """One of core / devel / libraries-<family> from the SDK tree into ``out/wheels``."""
     version = inputs["sdk_version"]
@@ -227,7 +229,7 @@ def build_sdk_wheel(out: Path, part: str, tree: Path, inputs: dict[str, Any], lo
             manifest = None  # share/cairn/manifest.json is a core file of the tree already
             name, summary = "rocm-sdk-core", "ROCm runtime and tools (HIP, HSA, comgr, rocminfo, rocm-smi)"
         elif part == DEVEL:
-            tag = tag_for(staged, provided)
+            tag = tag_for(staged)
             name, summary = "rocm-sdk-devel", "ROCm headers, hipcc, device bitcode and CMake files"
             manifest = None
         else:
@@ -240,7 +242,7 @@ def build_sdk_wheel(out: Path, part: str, tree: Path, inputs: dict[str, Any], lo
             libs_info.write_text(json.dumps({"family": family, "targets": list(targets), "version": version,
                                              "audit": report["audit"]}, indent=2, sort_keys=True) + "\n")
             staged.append(Staged(f"{ROOTS[LIBRARIES]}/share/cairn/libraries.json", libs_info, False))
-            tag = tag_for(staged, provided)
+            tag = tag_for(staged)
             name, summary = f"rocm-sdk-libraries-{family}", f"ROCm expansion libraries for {family} ({', '.join(targets)})"
             manifest = None
         if manifest is not None and manifest.is_file():
