@@ -1,0 +1,109 @@
+"""``cairn build [MANIFEST] [--family F]... [--jobs N] [--store DIR] [--json]``.
+
+Runs the plan into the store with a progress display (rich on a terminal, one plain line per action
+otherwise), then prints where the SDK tree is. Exit 0 when everything runnable succeeded, 1 if an action
+failed; blocked actions are listed with their reasons but do not fail the build.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from pathlib import Path
+
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+from cairn.build.executor import BuildReport, Outcome, execute
+from cairn.plan.graph import Action
+from cairn.plan.prepare import load, make_plan
+from cairn.store.local import LocalStore
+
+
+def configure(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("manifest", nargs="?", help="release manifest path or name (default: the default release)")
+    parser.add_argument("--family", action="append", default=[], help="limit to this gfx family (repeatable)")
+    parser.add_argument("--jobs", "-j", type=int, default=os.cpu_count() or 2, help="actions to run at once")
+    parser.add_argument("--store", type=Path, default=Path(".cairn"), help="content-addressed store (default .cairn/)")
+    parser.add_argument("--json", action="store_true", help="print a machine-readable report at the end")
+
+
+def run(args: argparse.Namespace) -> int:
+    manifest, registry = load(args.manifest)
+    plan = make_plan(manifest, registry, args.family)
+    store = LocalStore(args.store)
+    store.lock()
+    try:
+        report = _execute_with_progress(plan, store, args.jobs, quiet=args.json)
+    finally:
+        store.unlock()
+    sdk = report.outcomes.get("assemble:sdk")
+    summary = {
+        "schema": "cairn.build/v1",
+        "manifest": plan.manifest,
+        "manifest_sha256": plan.manifest_sha256,
+        "store": str(store.root),
+        "counts": {s: report.count(s) for s in ("ran", "cached", "blocked", "failed", "skipped")},
+        "sdk_tree": str(store.tree(sdk.output)) if sdk and sdk.output else None,
+        "actions": {o.action: {"status": o.status, "output": o.output or None, "detail": o.detail or None,
+                               "seconds": round(o.seconds, 3), "log": o.log or None} for o in report.outcomes.values()},
+    }
+    _write_report(store.root / "last-build.json", summary)
+    if args.json:
+        print(json.dumps(summary, indent=2))
+    else:
+        _print_summary(report, summary)
+    return 0 if report.ok else 1
+
+
+def _execute_with_progress(plan, store: LocalStore, jobs: int, quiet: bool) -> BuildReport:
+    total = len(plan.actions)
+    if quiet:
+        return execute(plan, store, jobs=jobs)
+    console = Console(stderr=True)
+    if not console.is_terminal:
+        done_count = 0
+
+        def plain(event: str, item: Outcome | Action) -> None:
+            nonlocal done_count
+            if event == "done" and isinstance(item, Outcome):
+                done_count += 1
+                extra = f" — {item.detail}" if item.detail else ""
+                print(f"[{done_count}/{total}] {item.action}: {item.status} ({item.seconds:.1f}s){extra}", file=sys.stderr, flush=True)
+
+        return execute(plan, store, jobs=jobs, listener=plain)
+    with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(), console=console) as progress:
+        task = progress.add_task("building", total=total)
+        active: set[str] = set()
+
+        def live(event: str, item: Outcome | Action) -> None:
+            if isinstance(item, Action):
+                active.add(item.id)
+            else:
+                active.discard(item.action)
+                progress.advance(task)
+                if item.status in ("ran", "failed"):
+                    progress.console.print(f"{item.action}: {item.status} ({item.seconds:.1f}s)" + (f" — {item.detail}" if item.status == "failed" else ""))
+            progress.update(task, description=", ".join(sorted(active))[:60] or "building")
+
+        return execute(plan, store, jobs=jobs, listener=live)
+
+
+def _print_summary(report: BuildReport, summary: dict) -> None:
+    console = Console()
+    counts = summary["counts"]
+    console.print(f"{counts['ran']} ran, {counts['cached']} cached, {counts['blocked']} blocked, "
+                  f"{counts['failed']} failed, {counts['skipped']} skipped")
+    for outcome in report.outcomes.values():
+        if outcome.status in ("failed", "blocked"):
+            console.print(f"  {outcome.action}: {outcome.status} — {outcome.detail}" + (f" (log: {outcome.log})" if outcome.log else ""))
+    if summary["sdk_tree"]:
+        console.print(f"SDK tree: {summary['sdk_tree']}")
+
+
+def _write_report(path: Path, data: dict) -> None:
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text(json.dumps(data, indent=2) + "\n")
+    os.replace(tmp, path)

@@ -1,0 +1,181 @@
+"""What each action kind does. A runner gets an ``ActionContext`` and writes only into ``ctx.out``.
+
+Runners read their dependencies' trees (never modify them: the store shares files between trees) and
+everything else they need comes from the action's canonical inputs, so the key covers it.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import tempfile
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import IO, Any
+
+from cairn import proc
+from cairn.errors import CairnError
+from cairn.plan.graph import Action
+from cairn.sources.fetch import fetch
+
+
+@dataclass(frozen=True)
+class ActionContext:
+    action: Action
+    out: Path  # empty work directory, becomes the output tree
+    log: IO[str]
+    deps: Mapping[str, Path]  # dependency action id -> its output tree
+    dep_outputs: Mapping[str, str]  # dependency action id -> its output digest
+
+
+Runner = Callable[[ActionContext], None]
+
+# Where Debian's paths land in a relocatable, /opt/rocm-like SDK tree (longest prefix wins).
+DEB_LAYOUT = (
+    ("usr/lib/x86_64-linux-gnu/amdgcn", "amdgcn"),
+    ("usr/lib/x86_64-linux-gnu", "lib"),
+    ("usr/share/lintian", None),
+    ("usr/", ""),
+)
+
+
+def run_fetch(ctx: ActionContext) -> None:
+    (kind, source), = ctx.action.inputs["source"].items()
+    fetch(kind, source, ctx.out, ctx.log)
+
+
+def run_deb_unpack(ctx: ActionContext) -> None:
+    """``dpkg-deb -x`` the fetched package, then move its files into the SDK layout."""
+    fetched = ctx.deps[ctx.action.deps[0]]
+    debs = sorted(fetched.glob("*.deb"))
+    if len(debs) != 1:
+        raise CairnError(f"{ctx.action.id}: expected one .deb in its fetch output, found {len(debs)}")
+    with tempfile.TemporaryDirectory(prefix="cairn-deb-") as scratch:
+        proc.run(["dpkg-deb", "-x", debs[0], scratch], log=ctx.log)
+        relocate(Path(scratch), ctx.out, DEB_LAYOUT)
+
+
+def relocate(src: Path, out: Path, layout: tuple[tuple[str, str | None], ...]) -> None:
+    """Move every file of ``src`` to its layout destination; absolute symlinks become relative ones."""
+    for path in sorted(p for p in src.rglob("*") if p.is_file() or p.is_symlink()):
+        rel = path.relative_to(src).as_posix()
+        dest_rel = _map_path(rel, layout)
+        if dest_rel is None:
+            continue
+        dest = out / dest_rel
+        dest.parent.mkdir(parents=True, exist_ok=True)
+        if path.is_symlink():
+            target = os.readlink(path)
+            if target.startswith("/"):
+                mapped = _map_path(target.lstrip("/"), layout)
+                if mapped is None:
+                    continue
+                target = os.path.relpath(out / mapped, dest.parent)
+            os.symlink(target, dest)
+        else:
+            shutil.move(str(path), dest)
+
+
+def _map_path(rel: str, layout: tuple[tuple[str, str | None], ...]) -> str | None:
+    for prefix, replacement in layout:
+        if rel == prefix.rstrip("/") or rel.startswith(prefix.rstrip("/") + "/") or (prefix.endswith("/") and rel.startswith(prefix)):
+            if replacement is None:
+                return None
+            rest = rel[len(prefix.rstrip("/")):].lstrip("/")
+            return f"{replacement}/{rest}".strip("/") if replacement else rest
+    return rel
+
+
+def run_copy(ctx: ActionContext) -> None:
+    """Target-neutral files copied as they were fetched (headers-only components, data)."""
+    fetched = ctx.deps[ctx.action.deps[0]]
+    root = fetched / "src" if (fetched / "src").is_dir() else fetched
+    shutil.copytree(root, ctx.out, symlinks=True, dirs_exist_ok=True)
+
+
+def run_hip(ctx: ActionContext) -> None:
+    """Compile our HIP sources for every target of one family, then gate on the audit's coverage."""
+    from cairn.build import hip  # the device-code stage
+
+    inputs = ctx.action.inputs
+    sources_tree = ctx.deps[ctx.action.deps[0]] / "src"
+    device_libs = next((p / "amdgcn" / "bitcode" for p in ctx.deps.values() if (p / "amdgcn" / "bitcode").is_dir()), None)
+    if device_libs is None:
+        raise CairnError(f"{ctx.action.id}: no amdgcn/bitcode among its dependencies — depend on the device-libs component")
+    targets = tuple(inputs["targets"])
+    library = ctx.out / "lib" / inputs["build"]["args"].get("library", f"lib{inputs['component']}.so")
+    library.parent.mkdir(parents=True)
+    sources = sorted(sources_tree.glob("*.hip"))
+    hip.compile_hip(sources, targets, library, device_lib_path=device_libs, log=ctx.log, include_dirs=(sources_tree,))
+    hip.check_coverage(library, targets)
+    for header in sorted(sources_tree.glob("*.h")):
+        (ctx.out / "include").mkdir(exist_ok=True)
+        shutil.copy2(header, ctx.out / "include" / header.name)
+    build_info = {"component": inputs["component"], "version": inputs["version"], "family": ctx.action.family,
+                  "targets": list(targets), "toolchain": inputs["toolchain"]}
+    (ctx.out / "share" / "cairn").mkdir(parents=True)
+    (ctx.out / "share" / "cairn" / f"{inputs['component']}.json").write_text(json.dumps(build_info, indent=2, sort_keys=True) + "\n")
+
+
+def run_cmake(ctx: ActionContext) -> None:
+    raise CairnError(f"{ctx.action.id}: cmake super-builds run on a TheRock build host, not here")
+
+
+def run_assemble(ctx: ActionContext) -> None:
+    """Merge component trees into one SDK tree; a path provided twice with different bytes is an error."""
+    owners: dict[str, str] = {}
+    for dep_id in sorted(ctx.action.deps):
+        tree = ctx.deps[dep_id]
+        for path in sorted(tree.rglob("*")):
+            if path.is_dir() and not path.is_symlink():
+                continue
+            rel = path.relative_to(tree).as_posix()
+            dest = ctx.out / rel
+            if rel in owners:
+                if _same(path, dest):
+                    continue
+                raise CairnError(f"assemble: {rel} comes from both {owners[rel]} and {dep_id} with different content")
+            owners[rel] = dep_id
+            dest.parent.mkdir(parents=True, exist_ok=True)
+            if path.is_symlink():
+                os.symlink(os.readlink(path), dest)
+            else:
+                os.link(path, dest)  # same filesystem: share bytes with the component tree
+    embedded = dict(ctx.action.inputs["manifest"])
+    embedded["components"] = {dep: ctx.dep_outputs[dep] for dep in sorted(ctx.action.deps)}
+    meta = ctx.out / "share" / "cairn"
+    meta.mkdir(parents=True, exist_ok=True)
+    (meta / "manifest.json").write_text(json.dumps(embedded, indent=2, sort_keys=True) + "\n")
+
+
+def _same(a: Path, b: Path) -> bool:
+    if a.is_symlink() or b.is_symlink():
+        return a.is_symlink() and b.is_symlink() and os.readlink(a) == os.readlink(b)
+    return a.stat().st_size == b.stat().st_size and a.read_bytes() == b.read_bytes()
+
+
+BUILD_RUNNERS: dict[str, Runner] = {
+    "deb-unpack": run_deb_unpack,
+    "copy": run_copy,
+    "hip": run_hip,
+    "cmake": run_cmake,
+}
+
+
+def runner_for(action: Action) -> Runner:
+    if action.kind == "fetch":
+        return run_fetch
+    if action.kind == "assemble":
+        return run_assemble
+    if action.kind == "build":
+        kind: Any = action.inputs["build"]["kind"]
+        if kind in BUILD_RUNNERS:
+            return BUILD_RUNNERS[kind]
+    from cairn.build import extra_runners
+
+    runner = extra_runners.lookup(action)
+    if runner is None:
+        raise CairnError(f"no runner for action kind '{action.kind}' ({action.id})")
+    return runner
