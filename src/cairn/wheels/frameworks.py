@@ -63,6 +63,9 @@ def run_source(ctx: Any) -> None:
     with scratch_dir(ctx.out) as scratch_name:
         scratch = Path(scratch_name)
         source_root = _unpack(fetched, scratch / "src")
+        subdir = next(iter(inputs["source"].values())).get("subdir")
+        if subdir:
+            source_root = source_root / subdir
         dist = scratch / "dist"
         dist.mkdir()
         constraints = scratch / "constraints.txt"

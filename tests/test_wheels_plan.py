@@ -1,0 +1,128 @@
+"""The wheels stage's plan: exact PyTorch/vLLM builds that report "needs …", SDK and index actions."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from cairn.errors import ManifestError
+from cairn.model.manifest import load_manifest
+from cairn.model.targets import load_registry
+from cairn.plan import planner
+from cairn.plan.prepare import make_plan
+from cairn.plan.probe import Host
+from cairn.wheels.recipes import load_recipe
+
+ROOT = Path(__file__).resolve().parents[1]
+HOST = Host(tools=frozenset({"git", "pip", "patchelf", "apt-get", "dpkg-deb", "hipcc"}),
+            hipcc_version="hip 5.2.21153-0; clang 15.0.6", hip_targets=frozenset({"gfx908", "gfx90a", "gfx1030"}))
+PIN_REASON = "no commit of ROCm/pytorch release/2.12 is recorded here: pin it with git ls-remote on a host that reaches github.com"
+
+
+@pytest.fixture(autouse=True)
+def wheels_stage(monkeypatch):
+    monkeypatch.setattr(planner, "STAGE_PLANNERS", [*planner.STAGE_PLANNERS, "cairn.wheels.plan"]
+                        if "cairn.wheels.plan" not in planner.STAGE_PLANNERS else planner.STAGE_PLANNERS)
+
+
+def _plan(manifest: Path, families: list[str]):
+    registry = load_registry()
+    return make_plan(load_manifest(manifest, registry), registry, families, host=HOST).by_id()
+
+
+def _manifest_with(tmp_path: Path, extra: str) -> Path:
+    path = tmp_path / "release.toml"
+    path.write_text((ROOT / "manifests" / "releases" / "default.toml").read_text() + "\n" + extra)
+    return path
+
+
+def test_pytorch_plan_is_exact_and_blocked(tmp_path):
+    actions = _plan(ROOT / "manifests" / "releases" / "rocm-7.14.0.toml", ["gfx90a"])
+    torch = actions["package:torch@gfx90a"]
+    assert torch.blocked == (
+        f"needs a pinned torch 2.12.0 source ({PIN_REASON}); a ROCm ≥ 6 toolchain: rocm-sdk-devel 7.14.0 built from "
+        "this manifest on a TheRock build host (this host has hip 5.2.21153-0; clang 15.0.6)")
+    assert torch.deps == ("fetch:pytorch@2.12.0", "package:rocm-sdk-core", "package:rocm-sdk-devel",
+                          "package:rocm-sdk-libraries@gfx90a", "package:rocm-sdk")
+    inputs = dict(torch.inputs)
+    inputs.pop("tools")
+    inputs.pop("recipe_sha256")
+    assert inputs == {
+        "release": "rocm", "channel": "stable", "sdk_version": "7.14.0", "source_date_epoch": 1783633696,
+        "part": "framework", "recipe": "pytorch", "project": "torch", "version": "2.12.0",
+        "build_version": "2.12.0+rocm.7.14.0", "device_code": True, "targets": ["gfx90a"], "python": "3.10",
+        "source": {"git": {"url": "https://github.com/ROCm/pytorch.git", "ref": "release/2.12"}},
+        "env": {
+            "BUILD_TEST": "0", "CMAKE_PREFIX_PATH": "{rocm_home}/lib/cmake", "MAX_JOBS": "{jobs}",
+            "PYTORCH_BUILD_NUMBER": "0", "PYTORCH_BUILD_VERSION": "2.12.0+rocm.7.14.0",
+            "PYTORCH_EXTRA_INSTALL_REQUIREMENTS": "rocm-sdk-core==7.14.0|rocm-sdk-libraries-gfx90a==7.14.0",
+            "PYTORCH_ROCM_ARCH": "gfx90a", "ROCM_HOME": "{rocm_home}", "ROCM_PATH": "{rocm_home}", "USE_CUDA": "0",
+            "USE_FLASH_ATTENTION": "1", "USE_MEM_EFF_ATTENTION": "1", "USE_ROCM": "1",
+        },
+        "commands": [
+            ["{python}", "tools/amd_build/build_amd.py"],
+            ["{python}", "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "--disable-pip-version-check",
+             "-w", "{dist}", "."],
+        ],
+        "build_requires": ["cmake==3.31.6", "ninja==1.11.1.4", "setuptools==80.9.0", "wheel==0.45.1", "pyyaml==6.0.2",
+                           "typing-extensions==4.14.1", "numpy==2.2.6"],
+        "requires": ["rocm-sdk-core==7.14.0", "rocm-sdk-libraries-gfx90a==7.14.0"],
+        "upstream_wheel": "torch-2.12.0+rocm.7.14.0-cp310-cp310-linux_x86_64.whl",
+        "wheel": "torch-2.12.0+rocm.7.14.0-cp310-cp310-linux_x86_64.whl",
+        "fetch": "fetch:pytorch@2.12.0",
+    }
+    assert actions["fetch:pytorch@2.12.0"].blocked == f"pin unknown for torch 2.12.0: {PIN_REASON}"
+
+
+def test_pytorch_arch_list_is_family_targets_minus_exclusions(tmp_path):
+    actions = _plan(ROOT / "manifests" / "releases" / "rocm-7.14.0.toml", ["gfx110X-all", "gfx94X-dcgpu"])
+    assert actions["package:torch@gfx110X-all"].inputs["env"]["PYTORCH_ROCM_ARCH"] == "gfx1100;gfx1101;gfx1102;gfx1103"
+    assert actions["package:torch@gfx94X-dcgpu"].inputs["env"]["PYTORCH_ROCM_ARCH"] == "gfx942"
+
+
+def test_vllm_builds_on_the_same_family_torch(tmp_path):
+    actions = _plan(ROOT / "manifests" / "releases" / "rocm-7.14.0.toml", ["gfx90a"])
+    vllm = actions["package:vllm@gfx90a"]
+    assert vllm.deps[-1] == "package:torch@gfx90a"
+    assert vllm.inputs["env"] == {"MAX_JOBS": "{jobs}", "PYTORCH_ROCM_ARCH": "gfx90a", "ROCM_HOME": "{rocm_home}",
+                                  "ROCM_PATH": "{rocm_home}", "SETUPTOOLS_SCM_PRETEND_VERSION": "0.23.0+rocm.7.14.0",
+                                  "VLLM_TARGET_DEVICE": "rocm"}
+    assert vllm.inputs["wheel"] == "vllm-0.23.0+rocm.7.14.0-cp38-abi3-linux_x86_64.whl"
+    assert vllm.blocked.startswith("needs a pinned vllm 0.23.0 source (the commit of vllm tag v0.23.0 is not recorded here")
+
+
+def test_default_release_says_pytorch_needs_rocm_6(tmp_path):
+    manifest = _manifest_with(tmp_path, '[frameworks.pytorch]\nrecipe = "pytorch"\nversion = "2.12.0"\n')
+    torch = _plan(manifest, ["gfx90a"])["package:torch@gfx90a"]
+    assert torch.blocked == (f"needs a pinned torch 2.12.0 source ({PIN_REASON}); "
+                             "a ROCm ≥ 6 SDK (this release ships ROCm 5.2.3)")
+
+
+def test_default_release_stage_actions(tmp_path):
+    manifest = _manifest_with(tmp_path, '[frameworks.sglang]\nrecipe = "sglang"\nversion = "0.5.10.post1"\n'
+                                        '[frameworks.jax]\nrecipe = "jax"\nversion = "0.10.0"\n')
+    actions = _plan(manifest, [])
+    for fam in ("gfx908", "gfx90a", "gfx1030"):
+        index = actions[f"index:{fam}"]
+        assert set(index.deps) == {"package:rocm-sdk-core", "package:rocm-sdk-devel", "package:rocm-sdk",
+                                   f"package:rocm-sdk-libraries@{fam}", f"package:cairn-smoke@{fam}", "package:sglang",
+                                   "mirror:jax_rocm7_plugin-0.10.0-cp311-cp311-manylinux_2_28_x86_64.whl"}
+        assert not index.blocked
+    assert actions["package:sglang"].inputs["build_version"] == "0.5.10.post1+rocm.5.2.3.dev.1700000000"
+    assert actions["package:cairn-smoke@gfx1030"].inputs["requires"] == ["rocm-sdk[gfx1030]==5.2.3.dev1700000000"]
+    assert actions["package:rocm-sdk"].inputs["families"] == ["gfx908", "gfx90a", "gfx1030"]
+
+
+def test_unknown_recipe_version_is_located(tmp_path):
+    manifest = _manifest_with(tmp_path, '[frameworks.jax]\nrecipe = "jax"\nversion = "0.9.9"\n')
+    with pytest.raises(ManifestError, match=r"recipe 'jax' has no version 0.9.9 \(it pins: 0.10.0\)"):
+        _plan(manifest, ["gfx90a"])
+
+
+def test_recipe_rejects_floating_source(tmp_path):
+    bad = tmp_path / "bad.toml"
+    bad.write_text('kind = "source"\nproject = "x"\n[versions."1.0"]\nsource.git = { url = "https://example.invalid/x.git", ref = "main" }\n'
+                   '[build]\ncommands = [["true"]]\nwheel = "x-{version}-py3-none-any.whl"\n')
+    with pytest.raises(ManifestError, match=r"bad.toml:4:\d+: floating source for bad 1.0 — pin commit"):
+        load_recipe("bad", bad)
