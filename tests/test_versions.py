@@ -25,7 +25,7 @@ def test_channels_sort_dev_nightly_rc_final():
 
 
 def test_stable_rejects_prerelease_version():
-    with pytest.raises(InputError, match="stable release version '7.14.0rc1' has a pre/dev segment"):
+    with pytest.raises(InputError, match=r"stable release version '7\.14\.0rc1' has a pre/dev segment"):
         sdk_version("7.14.0rc1", "stable", EPOCH)
 
 

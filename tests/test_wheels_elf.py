@@ -9,10 +9,10 @@ import sys
 from pathlib import Path
 
 import pytest
-from conftest import need, need_tool
 
 from cairn.wheels import elf
 from cairn.wheels.wheelfile import Member, Metadata, write_wheel
+from conftest import need, need_tool
 
 EPOCH = 1700000000
 
