@@ -355,7 +355,7 @@ class _Loader:
         for n, comp in enumerate(components):
             if comp.name in index:
                 first = components[index[comp.name]]
-                raise self.fail(self.comp_path(comp, components), f"duplicate component '{comp.name}' (first defined in {first.sdk})",
+                raise self.fail((*self.comp_path(comp, components), "name"), f"duplicate component '{comp.name}' (first defined in {first.sdk})",
                                 "rename one of them or remove the duplicate")
             index[comp.name] = n
         for comp in components:

@@ -101,6 +101,8 @@ class _Scanner:
     def skip_ws(self, newlines: bool = False) -> None:
         while True:
             ch = self.peek()
+            if not ch:  # end of text ("" is "in" every string)
+                return
             if ch in " \t\r" or (newlines and ch == "\n"):
                 self.advance()
             elif ch == "#":
@@ -164,7 +166,7 @@ class _Scanner:
         if ch in ('"', "'"):
             return self.string()
         start = self.i
-        while self.peek() in _BARE and self.peek():
+        while self.peek() and self.peek() in _BARE:
             self.advance()
         return self.text[start : self.i]
 
@@ -189,7 +191,7 @@ class _Scanner:
         elif ch == "[":
             self.array(path)
         else:
-            while self.peek() not in (",", "]", "}", "\n", "#", ""):
+            while self.peek() not in (",", "]", "}", "\n", "#", ""):  # tuple membership: "" only at the end
                 self.advance()
 
     def string(self) -> str:

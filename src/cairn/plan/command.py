@@ -41,7 +41,7 @@ def run(args: argparse.Namespace) -> int:
                  "reason": r.reason or None, "deps": list(by_id[r.action].deps), "inputs": by_id[r.action].inputs}
                 for r in rows
             ],
-        }, indent=2, sort_keys=False, default=str))
+        }, indent=2, sort_keys=False, default=str, ensure_ascii=False))
         return 0
     console = Console()
     table = Table(title=f"{manifest.release.name} {manifest.release.version} — {len(rows)} actions", title_justify="left")
