@@ -113,12 +113,13 @@ def verify_repository(url: str, root_bytes: bytes, cache: Path | None = None) ->
     targets = json.loads((cache / "targets.json").read_bytes())["signed"]["targets"]
     report.timestamp_version = json.loads((cache / "timestamp.json").read_bytes())["signed"]["version"]
     served_root = fetch(base + "metadata/1.root.json")
-    if served_root is not None and _canonical(served_root) != _canonical(root_bytes) and json.loads(root_bytes)["signed"]["version"] == 1:
+    if served_root is not None and served_root != root_bytes and json.loads(root_bytes)["signed"]["version"] == 1:
         raise CheckFailed("metadata/1.root.json: differs from the pinned root — the server's root was replaced")
     latest = json.loads((cache / "root.json").read_bytes())
     served_latest = fetch(base + "metadata/root.json")
-    if served_latest is not None and _canonical(served_latest) != json.dumps(latest, sort_keys=True):
+    if served_latest is not None and served_latest != (cache / "root.json").read_bytes() and latest["signed"]["version"] > 0:
         raise CheckFailed("metadata/root.json: differs from the trusted root — it was modified after signing")
+    _check_metadata_form(cache)
     key = _provenance_key(base, targets)
     for path, info in sorted(targets.items()):
         sha = info["hashes"]["sha256"]
@@ -176,6 +177,22 @@ def _provenance_key(base: str, targets: dict[str, dict[str, object]]) -> SSlibKe
         raise CheckFailed("keys/provenance.json: bytes do not match the signed sha256 — it was modified after signing")
     info = json.loads(data)
     return SSlibKey.from_dict(info.pop("keyid"), info)
+
+
+def _check_metadata_form(cache: Path) -> None:
+    """Signatures cover only the canonical ``signed`` part, so whitespace edits would pass TUF; cairn writes
+    one exact serialization, and anything else was edited after signing."""
+    from tuf.api.metadata import Metadata
+    from tuf.api.serialization.json import JSONSerializer
+
+    snap_version = json.loads((cache / "timestamp.json").read_bytes())["signed"]["meta"]["snapshot.json"]["version"]
+    targets_version = json.loads((cache / "snapshot.json").read_bytes())["signed"]["meta"]["targets.json"]["version"]
+    names = {"timestamp": "metadata/timestamp.json", "snapshot": f"metadata/{snap_version}.snapshot.json",
+             "targets": f"metadata/{targets_version}.targets.json", "root": "metadata/root.json"}
+    for role, name in names.items():
+        raw = (cache / f"{role}.json").read_bytes()
+        if Metadata.from_bytes(raw).to_bytes(JSONSerializer(compact=False)) != raw:
+            raise CheckFailed(f"{name}: not the bytes cairn signed (edited after signing)")
 
 
 def _immutable(path: str) -> bool:
