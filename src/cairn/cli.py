@@ -22,6 +22,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "plan": ("cairn.plan.command", "resolve a manifest into the action graph and show each action's status"),
     "build": ("cairn.build.command", "run the action graph into the content-addressed store"),
     "audit": ("cairn.audit.command", "which gfx targets does a binary, wheel, tree or image carry code for"),
+    "doctor": ("cairn.doctor.command", "what is wrong with this ROCm host, and which validated image or wheel fits it"),
 }
 
 
