@@ -24,7 +24,7 @@ def load_libraries(roots):
             if real in results or not os.path.isfile(real):
                 continue
             try:
-                ctypes.CDLL(real, mode=ctypes.RTLD_NOW | ctypes.RTLD_GLOBAL)
+                ctypes.CDLL(real, mode=os.RTLD_NOW | os.RTLD_GLOBAL)
                 results[real] = "ok"
             except OSError as exc:
                 results[real] = str(exc)
