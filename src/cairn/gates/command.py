@@ -1,0 +1,51 @@
+"""``cairn gate [MANIFEST] [--store DIR] [--channel C] [--json]``: gate results per image, pass rate, parity.
+
+Reads the last build of the store. Exit 1 when a gate required for the channel failed or did not run.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+
+from rich.console import Console
+from rich.table import Table
+
+from cairn.gates.summary import collect, figures
+from cairn.plan.prepare import load
+
+_STYLE = {"passed": "green", "failed": "red", "not-run": "yellow"}
+
+
+def configure(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("manifest", nargs="?", help="release manifest (default: the default release)")
+    parser.add_argument("--store", type=Path, default=Path(".cairn"), help="store of the build (default .cairn/)")
+    parser.add_argument("--channel", help="judge against this channel's required gates (default: the manifest's)")
+    parser.add_argument("--json", action="store_true", help="machine-readable output")
+
+
+def run(args: argparse.Namespace) -> int:
+    manifest, registry = load(args.manifest)
+    channel = args.channel or manifest.release.channel
+    required = manifest.gates.get(channel, ())
+    rows = collect(args.store)
+    family_of = {t: f for f in manifest.release.families for t in registry.expand(f)}
+    figs = figures(rows, required, manifest.release.families, family_of)
+    ok = figs["parity"] and all(v["pass_rate"] == 1.0 for v in figs["families"].values())
+    if args.json:
+        print(json.dumps({"schema": "cairn.gates/v1", "channel": channel, **figs, "ok": ok,
+                          "results": [r.__dict__ for r in rows]}, indent=2, sort_keys=True))
+        return 0 if ok else 1
+    console = Console()
+    table = Table(title=f"gates ({channel}: required {', '.join(required) or 'none'})")
+    for column in ("image", "target", "gate", "status", "reason"):
+        table.add_column(column, overflow="fold")
+    for r in rows:
+        mark = r.gate + (" *" if r.gate in required else "")
+        table.add_row(r.image, r.target, mark, f"[{_STYLE.get(r.status, '')}]{r.status}[/]", r.reason[:160])
+    console.print(table)
+    for family, v in figs["families"].items():
+        console.print(f"gating pass rate {family}: {v['passed']}/{v['expected']} = {v['pass_rate']:.0%}")
+    console.print("gating parity: " + ("yes" if figs["parity"] else "NO — " + "; ".join(figs["parity_gaps"])))
+    return 0 if ok else 1

@@ -1,0 +1,214 @@
+"""Real images for one family of the default release: built through the engine, pushed, gated, rebuilt.
+
+The whole chain runs once per session (``built`` fixture): mmdebstrap base → runtime and smoke images
+for gfx90a → pushed to the local registry → static, in-container and GPU gates. The reproducibility test
+builds the same images again from a clean store and compares manifest digests.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import shutil
+import subprocess
+import tarfile
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from cairn import proc
+from cairn.build.executor import execute
+from cairn.cli import COMMANDS, main
+from cairn.containers.diff import diff_layouts
+from cairn.containers.oci import Layer, Layout, read_image
+from cairn.gates.static import static_gate
+from cairn.plan import planner
+from cairn.plan.prepare import load, make_plan
+from cairn.services import current, services_dir, start, stop
+from cairn.store.local import LocalStore
+from conftest import need, need_tool
+
+FAMILY = "gfx90a"
+STAGES = ["cairn.containers.plan", "cairn.gates.plan"]
+COMMANDS.setdefault("gate", ("cairn.gates.command", "gates"))
+COMMANDS.setdefault("image", ("cairn.containers.command", "images"))
+pytestmark = pytest.mark.slow
+
+
+@pytest.fixture(scope="session")
+def services() -> Iterator[object]:
+    for tool, package in (("dockerd", "docker.io"), ("docker-registry", ""), ("mmdebstrap", ""), ("skopeo", ""),
+                          ("hipcc", "")):
+        need_tool(tool, package)
+    state = current()
+    if state is not None:
+        yield state
+        return
+    own = Path(tempfile.mkdtemp(prefix="cairn-svc-", dir="/tmp"))
+    previous = os.environ.get("CAIRN_SERVICES_DIR")
+    os.environ["CAIRN_SERVICES_DIR"] = str(own)
+    state, _ = start(own)
+    try:
+        yield state
+    finally:
+        stop(own)
+        if previous is None:
+            os.environ.pop("CAIRN_SERVICES_DIR", None)
+        else:
+            os.environ["CAIRN_SERVICES_DIR"] = previous
+
+
+@pytest.fixture(scope="session")
+def stages() -> Iterator[None]:
+    saved = list(planner.STAGE_PLANNERS)
+    planner.STAGE_PLANNERS[:] = [*[m for m in saved if m not in STAGES], *STAGES]
+    yield
+    planner.STAGE_PLANNERS[:] = saved
+
+
+@pytest.fixture(scope="session")
+def built(services: object, stages: None, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    store = tmp_path_factory.mktemp("store-a")
+    code = main(["build", "--store", str(store), "--family", FAMILY, "--jobs", "2"])
+    need(code == 0 or (store / "last-build.json").exists(), "the build ran")
+    return store
+
+
+def _actions(store: Path) -> dict:
+    return json.loads((store / "last-build.json").read_text())["actions"]
+
+
+def _record(store: Path, action: str) -> dict:
+    return json.loads((store / "trees" / _actions(store)[action]["output"] / "image.json").read_text())
+
+
+def test_images_are_built_pushed_and_labelled(built: Path, services: object) -> None:
+    actions = _actions(built)
+    for name in ("image:runtime", "push:runtime", "image:smoke", "push:smoke"):
+        assert actions[f"{name}@{FAMILY}"]["status"] == "ran", actions[f"{name}@{FAMILY}"]
+    smoke = _record(built, f"image:smoke@{FAMILY}")
+    runtime = _record(built, f"image:runtime@{FAMILY}")
+    assert smoke["tags"] == [f"5.2.3-{FAMILY}-smoke0.1.0-py3.11"] and runtime["tags"] == [f"5.2.3-{FAMILY}"]
+    # the smoke image adds one small layer on top of the runtime image's layers (shared bytes)
+    assert [x["digest"] for x in smoke["layers"][:-1]] == [x["digest"] for x in runtime["layers"]]
+    registry = current().registry  # type: ignore[union-attr]
+    raw = proc.run(["skopeo", "inspect", "--tls-verify=false", f"docker://{registry}/cairn/smoke@{smoke['digest']}"])
+    labels = json.loads(raw.stdout)["Labels"]
+    assert labels["dev.cairn.gfx-target"] == FAMILY and labels["dev.cairn.rocm-version"] == "5.2.3"
+    assert labels["org.opencontainers.image.created"] == "2023-11-14T22:13:20Z"
+    dockerfile = (built / "trees" / _actions(built)[f"image:smoke@{FAMILY}"]["output"] / "Dockerfile").read_text()
+    assert f"FROM ${{REGISTRY}}/cairn/rocm@{runtime['digest']}" in dockerfile
+
+
+def test_gates_pass_and_gpu_is_not_run(built: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    code = main(["gate", "--store", str(built), "--json"])
+    report = json.loads(capsys.readouterr().out)
+    status = {(r["gate"], r["image"]): r for r in report["results"]}
+    for image in ("runtime", "smoke"):
+        assert status[("static-coverage", image)]["status"] == "passed"
+        assert status[("in-container", image)]["status"] == "passed"
+        gpu = status[("gpu", image)]
+        if not os.path.exists("/dev/kfd"):
+            assert (gpu["status"], gpu["reason"]) == ("not-run", "not run: no AMD GPU on this host")
+    assert "gfx90a: covered by all 1 binaries" in status[("static-coverage", "smoke")]["reason"]
+    assert report["families"][FAMILY]["pass_rate"] == 1.0
+    # only gfx90a was built: the families that were not are named, and the command says no
+    assert "gfx908 skips static-coverage" in report["parity_gaps"] and code == 1
+
+
+def test_two_clean_builds_give_identical_digests(built: Path, tmp_path: Path, stages: None) -> None:
+    manifest, registry = load(None)
+    plan = make_plan(manifest, registry, [FAMILY])
+    store = LocalStore(tmp_path / "store-b")
+    wanted = {f"image:runtime@{FAMILY}", f"image:smoke@{FAMILY}"}
+    report = execute(plan, store, jobs=2, only=wanted)
+    assert report.ok, {k: v.detail for k, v in report.outcomes.items() if v.status == "failed"}
+    assert report.outcomes["image:base"].status == "ran"  # from clean state: mmdebstrap ran again
+    for action in ["image:base", *sorted(wanted)]:
+        first = built / "trees" / _actions(built)[action]["output"]
+        second = store.tree(report.output(action))
+        a, b = json.loads((first / "image.json").read_text()), json.loads((second / "image.json").read_text())
+        assert a["digest"] == b["digest"], diff_layouts(first / "oci", second / "oci")
+    assert main(["image", "diff", str(first), str(second)]) == 0
+
+
+def test_diff_names_the_layer_and_file(built: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    runtime = built / "trees" / _actions(built)[f"image:runtime@{FAMILY}"]["output"]
+    smoke = built / "trees" / _actions(built)[f"image:smoke@{FAMILY}"]["output"]
+    assert main(["image", "diff", str(runtime), str(smoke)]) == 1
+    out = capsys.readouterr().out
+    assert "layer 2" in out and "only in b" in out and "opt/cairn" in out
+
+
+def test_services_dir_is_reported(services: object) -> None:
+    assert services_dir().name  # CAIRN_SERVICES_DIR or ~/.cache/cairn/services
+
+
+# -- deliberately broken images (derived from the real runtime image by adding one layer) ----------
+def derive(base: Path, dest: Path, files: dict[str, bytes]) -> Path:
+    """A copy of the OCI layout ``base`` with one more layer holding ``files``."""
+    manifest, config, _ = read_image(base)
+    shutil.copytree(base, dest, copy_function=os.link)
+    layer_tar = dest.parent / f"{dest.name}.tar"
+    with tarfile.open(layer_tar, "w") as tar:
+        for name, data in sorted(files.items()):
+            info = tarfile.TarInfo(name.lstrip("/"))
+            info.size, info.mode = len(data), 0o755
+            tar.addfile(info, io.BytesIO(data))
+    (dest / "index.json").unlink()
+    layout = Layout(dest)
+    layer = layout.add_layer_tar(layer_tar, 1700000000, dest.parent)
+    layers = [*[_layer(x) for x in manifest["layers"]], layer]
+    config = {**config, "rootfs": {"type": "layers", "diff_ids": [*config["rootfs"]["diff_ids"], layer.diff_id]}}
+    layout.write_image(config, layers, {}, ["broken"])
+    return dest
+
+
+def _layer(item: dict) -> Layer:
+    return Layer(item["digest"], "", item["size"], 0)
+
+
+@pytest.fixture(scope="module")
+def runtime_layout(built: Path) -> Path:
+    return built / "trees" / _actions(built)[f"image:runtime@{FAMILY}"]["output"] / "oci"
+
+
+@pytest.mark.slow
+def test_missing_library_fails_naming_it(runtime_layout: Path, tmp_path: Path) -> None:
+    gcc = need_tool("gcc")
+    (tmp_path / "dep.c").write_text("int dep(void) { return 1; }\n")
+    (tmp_path / "needs.c").write_text("int dep(void); int needs(void) { return dep(); }\n")
+    subprocess.run([gcc, "-shared", "-fPIC", "-o", tmp_path / "libcairndep.so", tmp_path / "dep.c"], check=True)
+    subprocess.run([gcc, "-shared", "-fPIC", "-o", tmp_path / "libneeds.so", tmp_path / "needs.c",
+                    f"-L{tmp_path}", "-lcairndep"], check=True)
+    broken = derive(runtime_layout, tmp_path / "broken", {"/opt/rocm/lib/libneeds.so": (tmp_path / "libneeds.so").read_bytes()})
+    status, reason, evidence = static_gate(broken, FAMILY, "5.2.3")
+    assert status == "failed"
+    assert "/opt/rocm/lib/libneeds.so needs libcairndep.so: not found in the image" in reason
+    assert evidence["unresolved_count"] == 1
+
+
+@pytest.mark.slow
+def test_wrong_target_library_fails_naming_it(runtime_layout: Path, tmp_path: Path) -> None:
+    hipcc = need_tool("hipcc")
+    (tmp_path / "k.hip").write_text('#include <hip/hip_runtime.h>\n__global__ void k(float* x) { x[0] = 1; }\n'
+                                    'extern "C" void launch(float* x) { hipLaunchKernelGGL(k, 1, 1, 0, 0, x); }\n')
+    subprocess.run([hipcc, "-fPIC", "-shared", "--rocm-device-lib-path=/usr/lib/x86_64-linux-gnu/amdgcn/bitcode",
+                    "--offload-arch=gfx1030", "-o", tmp_path / "libwrong.so", tmp_path / "k.hip"],
+                   check=True, env={**os.environ, "HIP_PLATFORM": "amd"})
+    broken = derive(runtime_layout, tmp_path / "broken", {"/opt/rocm/lib/libwrong.so": (tmp_path / "libwrong.so").read_bytes()})
+    status, reason, _ = static_gate(broken, FAMILY, "5.2.3")
+    assert status == "failed"
+    assert reason.startswith(f"{FAMILY} is not covered") and "libwrong.so" in reason
+
+
+@pytest.mark.slow
+def test_wheel_for_another_rocm_fails_naming_it(runtime_layout: Path, tmp_path: Path) -> None:
+    metadata = b"Metadata-Version: 2.1\nName: torch\nVersion: 2.3.0+rocm6.1\n"
+    broken = derive(runtime_layout, tmp_path / "broken",
+                    {"/usr/lib/python3/dist-packages/torch-2.3.0+rocm6.1.dist-info/METADATA": metadata})
+    status, reason, _ = static_gate(broken, FAMILY, "5.2.3")
+    assert status == "failed" and "torch-2.3.0+rocm6.1 is built for ROCm 6.1, the image's SDK is 5.2.3" in reason

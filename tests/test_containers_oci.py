@@ -1,0 +1,55 @@
+"""Layer normalization: order, times, owners and volatile files never change a DiffID; it is idempotent."""
+
+from __future__ import annotations
+
+import io
+import tarfile
+from pathlib import Path
+
+from cairn.containers.oci import Layout, gzip_file, normalize_layer
+
+
+def _tar(path: Path, entries: list[tuple[str, bytes | None]], mtime: int, uid: int = 0, uname: str = "") -> None:
+    with tarfile.open(path, "w") as tar:
+        for name, data in entries:
+            info = tarfile.TarInfo(name)
+            info.mtime, info.uid, info.uname = mtime, uid, uname
+            if data is None:
+                info.type, info.mode = tarfile.DIRTYPE, 0o755
+                tar.addfile(info)
+            else:
+                info.size, info.mode = len(data), 0o644
+                tar.addfile(info, io.BytesIO(data))
+
+
+def test_order_times_names_and_volatile_files_do_not_matter(tmp_path: Path) -> None:
+    epoch = 1700000000
+    a, b = tmp_path / "a.tar", tmp_path / "b.tar"
+    _tar(a, [("opt", None), ("opt/x", b"x"), ("opt/y", b"y"), ("var/log/apt.log", b"1")], mtime=epoch + 50)
+    _tar(b, [("./opt/y", b"y"), ("./opt", None), ("./opt/x", b"x"), ("var/log/other.log", b"2")],
+         mtime=epoch + 999, uname="builder")
+    assert normalize_layer(a, tmp_path / "na", epoch) == normalize_layer(b, tmp_path / "nb", epoch)
+    with tarfile.open(tmp_path / "na") as tar:
+        assert tar.getnames() == ["opt", "opt/x", "opt/y"]
+        assert {m.mtime for m in tar.getmembers()} == {epoch}
+
+
+def test_normalizing_twice_is_the_identity_and_gzip_is_fixed(tmp_path: Path) -> None:
+    src = tmp_path / "src.tar"
+    _tar(src, [("b", b"2" * 5000), ("a", b"1")], mtime=1)
+    first = normalize_layer(src, tmp_path / "n1", 1700000000)
+    assert normalize_layer(tmp_path / "n1", tmp_path / "n2", 1700000000) == first
+    assert gzip_file(tmp_path / "n1", tmp_path / "g1") == gzip_file(tmp_path / "n2", tmp_path / "g2")
+    assert (tmp_path / "g1").read_bytes()[:10] == b"\x1f\x8b\x08\x00\x00\x00\x00\x00\x00\xff"
+
+
+def test_layout_digest_depends_only_on_content(tmp_path: Path) -> None:
+    src = tmp_path / "src.tar"
+    _tar(src, [("f", b"data")], mtime=5)
+    digests = []
+    for name in ("one", "two"):
+        layout = Layout(tmp_path / name)
+        (tmp_path / f"s-{name}").mkdir()
+        layer = layout.add_layer_tar(src, 1700000000, tmp_path / f"s-{name}")
+        digests.append(layout.write_image({"rootfs": {"diff_ids": [layer.diff_id]}}, [layer], {"k": "v"}, ["t"])[0])
+    assert digests[0] == digests[1]

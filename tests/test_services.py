@@ -1,0 +1,38 @@
+"""`cairn services start|status|stop` runs a real private dockerd and registry in its own directory."""
+
+from __future__ import annotations
+
+import json
+import tempfile
+from pathlib import Path
+
+import pytest
+
+from cairn.cli import COMMANDS, main
+from conftest import need_tool
+
+COMMANDS.setdefault("services", ("cairn.services.command", "private Docker Engine and registry"))
+
+
+@pytest.mark.slow
+def test_start_status_stop(capsys: pytest.CaptureFixture[str]) -> None:
+    need_tool("dockerd", "docker.io")
+    need_tool("docker-registry")
+    with tempfile.TemporaryDirectory(prefix="cs-", dir="/tmp") as tmp:  # short: unix socket paths are limited
+        directory = Path(tmp)
+        assert main(["services", "start", "--dir", str(directory), "--json"]) == 0
+        state = json.loads(capsys.readouterr().out)
+        assert state["started"] == ["dockerd", "registry"]
+        assert state["docker_host"] == f"unix://{directory}/docker.sock"
+        assert state["registry"].startswith("127.0.0.1:")
+        try:
+            assert main(["services", "start", "--dir", str(directory)]) == 0
+            assert "nothing (already running)" in capsys.readouterr().out
+            assert main(["services", "status", "--dir", str(directory)]) == 0
+            out = capsys.readouterr().out
+            assert "dockerd: running" in out and "registry: running" in out
+        finally:
+            assert main(["services", "stop", "--dir", str(directory)]) == 0
+        assert "stopped: registry, dockerd" in capsys.readouterr().out
+        assert main(["services", "status", "--dir", str(directory)]) == 1
+        assert "not started" in capsys.readouterr().out
