@@ -1,0 +1,86 @@
+"""Wheels benchmark: wheel build time for the default release, index generation time, rebuild reproducibility.
+
+    python bench/wheels_bench.py --out bench/results/wheels.json [--store DIR] [--family F ...]
+
+Builds the default release (with the frameworks it publishes: SGLang from its sdist, the mirrored JAX plugin)
+into ``--store``, then forgets the cache records of every wheel and index action and builds them again: the
+figure ``reproducible`` is true only when every rebuilt output tree has the same digest.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+FRAMEWORKS = '\n[frameworks.sglang]\nrecipe = "sglang"\nversion = "0.5.10.post1"\n\n[frameworks.jax]\nrecipe = "jax"\nversion = "0.10.0"\n'
+STAGE_KINDS = ("package", "mirror", "index", "fetch-sdist")
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--out", type=Path, required=True)
+    parser.add_argument("--store", type=Path, default=ROOT / ".cairn")
+    parser.add_argument("--family", action="append", default=[])
+    args = parser.parse_args()
+    os.environ.setdefault("CAIRN_ROOT", str(ROOT))
+
+    from cairn.build.executor import execute
+    from cairn.model.manifest import load_manifest
+    from cairn.model.targets import load_registry
+    from cairn.plan import planner
+    from cairn.plan.prepare import make_plan
+    from cairn.store.local import LocalStore
+
+    if "cairn.wheels.plan" not in planner.STAGE_PLANNERS:
+        planner.STAGE_PLANNERS.append("cairn.wheels.plan")
+    registry = load_registry()
+    with tempfile.TemporaryDirectory() as tmp:
+        manifest_path = Path(tmp) / "default.toml"
+        default = ROOT / "manifests" / "releases" / "default.toml"
+        text = default.read_text()
+        manifest_path.write_text(text if "[frameworks." in text else text + FRAMEWORKS)
+        plan = make_plan(load_manifest(manifest_path, registry), registry, args.family)
+    store = LocalStore(args.store)
+    stage = [a for a in plan.actions if a.kind in STAGE_KINDS and not a.blocked]
+    store.lock()
+    try:
+        first = execute(plan, store, jobs=os.cpu_count() or 2)
+        for action in stage:
+            outcome = first.outcomes[action.id]
+            if outcome.key:
+                (store.root / "ac" / f"{outcome.key}.json").unlink(missing_ok=True)
+        started = time.monotonic()
+        second = execute(plan, store, jobs=os.cpu_count() or 2)
+        rebuild_seconds = time.monotonic() - started
+    finally:
+        store.unlock()
+    failed = {a: o.detail for a, o in second.outcomes.items() if o.status == "failed"}
+    seconds = {a.id: round(second.outcomes[a.id].seconds, 3) for a in stage}
+    differing = sorted(a.id for a in stage if first.outcomes[a.id].output != second.outcomes[a.id].output)
+    result = {
+        "schema": "cairn.bench.wheels/v1",
+        "families": sorted({a.family for a in stage if a.family}),
+        "wheel_build_seconds": round(sum(s for a, s in seconds.items() if a.startswith("package:")), 3),
+        "mirror_seconds": round(sum(s for a, s in seconds.items() if a.startswith("mirror:")), 3),
+        "index_seconds": round(sum(s for a, s in seconds.items() if a.startswith("index:")), 3),
+        "rebuild_wall_seconds": round(rebuild_seconds, 3),
+        "actions": seconds,
+        "reproducible": not differing and not failed,
+        "differing": differing,
+        "failed": failed,
+        "blocked": {a.id: a.blocked for a in plan.actions if a.kind in STAGE_KINDS and a.blocked},
+    }
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text(json.dumps(result, indent=2, sort_keys=True) + "\n")
+    print(json.dumps({k: result[k] for k in ("wheel_build_seconds", "index_seconds", "reproducible", "differing")}))
+    return 0 if result["reproducible"] else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
