@@ -92,9 +92,15 @@ def apt_versions(packages: Iterable[str]) -> dict[str, frozenset[str]]:
 def probe_host(urls: Iterable[str] = (), deb_packages: Iterable[str] = ()) -> Host:
     """Probe tools, hipcc, device-lib targets, the hosts of ``urls`` (in parallel) and apt versions."""
     tools = frozenset(t for t in ("git", "apt-get", "dpkg-deb", "hipcc", "cmake", "patchelf", "docker", "pip") if shutil.which(t))
-    hosts = sorted({urlparse(u).hostname or "" for u in urls if u.startswith(("http://", "https://"))} - {""})
+    endpoints: dict[str, int] = {}
+    for url in urls:
+        parsed = urlparse(url)
+        if parsed.scheme in ("http", "https") and parsed.hostname:
+            endpoints.setdefault(parsed.hostname, parsed.port or (443 if parsed.scheme == "https" else 80))
+    hosts = sorted(endpoints)
     with ThreadPoolExecutor(max_workers=8) as pool:
-        reachable = frozenset(h for h, ok in zip(hosts, pool.map(_reachable, hosts), strict=True) if ok)
+        results = pool.map(lambda h: _reachable(h, endpoints[h]), hosts)
+        reachable = frozenset(h for h, ok in zip(hosts, results, strict=True) if ok)
     return Host(
         tools=tools,
         hipcc_version=hipcc_version(),

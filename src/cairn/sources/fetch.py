@@ -83,10 +83,10 @@ def fetch_pypi(source: Mapping[str, Any], out: Path, log: IO[str]) -> None:
 def _wheel_target_options(filename: str) -> list[str]:
     """pip options that make ``pip download`` pick exactly the wheel with these tags, on any host."""
     python, abi, platform = filename[: -len(".whl")].split("-")[-3:]
-    options: list[str] = []
+    if abi == "none" and platform == "any":
+        return []  # a pure wheel: pip picks it for any interpreter
     first = python.split(".")[0]
-    implementation, digits = first[:2], first[2:]
-    options += ["--implementation", implementation, "--python-version", digits or "3"]
+    options = ["--implementation", first[:2], "--python-version", first[2:] or "3"]
     options += [arg for tag in abi.split(".") for arg in ("--abi", tag)]
     options += [arg for tag in platform.split(".") for arg in ("--platform", tag)]
     return options
