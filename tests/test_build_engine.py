@@ -18,7 +18,6 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from conftest import need_tool
 
 from cairn.build.executor import execute
 from cairn.model.manifest import load_manifest
@@ -26,13 +25,14 @@ from cairn.model.targets import load_registry
 from cairn.plan.planner import plan_release
 from cairn.plan.probe import Host
 from cairn.store.local import LocalStore
+from conftest import need_tool
 
 HOST = Host(tools=frozenset({"git", "apt-get", "dpkg-deb", "pip"}), reachable_hosts=frozenset({"127.0.0.1"}))
 DELAY = {"seconds": 0.0}
 
 
 class _SlowHandler(http.server.SimpleHTTPRequestHandler):
-    def do_GET(self) -> None:  # noqa: N802 - http.server naming
+    def do_GET(self) -> None:
         time.sleep(DELAY["seconds"])
         super().do_GET()
 

@@ -8,13 +8,13 @@ import shutil
 from pathlib import Path
 
 import pytest
-from conftest import need, need_tool
 
 from cairn.build.executor import execute
 from cairn.errors import PinMismatch
 from cairn.plan.prepare import load, make_plan
 from cairn.sources.fetch import fetch
 from cairn.store.local import LocalStore
+from conftest import need, need_tool
 
 pytestmark = pytest.mark.network
 

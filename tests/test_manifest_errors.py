@@ -86,7 +86,7 @@ def line_of(text: str, marker: str) -> int:
 @pytest.mark.parametrize(("case", "text", "marker", "what", "fix"), CASES, ids=[c[0] for c in CASES])
 def test_bad_manifest_gets_one_located_line(tmp_path: Path, case: str, text: str, marker: str, what: str, fix: str) -> None:
     line = line_of(text, marker)
-    code, out, err = check(tmp_path, text)
+    code, _out, err = check(tmp_path, text)
     assert code == 2
     assert "Traceback" not in err
     lines = err.strip().splitlines()
