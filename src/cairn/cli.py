@@ -22,6 +22,10 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "plan": ("cairn.plan.command", "resolve a manifest into the action graph and show each action's status"),
     "build": ("cairn.build.command", "run the action graph into the content-addressed store"),
     "audit": ("cairn.audit.command", "which gfx targets does a binary, wheel, tree or image carry code for"),
+    "keys": ("cairn.sign.command", "create the release key set and the public TUF root"),
+    "publish": ("cairn.publish.command", "publish a release bundle (staging, then the channel), signed"),
+    "promote": ("cairn.publish.promote_command", "move a channel to a staged release, only cells whose gates passed"),
+    "verify": ("cairn.sign.verify_command", "check a repository, file or image against the pinned TUF root"),
     "doctor": ("cairn.doctor.command", "what is wrong with this ROCm host, and which validated image or wheel fits it"),
 }
 
