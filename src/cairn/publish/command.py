@@ -1,34 +1,67 @@
-"""``cairn publish`` and ``cairn promote``: a release bundle to ``file://`` or ``s3://``, gated by channel."""
+"""``cairn publish`` and ``cairn promote``: a release bundle to ``file://`` or ``s3://``, gated by channel.
+
+Without a bundle argument, ``cairn publish`` takes the ``bundle:release`` tree of the store's last build
+(``<store>/last-build.json``) and publishes to ``<store>/publish``, a directory with the bucket's layout.
+``--dev-keys`` signs with a development key set kept in ``<store>/keys/dev`` (created when missing, and
+said so): a fresh machine has no release keys, and what dev keys sign verifies only against
+``<store>/keys/dev/root.json`` — never against the pinned ``publish/root.json`` of real releases.
+"""
 
 from __future__ import annotations
 
 import argparse
 import json
 import os
+import sys
 from pathlib import Path
 
+from cairn.errors import CairnError
 from cairn.matrix.model import CHANNELS
 from cairn.publish.backend import open_backend
 from cairn.publish.bundle import load_bundle
 from cairn.publish.publisher import load_root, promote, publish
-from cairn.sign.keys import load_keys
+from cairn.sign.keys import ensure_dev_keys, load_keys
+
+BUNDLE_ACTION = "bundle:release"
 
 
-def default_destination() -> str:
-    """Without ``--to``: a local directory with exactly the bucket's layout (``.cairn/publish``)."""
-    return os.environ.get("CAIRN_PUBLISH_TO") or Path(".cairn/publish").absolute().as_uri()
+def default_destination(store: Path | None = None) -> str:
+    """Without ``--to``: a local directory with exactly the bucket's layout (``<store>/publish``)."""
+    return os.environ.get("CAIRN_PUBLISH_TO") or (Path(store or ".cairn") / "publish").absolute().as_uri()
+
+
+def dev_keys_dir(store: Path) -> Path:
+    return Path(os.environ.get("CAIRN_KEYS") or Path(store) / "keys" / "dev")
+
+
+def last_build_bundle(store: Path) -> Path:
+    """The ``bundle:release`` tree of the store's last build, or a one-line error saying how to get one."""
+    report = Path(store) / "last-build.json"
+    try:
+        actions = json.loads(report.read_text())["actions"]
+    except (OSError, ValueError, KeyError):
+        raise CairnError(f"no build report at {report} — run cairn build --store {store} first (or pass a bundle directory)") from None
+    info = actions.get(BUNDLE_ACTION)
+    if not info or not info.get("output"):
+        why = f"{info['status']}: {info.get('detail') or ''}".rstrip(": ") if info else "not in the plan (cairn.publish.plan is not a stage planner)"
+        raise CairnError(f"the last build has no {BUNDLE_ACTION} ({why}) — fix the build, or pass a bundle directory")
+    return Path(store) / "trees" / info["output"]
 
 
 def _common(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--to", default=None, help="s3://bucket/prefix or file:///dir (default: .cairn/publish; endpoint from $CAIRN_S3_ENDPOINT)")
     parser.add_argument("--keys", type=Path, default=None, help="key directory (default ~/.config/cairn/keys or $CAIRN_KEYS)")
+    parser.add_argument("--dev-keys", action="store_true",
+                        help="sign with development keys in <store>/keys/dev (or $CAIRN_KEYS), created when missing")
+    parser.add_argument("--store", type=Path, default=Path(".cairn"), help="build store (default .cairn/)")
     parser.add_argument("--root", type=Path, default=None, help="signed root.json matching the keys (default: <keys>/root.json)")
     parser.add_argument("--channel", choices=CHANNELS, default=None)
     parser.add_argument("--json", action="store_true", help="print the report as JSON")
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("bundle", type=Path, help="release bundle directory (bundle.json + files/ + gates/)")
+    parser.add_argument("bundle", type=Path, nargs="?", default=None,
+                        help="release bundle directory (default: the bundle:release tree of the store's last build)")
     _common(parser)
     parser.add_argument("--stage-only", action="store_true", help="upload to staging/<version>/ and stop (promote later)")
 
@@ -40,7 +73,14 @@ def configure_promote(parser: argparse.ArgumentParser) -> None:
 
 
 def _keys_and_root(args: argparse.Namespace):  # type: ignore[no-untyped-def]
-    keys = load_keys(args.keys)
+    if args.dev_keys and args.keys is None:
+        directory = dev_keys_dir(args.store)
+        keys, created = ensure_dev_keys(directory)
+        note = "created" if created else "using"
+        print(f"{note} DEVELOPMENT signing keys in {directory} — not the release keys: this repository verifies only with "
+              f"--root {directory / 'root.json'}, never with publish/root.json", file=sys.stderr)
+    else:
+        keys = load_keys(args.keys)
     return keys, load_root(args.root or keys.directory / "root.json")
 
 
@@ -58,8 +98,8 @@ def _print(report, as_json: bool) -> None:  # type: ignore[no-untyped-def]
 
 def run(args: argparse.Namespace) -> int:
     keys, root = _keys_and_root(args)
-    bundle = load_bundle(args.bundle)
-    backend = open_backend(args.to or default_destination())
+    bundle = load_bundle(args.bundle or last_build_bundle(args.store))
+    backend = open_backend(args.to or default_destination(args.store))
     report = publish(bundle, backend, keys, root, channel=args.channel, stage_only=args.stage_only,
                      log=(lambda _: None) if args.json else print)
     _print(report, args.json)
@@ -68,7 +108,7 @@ def run(args: argparse.Namespace) -> int:
 
 def run_promote(args: argparse.Namespace) -> int:
     keys, root = _keys_and_root(args)
-    backend = open_backend(args.to or default_destination())
+    backend = open_backend(args.to or default_destination(args.store))
     report = promote(backend, keys, root, args.version, args.channel or "dev", as_version=args.as_version,
                      log=(lambda _: None) if args.json else print)
     _print(report, args.json)

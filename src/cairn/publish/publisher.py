@@ -32,6 +32,7 @@ from pathlib import Path
 from typing import Any
 
 from tuf.api.metadata import Metadata, Root, TargetFile
+from tuf.api.serialization.json import JSONSerializer
 
 from cairn.errors import CairnError, CheckFailed
 from cairn.matrix.model import CHANNELS, Cell, Framework, GateResult, ImageRef, Matrix, Release, WheelFile
@@ -300,11 +301,22 @@ class _Run:
     def __init__(self, backend: Backend, keys: KeySet, root: Metadata[Root], log: Log) -> None:
         self.backend, self.keys, self.root, self.log = backend, keys, root, log
         self.listing: dict[str, Listed] = backend.list()
+        self._check_root()
         self.state: RepoState = read_state(backend)
         self.known = {p: t.hashes.get("sha256", "") for p, t in self.state.target_files().items()}
         self.targets: dict[str, TargetFile] = self.state.target_files()
         self.uploaded = 0
         self.skipped = 0
+
+    def _check_root(self) -> None:
+        """Never sign into a repository whose first root is another key set's: clients pinned to it would break."""
+        if "metadata/1.root.json" not in self.listing:
+            return
+        served = self.backend.get("metadata/1.root.json") or b""
+        first = self.root if self.root.signed.version == 1 else None
+        if first is not None and served != first.to_bytes(JSONSerializer(compact=False)):
+            raise CairnError(f"{self.backend.url} was signed under another TUF root (metadata/1.root.json differs from "
+                             "the root of these keys) — publish with that repository's keys, or to a new location")
 
     def _signed_and_listed(self, key: str, size: int, sha: str) -> bool:
         """Present with these bytes, judged from one LIST and the signed targets (no request per object)."""

@@ -95,6 +95,23 @@ def load_keys(directory: Path | None = None) -> KeySet:
     return KeySet(directory, signers)
 
 
+def ensure_dev_keys(directory: Path) -> tuple[KeySet, bool]:
+    """A development key set in ``directory`` (created, with its signed ``root.json``, when absent).
+
+    For builds on machines without the release keys (``nox -s build`` on a fresh checkout): what these
+    keys sign verifies only against ``directory/root.json``, never against the pinned ``publish/root.json``.
+    Returns the keys and whether they were created now.
+    """
+    directory = Path(directory)
+    if (directory / "public.json").is_file() and (directory / "root.json").is_file():
+        return load_keys(directory), False
+    keys = init_keys(directory, force=True)
+    from tuf.api.serialization.json import JSONSerializer
+
+    _write(directory / "root.json", make_root(keys).to_bytes(JSONSerializer(compact=False)), 0o644)
+    return keys, True
+
+
 def make_root(keys: KeySet, *, version: int = 1, expires: datetime | None = None) -> Metadata[Root]:
     """Root metadata naming every role's keys, signed by all root keys present (threshold 2 of 3)."""
     root = Root(version=version, expires=expires or _now() + ROOT_EXPIRY, consistent_snapshot=True)

@@ -169,6 +169,18 @@ def verify_file(url: str, root_bytes: bytes, file: Path, cache: Path | None = No
     return match
 
 
+def verify_target(url: str, root_bytes: bytes, path: str, data: bytes, cache: Path | None = None) -> None:
+    """``data`` are exactly the bytes the signed targets list for ``path`` (e.g. ``channels/dev/matrix.json``)."""
+    base = repository_url(url)
+    _updater, cache = trusted_updater(base, root_bytes, cache)
+    targets = json.loads((cache / "targets.json").read_bytes())["signed"]["targets"]
+    if path not in targets:
+        raise CheckFailed(f"{path}: not a signed target of {base} — do not trust it")
+    info = targets[path]
+    if len(data) != info["length"] or hashlib.sha256(data).hexdigest() != info["hashes"]["sha256"]:
+        raise CheckFailed(f"{path}: bytes do not match the signed sha256 {info['hashes']['sha256'][:16]}… — do not trust it")
+
+
 def _provenance_key(base: str, targets: dict[str, dict[str, object]]) -> SSlibKey:
     if "keys/provenance.json" not in targets:
         raise CheckFailed("keys/provenance.json: not a signed target — the repository has no provenance key")

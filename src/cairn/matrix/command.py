@@ -1,0 +1,85 @@
+"""``cairn matrix [--from DIR|URL|FILE] [--channel C] [--root ROOT] [--format json|html|md] [--out PATH]``.
+
+Reads the compatibility matrix a publish wrote — by default ``channels/<channel>/matrix.json`` of the
+local repository ``<store>/publish`` — and prints or writes it as JSON, a static HTML page or Markdown.
+With ``--root`` the bytes are first checked against the repository's signed TUF targets (the matrix is a
+signed target), so a page is never rendered from a matrix that was modified after signing.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import tempfile
+from pathlib import Path
+
+from cairn.errors import CairnError
+from cairn.matrix.model import CHANNELS, from_dict
+from cairn.matrix.render import registry_products, to_html, to_markdown
+
+
+def configure(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--from", dest="source", default=None,
+                        help="repository dir/URL or a matrix.json file (default: <store>/publish)")
+    parser.add_argument("--channel", choices=CHANNELS, default="dev", help="channel whose matrix to read from a repository")
+    parser.add_argument("--store", type=Path, default=Path(".cairn"), help="build store (default .cairn/)")
+    parser.add_argument("--root", type=Path, default=None, help="verify the matrix against this pinned TUF root first")
+    parser.add_argument("--format", choices=("json", "html", "md"), default="json")
+    parser.add_argument("--out", type=Path, default=None, help="write here instead of printing")
+
+
+def locate(source: str) -> tuple[str, str]:
+    """(repository URL or "", matrix URL/path) for a repository dir/URL or a matrix file."""
+    if source.endswith(".json"):
+        return "", source
+    from cairn.sign.verify import repository_url
+
+    return repository_url(source), ""
+
+
+def read_matrix(source: str, channel: str, root: Path | None):  # type: ignore[no-untyped-def]
+    import json
+
+    from cairn.sign.verify import fetch, load_pinned_root, verify_target
+
+    repo, file = locate(source)
+    path = f"channels/{channel}/matrix.json"
+    if repo:
+        data = fetch(repo + path)
+        if data is None:
+            raise CairnError(f"{repo}{path} does not exist — publish the release to channel {channel} first (cairn publish)")
+    else:
+        from cairn.matrix.model import _read
+
+        data = _read(file).encode()
+    if root is not None:
+        if not repo:
+            raise CairnError("--root needs the repository the matrix came from: pass --from DIR|URL, not a file")
+        verify_target(repo, load_pinned_root(root), path, data)
+    try:
+        return from_dict(json.loads(data), repo + path if repo else file)
+    except ValueError as exc:
+        raise CairnError(f"{repo + path if repo else file}: not JSON ({exc}) — fetch the matrix again") from None
+
+
+def run(args: argparse.Namespace) -> int:
+    source = args.source or str(Path(args.store) / "publish")
+    matrix = read_matrix(source, args.channel, args.root)
+    if args.format == "json":
+        text = matrix.to_json()
+    elif args.format == "html":
+        text = to_html(matrix, registry_products())
+    else:
+        text = to_markdown(matrix)
+    if args.out is None:
+        sys.stdout.write(text)
+        return 0
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=args.out.parent, prefix=f".{args.out.name}.")
+    with os.fdopen(fd, "w", encoding="utf-8") as handle:
+        handle.write(text)
+    os.chmod(tmp, 0o644)
+    os.replace(tmp, args.out)
+    print(f"matrix ({len(matrix.cells)} cells, {args.format}) written to {args.out}", file=sys.stderr)
+    return 0

@@ -1,0 +1,213 @@
+"""Stage planner: ``bundle:release`` — the release bundle ``cairn publish`` signs and uploads.
+
+Runs after the wheels, containers and gates stages (register it last in ``STAGE_PLANNERS``). The action
+depends on every ``index:<family>`` and ``package:*`` action and on every image, push and gate action of
+the plan that this host can run. What cannot run here (no Docker Engine, no registry, no GPU) is not a
+dependency: it is written into the action's inputs with its reason, and the bundle records it as a gate
+that did *not run*, with that reason — so a build without containers still ends with a signed release
+whose matrix says plainly what was not checked, and never claims a gate passed that did not run.
+
+The output tree is a bundle in the format ``cairn.publish.bundle.load_bundle`` reads::
+
+    bundle.json                                   release, pins, artifacts (sha256), cells
+    files/wheels/<family>/<wheel>                 every wheel of the family's index (hard links)
+    files/dockerfiles/<target>/<image>/Dockerfile the rendered Dockerfile of every built image
+    gates/<gate>--<image>@<target>.json           every gate result (passed, failed, not-run + reason)
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+from pathlib import Path
+from typing import Any
+
+from cairn.build import extra_runners
+from cairn.plan.graph import Action
+from cairn.plan.planner import StageContext
+from cairn.publish.bundle import write_bundle_json
+
+LAYOUT = 1
+ACTION_ID = "bundle:release"
+NO_GPU = "no AMD GPU on this host"
+DEFAULT_REQUIRED = {"dev": ["static-coverage"]}
+# Debian's ROCm 5.x runs on the amdgpu KFD of the distribution kernel; the manifest declares no range.
+REQUIREMENTS = {"driver_name": "amdgpu",
+                "driver": {"minimum": "", "below": "", "note": "in-kernel amdgpu KFD; no range declared by the release manifest"},
+                "kernel": {"minimum": "", "below": "", "note": "no range declared by the release manifest"}}
+
+
+def extend_plan(context: StageContext) -> None:
+    """Add ``bundle:release`` over everything runnable that the earlier stages planned."""
+    actions = context.actions
+    release = context.manifest.release
+    wanted = [a for a in actions.values() if a.kind in ("index", "image-build", "image-push", "gate")
+              or (a.kind == "package" and a.id.startswith("package:"))]
+    deps, missing = [], {}
+    for action in wanted:
+        reason = closure_blocked(actions, action.id)
+        if reason:
+            missing[action.id] = reason
+        else:
+            deps.append(action.id)
+    families = {fam: list(context.registry.expand(fam)) for fam in context.families}
+    products = {t: list(context.registry.targets[t].products) for ts in families.values() for t in ts
+                if t in context.registry.targets}
+    frameworks = _frameworks(actions, context.families)
+    inputs = {
+        "layout": LAYOUT,
+        "release": {"name": release.name, "version": release.version, "channel": release.channel,
+                    "source_date_epoch": release.source_date_epoch, "manifest_sha256": context.manifest.digest,
+                    "base_os": release.base_os, "python": list(release.python),
+                    "required_gates": {ch: list(g) for ch, g in sorted(context.manifest.gates.items())} or DEFAULT_REQUIRED},
+        "families": families,
+        "products": products,
+        "frameworks": frameworks,
+        "pins": {c.name: c.source.identity for c in context.manifest.components},
+        "not_built": dict(sorted(missing.items())),
+        "planned_gates": sorted({a.id for a in wanted if a.kind == "gate"}),
+        "requirements": REQUIREMENTS,
+    }
+    actions[ACTION_ID] = Action(ACTION_ID, "bundle", inputs, tuple(sorted(deps)))
+
+
+def closure_blocked(actions: dict[str, Action], start: str) -> str:
+    """The first blocked reason among ``start`` and what it depends on ("" when all of it can run here)."""
+    seen: set[str] = set()
+    stack = [start]
+    while stack:
+        current = stack.pop()
+        if current in seen or current not in actions:
+            continue
+        seen.add(current)
+        if actions[current].blocked:
+            return actions[current].blocked
+        stack.extend(actions[current].deps)
+    return ""
+
+
+def _frameworks(actions: dict[str, Action], families: tuple[str, ...]) -> dict[str, list[list[str]]]:
+    """Per family, the (project, version) pairs a cell ships: HIP extensions and framework wheels."""
+    out: dict[str, list[list[str]]] = {}
+    for fam in families:
+        found = sorted({(a.inputs["project"], a.inputs.get("build_version", "")) for a in actions.values()
+                        if a.kind == "package" and a.family == fam and a.inputs.get("part") in ("hip-extension", "framework")})
+        out[fam] = [list(f) for f in found]
+    return out
+
+
+# -- runner --------------------------------------------------------------------------------------------------
+def run_bundle(ctx: Any) -> None:
+    """Collect wheels, Dockerfiles, image digests and gate results from the dependency trees into a bundle."""
+    inputs = ctx.action.inputs
+    out: Path = ctx.out
+    rel = inputs["release"]
+    recipe_of = _wheel_recipes(ctx)
+    artifacts: list[dict[str, Any]] = []
+    for fam, targets in sorted(inputs["families"].items()):
+        index = ctx.deps.get(f"index:{fam}")
+        if index is None:
+            ctx.log.write(f"{fam}: no index ({inputs['not_built'].get(f'index:{fam}', 'not planned')}); no wheels\n")
+            continue
+        for wheel in sorted((index / fam / "files").glob("*.whl")):
+            dest = out / "files" / "wheels" / fam / wheel.name
+            _link(wheel, dest)
+            artifacts.append({"path": f"wheels/{fam}/{wheel.name}", "kind": "wheel", "family": fam, "cells": targets,
+                              "recipe": recipe_of.get(wheel.name, f"index:{fam}")})
+    images: dict[str, list[dict[str, str]]] = {}
+    for dep in sorted(ctx.deps):
+        if not dep.startswith("push:") or "@" not in dep:
+            continue
+        name, target = dep.removeprefix("push:").split("@", 1)
+        push = json.loads((ctx.deps[dep] / "push.json").read_text())
+        tag = push["tags"][0] if push.get("tags") else ""
+        reference = f"{push['registry']}/{push['repo']}" + (f":{tag}" if tag else "")
+        images.setdefault(target, []).append({"reference": reference, "digest": push["digest"], "image": name})
+        dockerfile = ctx.deps.get(f"image:{name}@{target}", Path("/nonexistent")) / "Dockerfile"
+        if dockerfile.is_file():
+            path = f"dockerfiles/{target}/{name}/Dockerfile"
+            _link(dockerfile, out / "files" / path)
+            artifacts.append({"path": path, "kind": "dockerfile", "family": push.get("target", ""), "cells": [target],
+                              "content_type": "text/plain; charset=utf-8", "recipe": f"recipes/containers/{name}.toml"})
+    _write_gates(ctx, out / "gates", images)
+    cells = []
+    for fam, targets in sorted(inputs["families"].items()):
+        frameworks = inputs["frameworks"].get(fam) or [["rocm-sdk", rel["version"]]]
+        for target in targets:
+            for python in rel["python"]:
+                for project, version in frameworks:
+                    cells.append({"gfx_target": target, "family": fam, "os": rel["base_os"], "python": python,
+                                  "framework": project, "framework_version": version,
+                                  "images": [{"reference": i["reference"], "digest": i["digest"]} for i in images.get(target, [])],
+                                  "requirements": inputs["requirements"]})
+    write_bundle_json(out, {
+        "release": {k: rel[k] for k in ("name", "version", "channel", "source_date_epoch", "manifest_sha256", "required_gates")},
+        "builder": {"id": "https://cairn.invalid/builder/local", "invocation": f"cairn build ({ACTION_ID})"},
+        "pins": inputs["pins"],
+        "not_built": inputs["not_built"],
+        "artifacts": artifacts,
+        "cells": cells,
+    })
+    ctx.log.write(f"bundle: {len(artifacts)} artifact(s), {len(cells)} cell(s), "
+                  f"{len(list((out / 'gates').glob('*.json')))} gate result(s)\n")
+
+
+def _wheel_recipes(ctx: Any) -> dict[str, str]:
+    """Wheel filename → the package action that built it (recorded as the provenance recipe)."""
+    found = {}
+    for dep, tree in ctx.deps.items():
+        if dep.startswith(("package:", "mirror:")):
+            for wheel in Path(tree).glob("wheels/*.whl"):
+                found[wheel.name] = dep
+    return found
+
+
+def _write_gates(ctx: Any, gates_dir: Path, images: dict[str, list[dict[str, str]]]) -> None:
+    """One JSON per planned gate: its result, or not-run with the reason it could not run on this host."""
+    inputs = ctx.action.inputs
+    gates_dir.mkdir(parents=True, exist_ok=True)
+    required = sorted({g for gs in inputs["release"]["required_gates"].values() for g in gs})
+    seen: set[tuple[str, str]] = set()
+    for gate_id in inputs["planned_gates"]:
+        _, gate, rest = gate_id.split(":", 2)
+        image, target = rest.split("@", 1)
+        seen.add((gate, target))
+        tree = ctx.deps.get(gate_id)
+        if tree is not None and (tree / "gate.json").is_file():
+            result = json.loads((tree / "gate.json").read_text())
+            status, reason = result["status"], result.get("reason", "")
+            if status == "not-run" and not reason:
+                reason = f"not-run: {NO_GPU}" if gate == "gpu" else "not-run: no reason recorded"
+            record = {"gate": gate, "status": status, "reason": reason, "gfx_target": target,
+                      "image_digest": result.get("digest", ""), "evidence": result.get("evidence", {})}
+        else:
+            why = inputs["not_built"].get(gate_id, "no result")
+            record = {"gate": gate, "status": "not-run", "reason": f"not-run: {why}", "gfx_target": target,
+                      "image_digest": "", "evidence": {"image": image}}
+        _write_json(gates_dir / f"{gate}--{image}@{target}.json", record)
+    for targets in inputs["families"].values():
+        for target in targets:
+            for gate in required:
+                if (gate, target) not in seen:
+                    reason = f"not-run: no {gate} gate was planned for {target}"
+                    if gate == "gpu":
+                        reason = f"not-run: {NO_GPU}"
+                    _write_json(gates_dir / f"{gate}--none@{target}.json",
+                                {"gate": gate, "status": "not-run", "reason": reason, "gfx_target": target, "image_digest": ""})
+
+
+def _link(src: Path, dest: Path) -> None:
+    """Hard-link a store file into the output (never modified; the store shares files), copy across devices."""
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        os.link(src, dest)
+    except OSError:
+        shutil.copyfile(src, dest)
+
+
+def _write_json(path: Path, data: dict[str, Any]) -> None:
+    path.write_text(json.dumps(data, indent=1, sort_keys=True) + "\n")
+
+
+extra_runners.register("bundle", run_bundle)
