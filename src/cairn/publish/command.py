@@ -90,6 +90,9 @@ def _print(report, as_json: bool) -> None:  # type: ignore[no-untyped-def]
         return
     print(f"{report.url}: release {report.version} → {report.channel or 'staging'} "
           f"({report.uploaded} uploaded, {report.skipped} already present, timestamp v{report.timestamp_version})")
+    for ref, state in sorted(report.images.items()):
+        if not state.startswith("signed"):
+            print(f"  image     {ref}: {state}")
     for cell in report.promoted:
         print(f"  promoted  {cell}")
     for cell, reasons in report.held.items():

@@ -44,10 +44,12 @@ def write_wheel(directory: Path, name: str, version: str, tag: str, files: dict[
 
 def write_sample_bundle(root: Path, *, version: str = "5.2.3", channel: str = "dev", families: tuple[str, ...] = ("gfx908", "gfx90a", "gfx1030"),
                         gates: dict[str, dict[str, str]] | None = None, payload_bytes: int = 2048,
-                        wheels_per_family: int = 1, seed: str = "") -> Path:
+                        wheels_per_family: int = 1, seed: str = "",
+                        images: dict[str, tuple[str, str]] | None = None) -> Path:
     """A bundle with one cell per family. ``gates[gfx][gate] = status`` (default: static-coverage passed).
 
     ``payload_bytes`` of incompressible data go into each wheel; ``seed`` changes every byte (a new build).
+    ``images[family] = (reference, digest)`` names a real pushed image instead of a made-up one.
     """
     root = Path(root)
     (root / "files" / "wheels").mkdir(parents=True, exist_ok=True)
@@ -74,9 +76,12 @@ def write_sample_bundle(root: Path, *, version: str = "5.2.3", channel: str = "d
         artifacts.append({"path": f"dockerfiles/{family}/Dockerfile", "kind": "dockerfile", "family": family, "cells": [family],
                           "content_type": "text/plain; charset=utf-8"})
         digest = "sha256:" + hashlib.sha256(f"{seed}image-{family}".encode()).hexdigest()
+        reference = f"127.0.0.1:5000/cairn/smoke:{version}-{family}"
+        if images and family in images:
+            reference, digest = images[family]
         cells.append({"gfx_target": family, "family": family, "os": "debian-12", "python": "3.11",
                       "framework": "cairn-smoke", "framework_version": "0.1.0",
-                      "images": [{"reference": f"127.0.0.1:5000/cairn/smoke:{version}-{family}", "digest": digest}],
+                      "images": [{"reference": reference, "digest": digest}],
                       "requirements": {"driver": {"minimum": "5.18", "below": "", "note": "ROCm 5.2 KFD ABI"},
                                        "kernel": {"minimum": "5.15", "below": "", "note": ""}}})
         for gate, status in (gates or {}).get(family, {"static-coverage": "passed"}).items():
