@@ -93,6 +93,8 @@ def _execute_with_progress(plan, store: LocalStore, jobs: int, quiet: bool) -> B
 
 def _print_summary(report: BuildReport, summary: dict) -> None:
     console = Console()
+    if not console.is_terminal:
+        console = Console(width=220)
     counts = summary["counts"]
     console.print(f"{counts['ran']} ran, {counts['cached']} cached, {counts['blocked']} blocked, "
                   f"{counts['failed']} failed, {counts['skipped']} skipped")

@@ -44,6 +44,8 @@ def run(args: argparse.Namespace) -> int:
         }, indent=2, sort_keys=False, default=str, ensure_ascii=False))
         return 0
     console = Console()
+    if not console.is_terminal:  # piped or logged: wide enough that ids and reasons stay on one line
+        console = Console(width=220)
     table = Table(title=f"{manifest.release.name} {manifest.release.version} — {len(rows)} actions", title_justify="left")
     table.add_column("action", no_wrap=True)
     table.add_column("status")
