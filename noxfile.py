@@ -56,6 +56,22 @@ def tests(session: nox.Session) -> None:
     session.run("pytest", *session.posargs)
 
 
+BENCHMARKS = ["audit", "wheels", "containers", "publish"]
+
+
+@nox.session
+def bench(session: nox.Session) -> None:
+    """Every benchmark in bench/, each side by side with the tool a user would otherwise use (bench/README.md)."""
+    ensure_host_packages(session, HOST_TOOLS, HOST_FILES)
+    session.install("-e", ".[test]")
+    chosen = session.posargs or BENCHMARKS
+    for name in chosen:
+        script = f"bench/{name}_bench.py"
+        if not os.path.exists(script):
+            session.error(f"no benchmark {script}")
+        session.run("python", script, "--out", f"bench/results/{name}.json")
+
+
 @nox.session
 def lint(session: nox.Session) -> None:
     session.install("ruff")
