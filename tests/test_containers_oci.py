@@ -53,3 +53,21 @@ def test_layout_digest_depends_only_on_content(tmp_path: Path) -> None:
         layer = layout.add_layer_tar(src, 1700000000, tmp_path / f"s-{name}")
         digests.append(layout.write_image({"rootfs": {"diff_ids": [layer.diff_id]}}, [layer], {"k": "v"}, ["t"])[0])
     assert digests[0] == digests[1]
+
+
+def test_diff_names_layer_and_file(tmp_path: Path) -> None:
+    from cairn.containers.diff import diff_layouts, summary_line
+
+    layouts = []
+    for name, content in (("a", b"one"), ("b", b"two")):
+        src = tmp_path / f"{name}.tar"
+        _tar(src, [("opt", None), ("opt/same", b"s"), ("opt/changed", content)], mtime=5)
+        layout = Layout(tmp_path / name)
+        (tmp_path / f"s-{name}").mkdir()
+        layer = layout.add_layer_tar(src, 1700000000, tmp_path / f"s-{name}")
+        layout.write_image({"rootfs": {"diff_ids": [layer.diff_id]}}, [layer], {}, ["t"])
+        layouts.append(tmp_path / name)
+    report = diff_layouts(*layouts)
+    assert not report["identical"]
+    line = summary_line(report)
+    assert line.startswith("layer 0") and "opt/changed differs in sha256" in line

@@ -56,6 +56,7 @@ def run(args: argparse.Namespace) -> int:
         else:
             console.print(summary_line(report))
             for item in report["differences"]:
+                console.print(f"{item['where']}: {str(item.get('a'))[:80]} ≠ {str(item.get('b'))[:80]}")
                 for f in item.get("files", [])[:10]:
                     console.print(f"  {item['where']}: {f['path']}: {', '.join(f['differs'])}")
         return 0 if report["identical"] else 1

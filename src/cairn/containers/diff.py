@@ -45,11 +45,8 @@ def diff_layouts(a: Path, b: Path, limit: int = 20) -> dict[str, Any]:
         if da == db:
             continue
         where = f"layer {index}"
-        if da is None or db is None:
-            diffs.append({"where": where, "a": da, "b": db, "detail": "layer present in only one image"})
-            continue
-        ea = _entries(a / "blobs" / "sha256" / man_a["layers"][index]["digest"].split(":", 1)[1])
-        eb = _entries(b / "blobs" / "sha256" / man_b["layers"][index]["digest"].split(":", 1)[1])
+        ea = _entries(a / "blobs" / "sha256" / man_a["layers"][index]["digest"].split(":", 1)[1]) if da else {}
+        eb = _entries(b / "blobs" / "sha256" / man_b["layers"][index]["digest"].split(":", 1)[1]) if db else {}
         files = []
         for name in sorted(set(ea) | set(eb)):
             if ea.get(name) != eb.get(name):
@@ -70,7 +67,9 @@ def summary_line(report: dict[str, Any]) -> str:
     if report["identical"]:
         return f"identical: {report['a']}"
     first = report["differences"][0] if report["differences"] else {"where": "manifest"}
-    if first.get("files"):
-        f = first["files"][0]
-        return f"{first['where']} ({first['a'][:19]} vs {first['b'][:19]}): {f['path']} differs in {', '.join(f['differs'])}"
+    layer = next((d for d in report["differences"] if d.get("files")), None)
+    if layer:
+        f = layer["files"][0]
+        return (f"{layer['where']} ({str(layer['a'])[:19]} vs {str(layer['b'])[:19]}): {f['path']} "
+                f"differs in {', '.join(f['differs'])}" + (f" (first difference: {first['where']})" if first is not layer else ""))
     return f"{first['where']} differs"
