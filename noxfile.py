@@ -6,6 +6,7 @@ it needs when they are missing (root on Debian) and says what it installed.
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import subprocess
@@ -40,13 +41,27 @@ def ensure_host_packages(session: nox.Session, tools: dict[str, str], files: dic
     subprocess.run(["apt-get", "install", "-y", "-q", *missing], check=True, env=env)
 
 
+CONTAINER_TOOLS = {"dockerd": "docker.io", "docker-registry": "docker-registry", "mmdebstrap": "mmdebstrap",
+                   "skopeo": "skopeo", "gcc": "gcc"}
+
+
+def start_services(session: nox.Session) -> dict[str, str]:
+    """Start the private Docker Engine and registry when they are not running; say what was started."""
+    state = json.loads(session.run("cairn", "services", "start", "--json", silent=True))
+    started = ", ".join(state.get("started") or []) or "nothing (already running)"
+    session.log(f"services started: {started}; DOCKER_HOST={state['docker_host']} registry={state['registry']}")
+    return {"DOCKER_HOST": state["docker_host"], "CAIRN_REGISTRY": state["registry"]}
+
+
 @nox.session
 def build(session: nox.Session) -> None:
-    """Build the default release (or the manifest given after --) into .cairn/."""
-    ensure_host_packages(session, HOST_TOOLS, HOST_FILES)
+    """Build the default release (or the manifest given after --) end to end into .cairn/, then show its gates."""
+    ensure_host_packages(session, {**HOST_TOOLS, **CONTAINER_TOOLS}, HOST_FILES)
     session.install("-e", ".")
+    env = start_services(session)
     manifest = session.posargs[:1]
-    session.run("cairn", "build", *manifest, "--jobs", str(os.cpu_count() or 2))
+    session.run("cairn", "build", *manifest, "--jobs", str(os.cpu_count() or 2), env=env)
+    session.run("cairn", "gate", *manifest, env=env)
 
 
 @nox.session

@@ -26,7 +26,7 @@ LAYOUT_VERSIONS = {"fetch": 1, "deb-unpack": 1, "copy": 1, "hip": 1, "cmake": 1,
 
 # Later stages add their actions (package, image, gate, sign, publish) through ``extend_plan(context)``
 # in these modules, in this order; each may read the actions earlier stages added.
-STAGE_PLANNERS: list[str] = ["cairn.wheels.plan"]
+STAGE_PLANNERS: list[str] = ["cairn.wheels.plan", "cairn.containers.plan", "cairn.gates.plan"]
 
 
 @dataclass
