@@ -105,8 +105,12 @@ def _failed_role(cache: Path, started: float) -> str:
     return "metadata"
 
 
-def verify_repository(url: str, root_bytes: bytes, cache: Path | None = None) -> VerifyReport:
-    """Every target under both names, every attestation, and the pinned root's own copy on the server."""
+def verify_repository(url: str, root_bytes: bytes, cache: Path | None = None, *, in_progress: bool = False) -> VerifyReport:
+    """Every target under both names, every attestation, and the pinned root's own copy on the server.
+
+    ``in_progress=True`` accepts mutable objects (index pages, matrices) whose plain name already holds the
+    bytes of a publish that has not committed its timestamp yet; their hashed names are still checked.
+    """
     base = repository_url(url)
     _updater, cache = trusted_updater(base, root_bytes, cache)
     report = VerifyReport(base)
@@ -127,6 +131,8 @@ def verify_repository(url: str, root_bytes: bytes, cache: Path | None = None) ->
         if path.endswith("/index.html") and base.startswith("http"):
             names.append(path.removesuffix("index.html"))
         for name in names:
+            if in_progress and name != names[1] and not _immutable(path):
+                continue
             data = fetch(base + name)
             if data is None:
                 raise CheckFailed(f"{name}: missing from the repository (the signed targets list it)")
