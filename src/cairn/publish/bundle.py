@@ -6,7 +6,8 @@ Layout::
     files/...            the artifacts themselves (wheels, PEP 658 sidecars, rendered Dockerfiles, …)
     gates/*.json         gate results as the gates stage writes them:
                          {"image_digest", "gate", "status": passed|failed|not-run, "reason", "evidence",
-                          optional "gfx_target"/"cell"} — matched to cells by image digest or gfx target
+                          optional "gfx_target" and "framework"} — matched to cells by image digest, or by
+                         gfx target (and framework, when given)
 
 Each artifact in ``bundle.json``: ``path`` (under files/), ``kind`` (wheel | metadata | dockerfile | other),
 ``sha256`` (checked before anything is uploaded), ``content_type`` and ``cells`` (gfx targets it belongs
@@ -27,6 +28,7 @@ from cairn.sign.provenance import BuildFacts
 
 SCHEMA = "cairn.bundle/v1"
 KINDS = ("wheel", "metadata", "dockerfile", "other")
+_RANK = {"passed": 0, "not-run": 1, "failed": 2}
 
 
 @dataclass(frozen=True)
@@ -62,6 +64,7 @@ class GateRecord:
     image_digest: str = ""
     gfx_target: str = ""
     evidence: str = ""
+    framework: str = ""  # with gfx_target: only that framework's cells ("" = every cell of the target)
 
 
 @dataclass(frozen=True)
@@ -85,10 +88,11 @@ class Bundle:
         digests = {i.digest for i in cell.images}
         found: dict[str, GateResult] = {}
         for record in self.gates:
-            if (record.image_digest and record.image_digest in digests) or record.gfx_target == cell.gfx_target:
+            by_target = record.gfx_target == cell.gfx_target and record.framework in ("", cell.framework)
+            if (record.image_digest and record.image_digest in digests) or by_target:
                 prior = found.get(record.result.gate)
-                # one failure anywhere in a cell fails that gate for the cell
-                if prior is None or record.result.status == "failed" or prior.status == "not-run":
+                # a gate passes for a cell only if it passed on every image of the cell: failed > not-run > passed
+                if prior is None or _RANK[record.result.status] > _RANK[prior.status]:
                     found[record.result.gate] = record.result
         return tuple(found[name] for name in sorted(found))
 
@@ -144,7 +148,7 @@ def load_bundle(root: Path) -> Bundle:
         if g.get("status") not in GATE_STATUSES:
             raise InputError(path, f"gate status {g.get('status')!r}", f"use one of {', '.join(GATE_STATUSES)}")
         gates.append(GateRecord(GateResult(g["gate"], g["status"], g.get("reason", "")), g.get("image_digest", ""),
-                                g.get("gfx_target", ""), json.dumps(g.get("evidence", ""), sort_keys=True)))
+                                g.get("gfx_target", ""), json.dumps(g.get("evidence", ""), sort_keys=True), g.get("framework", "")))
     required = tuple((ch, tuple(v)) for ch, v in sorted(rel.get("required_gates", {}).items()))
     return Bundle(root, rel["name"], rel["version"], rel["channel"], int(rel["source_date_epoch"]), rel.get("manifest_sha256", ""),
                   required, facts, tuple(artifacts), tuple(cells), tuple(gates))

@@ -43,7 +43,7 @@ def extend_plan(context: StageContext) -> None:
     actions = context.actions
     release = context.manifest.release
     wanted = [a for a in actions.values() if a.kind in ("index", "image-build", "image-push", "gate")
-              or (a.kind == "package" and a.id.startswith("package:"))]
+              or a.kind in ("package", "mirror")]
     deps, missing = [], {}
     for action in wanted:
         reason = closure_blocked(actions, action.id)
@@ -54,7 +54,7 @@ def extend_plan(context: StageContext) -> None:
     families = {fam: list(context.registry.expand(fam)) for fam in context.families}
     products = {t: list(context.registry.targets[t].products) for ts in families.values() for t in ts
                 if t in context.registry.targets}
-    frameworks = _frameworks(actions, context.families)
+    frameworks = _frameworks(context, deps)
     inputs = {
         "layout": LAYOUT,
         "release": {"name": release.name, "version": release.version, "channel": release.channel,
@@ -67,6 +67,8 @@ def extend_plan(context: StageContext) -> None:
         "pins": {c.name: c.source.identity for c in context.manifest.components},
         "not_built": dict(sorted(missing.items())),
         "planned_gates": sorted({a.id for a in wanted if a.kind == "gate"}),
+        "planned_images": sorted({a.id for a in wanted if a.kind == "image-build"}),
+        "image_frameworks": _image_frameworks(context),
         "requirements": REQUIREMENTS,
     }
     actions[ACTION_ID] = Action(ACTION_ID, "bundle", inputs, tuple(sorted(deps)))
@@ -87,14 +89,43 @@ def closure_blocked(actions: dict[str, Action], start: str) -> str:
     return ""
 
 
-def _frameworks(actions: dict[str, Action], families: tuple[str, ...]) -> dict[str, list[list[str]]]:
-    """Per family, the (project, version) pairs a cell ships: HIP extensions and framework wheels."""
+def _frameworks(context: StageContext, deps: list[str]) -> dict[str, list[list[str]]]:
+    """Per family, the (project, version) pairs its cells ship: every HIP extension packaged for the family,
+    and every manifest framework whose wheel (built or mirrored) this host can produce."""
+    actions = context.actions
+    runnable = set(deps)
     out: dict[str, list[list[str]]] = {}
-    for fam in families:
-        found = sorted({(a.inputs["project"], a.inputs.get("build_version", "")) for a in actions.values()
-                        if a.kind == "package" and a.family == fam and a.inputs.get("part") in ("hip-extension", "framework")})
-        out[fam] = [list(f) for f in found]
+    for fam in context.families:
+        found = {(a.inputs["project"], a.inputs.get("build_version", "")) for a in actions.values()
+                 if a.kind == "package" and a.family == fam and a.id in runnable and a.inputs.get("part") == "hip-extension"}
+        for framework in context.manifest.frameworks:
+            produced = [a for a in actions.values() if a.id in runnable and a.component == framework.recipe
+                        and a.family in ("", fam) and a.kind == "package"]
+            mirrored = [a for a in actions.values() if a.id in runnable and a.kind == "mirror"
+                        and a.inputs.get("recipe") == framework.recipe and fam in a.inputs.get("families", {})]
+            if produced or mirrored:
+                found.add((framework.name, framework.version))
+        out[fam] = [list(f) for f in sorted(found)]
     return out
+
+
+def _image_frameworks(context: StageContext) -> dict[str, str]:
+    """Image recipe → the framework its cells ship ("" = the runtime image every cell of a target uses)."""
+    out: dict[str, str] = {}
+    for action in context.actions.values():
+        if action.kind != "image-build":
+            continue
+        recipe = action.inputs["recipe"]
+        name = recipe["name"]
+        if recipe.get("kind") == "runtime":
+            out[name] = ""
+        elif recipe.get("component"):
+            package = next((a for a in context.actions.values() if a.kind == "package" and a.component == recipe["component"]
+                            and a.inputs.get("project")), None)
+            out[name] = package.inputs["project"] if package else recipe["component"]
+        else:
+            out[name] = next((f.name for f in context.manifest.frameworks if f.recipe == name), name)
+    return dict(sorted(out.items()))
 
 
 # -- runner --------------------------------------------------------------------------------------------------
@@ -139,7 +170,8 @@ def run_bundle(ctx: Any) -> None:
                 for project, version in frameworks:
                     cells.append({"gfx_target": target, "family": fam, "os": rel["base_os"], "python": python,
                                   "framework": project, "framework_version": version,
-                                  "images": [{"reference": i["reference"], "digest": i["digest"]} for i in images.get(target, [])],
+                                  "images": [{"reference": i["reference"], "digest": i["digest"]} for i in images.get(target, [])
+                                             if inputs["image_frameworks"].get(i["image"], "") in ("", project)],
                                   "requirements": inputs["requirements"]})
     write_bundle_json(out, {
         "release": {k: rel[k] for k in ("name", "version", "channel", "source_date_epoch", "manifest_sha256", "required_gates")},
@@ -164,35 +196,48 @@ def _wheel_recipes(ctx: Any) -> dict[str, str]:
 
 
 def _write_gates(ctx: Any, gates_dir: Path, images: dict[str, list[dict[str, str]]]) -> None:
-    """One JSON per planned gate: its result, or not-run with the reason it could not run on this host."""
+    """One JSON per planned gate: its result (matched to cells by image digest), or ``not-run`` with the
+    reason it could not run here (matched by gfx target and the image's framework)."""
     inputs = ctx.action.inputs
+    frameworks = inputs["image_frameworks"]
     gates_dir.mkdir(parents=True, exist_ok=True)
     required = sorted({g for gs in inputs["release"]["required_gates"].values() for g in gs})
-    seen: set[tuple[str, str]] = set()
+    seen: set[tuple[str, str, str]] = set()  # gate, target, framework
     for gate_id in inputs["planned_gates"]:
         _, gate, rest = gate_id.split(":", 2)
         image, target = rest.split("@", 1)
-        seen.add((gate, target))
+        seen.add((gate, target, frameworks.get(image, "")))
         tree = ctx.deps.get(gate_id)
         if tree is not None and (tree / "gate.json").is_file():
             result = json.loads((tree / "gate.json").read_text())
             status, reason = result["status"], result.get("reason", "")
             if status == "not-run" and not reason:
                 reason = f"not-run: {NO_GPU}" if gate == "gpu" else "not-run: no reason recorded"
-            record = {"gate": gate, "status": status, "reason": reason, "gfx_target": target,
-                      "image_digest": result.get("digest", ""), "evidence": result.get("evidence", {})}
+            record = {"gate": gate, "status": status, "reason": reason, "image_digest": result.get("digest", ""),
+                      "evidence": result.get("evidence", {})}
         else:
             why = inputs["not_built"].get(gate_id, "no result")
             record = {"gate": gate, "status": "not-run", "reason": f"not-run: {why}", "gfx_target": target,
-                      "image_digest": "", "evidence": {"image": image}}
+                      "framework": frameworks.get(image, ""), "image_digest": "", "evidence": {"image": image}}
         _write_json(gates_dir / f"{gate}--{image}@{target}.json", record)
+    # an image the plan has but this host cannot build: every required gate is not run, with the reason
+    for image_id in inputs["planned_images"]:
+        image, target = image_id.removeprefix("image:").split("@", 1)
+        framework = frameworks.get(image, "")
+        why = inputs["not_built"].get(image_id)
+        if not why:
+            continue
+        for gate in required:
+            if (gate, target, framework) not in seen:
+                seen.add((gate, target, framework))
+                _write_json(gates_dir / f"{gate}--{image}@{target}.json",
+                            {"gate": gate, "status": "not-run", "reason": f"not-run: image not built: {why}",
+                             "gfx_target": target, "framework": framework, "image_digest": ""})
     for targets in inputs["families"].values():
         for target in targets:
             for gate in required:
-                if (gate, target) not in seen:
-                    reason = f"not-run: no {gate} gate was planned for {target}"
-                    if gate == "gpu":
-                        reason = f"not-run: {NO_GPU}"
+                if not any(g == gate and t == target for g, t, _f in seen):
+                    reason = f"not-run: {NO_GPU}" if gate == "gpu" else f"not-run: no {gate} gate was planned for {target}"
                     _write_json(gates_dir / f"{gate}--none@{target}.json",
                                 {"gate": gate, "status": "not-run", "reason": reason, "gfx_target": target, "image_digest": ""})
 
