@@ -1,8 +1,10 @@
 """Real images for one family of the default release: built through the engine, pushed, gated, rebuilt.
 
-The whole chain runs once per session (``built`` fixture): mmdebstrap base → runtime and smoke images
-for gfx90a → pushed to the local registry → static, in-container and GPU gates. The reproducibility test
-builds the same images again from a clean store and compares manifest digests.
+The whole chain runs once per session (``built`` fixture): SDK wheels and the gfx90a index → mmdebstrap
+base → runtime and smoke images (wheels installed from the index, pinned by sha256) → pushed to the local
+registry → static, in-container and GPU gates. The reproducibility test builds the images again from a
+clean image state (the wheels, tested by their own suite, are reused) and compares manifest digests.
+Broken images are derived from the real runtime image by adding one layer.
 """
 
 from __future__ import annotations
@@ -32,7 +34,8 @@ from cairn.store.local import LocalStore
 from conftest import need, need_tool
 
 FAMILY = "gfx90a"
-STAGES = ["cairn.containers.plan", "cairn.gates.plan"]
+STAGES = ["cairn.wheels.plan", "cairn.containers.plan", "cairn.gates.plan"]
+CONTAINER_KINDS = ("image:", "push:", "gate:")
 COMMANDS.setdefault("gate", ("cairn.gates.command", "gates"))
 COMMANDS.setdefault("image", ("cairn.containers.command", "images"))
 pytestmark = pytest.mark.slow
@@ -92,8 +95,14 @@ def test_images_are_built_pushed_and_labelled(built: Path, services: object) -> 
     smoke = _record(built, f"image:smoke@{FAMILY}")
     runtime = _record(built, f"image:runtime@{FAMILY}")
     assert smoke["tags"] == [f"5.2.3-{FAMILY}-smoke0.1.0-py3.11"] and runtime["tags"] == [f"5.2.3-{FAMILY}"]
-    # the smoke image adds one small layer on top of the runtime image's layers (shared bytes)
-    assert [x["digest"] for x in smoke["layers"][:-1]] == [x["digest"] for x in runtime["layers"]]
+    # the smoke image adds small layers on top of the runtime image's layers (shared bytes)
+    assert [x["digest"] for x in smoke["layers"][: len(runtime["layers"])]] == [x["digest"] for x in runtime["layers"]]
+    assert sum(x["size"] for x in smoke["layers"][len(runtime["layers"]):]) < 1_000_000
+    # the SDK came from the family index, pinned by the sha256 the index publishes
+    index = built / "trees" / _actions(built)[f"index:{FAMILY}"]["output"] / FAMILY / "simple"
+    for record, project in ((runtime, "rocm-sdk-core"), (smoke, "cairn-smoke")):
+        published = json.loads((index / project / "index.v1.json").read_text())["files"][0]
+        assert [(w["filename"], w["sha256"]) for w in record["wheels"]] == [(published["filename"], published["hashes"]["sha256"])]
     registry = current().registry  # type: ignore[union-attr]
     raw = proc.run(["skopeo", "inspect", "--tls-verify=false", f"docker://{registry}/cairn/smoke@{smoke['digest']}"])
     labels = json.loads(raw.stdout)["Labels"]
@@ -101,6 +110,7 @@ def test_images_are_built_pushed_and_labelled(built: Path, services: object) -> 
     assert labels["org.opencontainers.image.created"] == "2023-11-14T22:13:20Z"
     dockerfile = (built / "trees" / _actions(built)[f"image:smoke@{FAMILY}"]["output"] / "Dockerfile").read_text()
     assert f"FROM ${{REGISTRY}}/cairn/rocm@{runtime['digest']}" in dockerfile
+    assert f"sha256:{smoke['wheels'][0]['sha256']}" in dockerfile and "--require-hashes" in dockerfile
 
 
 def test_gates_pass_and_gpu_is_not_run(built: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -114,6 +124,14 @@ def test_gates_pass_and_gpu_is_not_run(built: Path, capsys: pytest.CaptureFixtur
         if not os.path.exists("/dev/kfd"):
             assert (gpu["status"], gpu["reason"]) == ("not-run", "not run: no AMD GPU on this host")
     assert "gfx90a: covered by all 1 binaries" in status[("static-coverage", "smoke")]["reason"]
+    # the in-container gate ran the SDK's own test and the smoke kernels' CPU references, for real
+    evidence = json.loads((built / "trees" / _actions(built)[f"gate:in-container:smoke@{FAMILY}"]["output"]
+                           / "gate.json").read_text())["evidence"]
+    sdk_test = evidence["python3 -m rocm_sdk test"]
+    assert sdk_test["exit"] == 0 and "libraries: 6 of 6 loaded from /usr/local/lib/python3.11/dist-packages" in sdk_test["report"]
+    assert "no GPU visible to HIP" in sdk_test["report"]
+    assert f"cairn-smoke {FAMILY}: CPU references ok" in evidence["python3 -m cairn_smoke"]["report"]
+    assert evidence["cairn-smoke --cpu"]["report"]["cpu"] == {"gemm": True, "reduce_sum": True, "saxpy": True}
     assert report["families"][FAMILY]["pass_rate"] == 1.0
     # only gfx90a was built: the families that were not are named, and the command says no
     assert "gfx908 skips static-coverage" in report["parity_gaps"] and code == 1
@@ -123,6 +141,7 @@ def test_two_clean_builds_give_identical_digests(built: Path, tmp_path: Path, st
     manifest, registry = load(None)
     plan = make_plan(manifest, registry, [FAMILY])
     store = LocalStore(tmp_path / "store-b")
+    seed(built, store.root)
     wanted = {f"image:runtime@{FAMILY}", f"image:smoke@{FAMILY}"}
     report = execute(plan, store, jobs=2, only=wanted)
     assert report.ok, {k: v.detail for k, v in report.outcomes.items() if v.status == "failed"}
@@ -135,12 +154,24 @@ def test_two_clean_builds_give_identical_digests(built: Path, tmp_path: Path, st
     assert main(["image", "diff", str(first), str(second)]) == 0
 
 
+def seed(src: Path, dest: Path) -> None:
+    """Give ``dest`` every cached action of ``src`` except images, pushes and gates (hard links)."""
+    for record_path in sorted((src / "ac").glob("*.json")):
+        record = json.loads(record_path.read_text())
+        if record["action"].startswith(CONTAINER_KINDS):
+            continue
+        tree = dest / "trees" / record["output"]
+        if not tree.exists():
+            shutil.copytree(src / "trees" / record["output"], tree, symlinks=True, copy_function=os.link)
+        shutil.copyfile(record_path, dest / "ac" / record_path.name)
+
+
 def test_diff_names_the_layer_and_file(built: Path, capsys: pytest.CaptureFixture[str]) -> None:
     runtime = built / "trees" / _actions(built)[f"image:runtime@{FAMILY}"]["output"]
     smoke = built / "trees" / _actions(built)[f"image:smoke@{FAMILY}"]["output"]
     assert main(["image", "diff", str(runtime), str(smoke)]) == 1
     out = capsys.readouterr().out
-    assert "layer 2" in out and "only in b" in out and "opt/cairn" in out
+    assert "layer 3" in out and "only in b" in out and "dist-packages/cairn_smoke" in out
 
 
 def test_services_dir_is_reported(services: object) -> None:

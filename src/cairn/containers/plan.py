@@ -1,11 +1,13 @@
 """Stage planner: base image, then per gfx target a runtime and a smoke image, each built then pushed.
 
 Actions (ids): ``image:base`` → ``push:base``; for every target T of every family F:
-``image:runtime@T`` (base + Core SDK) → ``push:runtime@T`` → ``image:smoke@T`` (+ ``build:cairn-smoke@F``)
-→ ``push:smoke@T``; framework images the manifest asks for (``[frameworks]``) are planned the same way and
-blocked with the exact missing input when this host cannot build them. Inputs hold everything that
-shapes an image (recipe, template and script digests, labels, tags, epoch); pushes are keyed by the
-registry's identity, so a new registry gets the images again while the images themselves stay cached.
+``image:runtime@T`` (base + the rocm-sdk-core wheel of ``index:F``) → ``push:runtime@T`` →
+``image:smoke@T`` (+ the cairn-smoke wheel of ``index:F``) → ``push:smoke@T``. Wheels are installed by
+pip from the family index, pinned by sha256, so an image holds exactly what the index publishes.
+Framework images the manifest asks for (``[frameworks]``) are planned the same way and blocked with the
+exact missing wheel when the index cannot provide it (cairn.containers.frameworks). Inputs hold
+everything that shapes an image (recipe, template and script digests, labels, tags, epoch); pushes are
+keyed by the registry's identity, so a new registry gets the images again while the images stay cached.
 """
 
 from __future__ import annotations
@@ -20,6 +22,8 @@ from cairn.build import extra_runners
 from cairn.containers import base as base_image
 from cairn.containers import image as engine_image
 from cairn.containers import publish
+from cairn.containers import wheels as index_wheels
+from cairn.containers.frameworks import blocked_reason as framework_blocked
 from cairn.containers.oci import LAYOUT_VERSION, rfc3339
 from cairn.containers.recipes import BaseRecipe, ImageRecipe, containers_dir, load_base, load_recipes
 from cairn.containers.render import TEMPLATE_SUFFIX, dockerfiles_dir, render
@@ -75,28 +79,31 @@ def extend_plan(context: StageContext) -> None:
 
     actions["image:base"] = _base_action(context, base)
     actions["push:base"] = _push_action("push:base", "image:base", registry_id, push_blocked)
-    core = [f"build:{c.name}" for c in context.manifest.components if c.sdk == "core" and not c.build.target_specific]
     for family in context.families:
+        index = f"index:{family}"
+        index_blocked = "" if index in actions else (
+            f"needs {index}: images install the release's wheels from the family index "
+            f"(add cairn.wheels.plan to STAGE_PLANNERS before cairn.containers.plan)")
         for target in context.registry.expand(family):
             runtime = recipes["runtime"]
             image_id = f"image:runtime@{target}"
             actions[image_id] = _image_action(
-                context, runtime, target, family, version=release.version, blocked=engine_blocked,
-                deps=["push:base", "image:base", *core, "assemble:sdk"],
-                parts=[{"dep": d, "dest": "opt/rocm"} for d in core]
-                + [{"dep": "assemble:sdk", "src": "share/cairn/manifest.json", "dest": "opt/rocm/share/cairn/manifest.json"}],
-                scripts=["opt/cairn/bin/cairn-check"])
+                context, runtime, target, family, version=release.version, blocked=engine_blocked or index_blocked,
+                deps=["push:base", "image:base", "assemble:sdk", *([index] if not index_blocked else [])],
+                parts=[{"dep": "assemble:sdk", "src": "share/cairn/manifest.json",
+                        "dest": "opt/cairn/share/cairn/manifest.json"}],
+                scripts=["opt/cairn/bin/cairn-check"], links={"opt/rocm": f"{_site(release.python[0])}/_rocm_sdk_core"})
             actions[f"push:runtime@{target}"] = _push_action(f"push:runtime@{target}", image_id, registry_id, push_blocked)
             smoke = recipes["smoke"]
             component = next((c for c in context.manifest.components if c.name == smoke.component), None)
-            smoke_build = f"build:{smoke.component}@{family}"
-            if component is None or smoke_build not in actions:
-                context.notes.append(f"smoke image for {target}: no {smoke_build} in this plan; not built")
+            package = f"package:{smoke.component}@{family}"
+            if component is None or (index in actions and package not in actions[index].deps):
+                context.notes.append(f"smoke image for {target}: {index} publishes no {smoke.component} wheel; not built")
             else:
                 actions[f"image:smoke@{target}"] = _image_action(
-                    context, smoke, target, family, version=component.version, blocked=engine_blocked,
-                    deps=[f"push:runtime@{target}", image_id, smoke_build],
-                    parts=[{"dep": smoke_build, "dest": "opt/cairn"}], scripts=["opt/cairn/bin/cairn-smoke"])
+                    context, smoke, target, family, version=component.version, blocked=engine_blocked or index_blocked,
+                    deps=[f"push:runtime@{target}", image_id, *([index] if not index_blocked else [])],
+                    parts=[], scripts=["opt/cairn/bin/cairn-smoke"])
                 actions[f"push:smoke@{target}"] = _push_action(f"push:smoke@{target}", f"image:smoke@{target}",
                                                                registry_id, push_blocked)
             for framework in context.manifest.frameworks:
@@ -105,28 +112,17 @@ def extend_plan(context: StageContext) -> None:
                     context.notes.append(f"framework {framework.name}: no container recipe '{framework.recipe}' "
                                          f"in {containers_dir()}")
                     continue
+                blocked = framework_blocked(context, recipe, family, framework.version)
                 action = _image_action(context, recipe, target, family, version=framework.version,
-                                       blocked=_framework_blocked(context, recipe, family, framework.version),
-                                       deps=[f"push:runtime@{target}", image_id], parts=[], scripts=[])
+                                       blocked=blocked or engine_blocked or index_blocked,
+                                       deps=[f"push:runtime@{target}", image_id, *([index] if not index_blocked else [])],
+                                       parts=[], scripts=[])
                 actions[action.id] = action
 
 
-def _framework_blocked(context: StageContext, recipe: ImageRecipe, family: str, version: str) -> str:
-    """Why this host cannot build a framework image — the first missing input, named exactly."""
-    rocm = context.manifest.release.version
-    if recipe.source_git:
-        host = recipe.source_git.split("/")[2]
-        missing = [c for c in recipe.needs_components if not any(x.name == c for x in context.manifest.components)]
-        if missing:
-            return f"{recipe.name} {version} needs {', '.join(missing)} in the release's components (the manifest has none)"
-        return f"{recipe.name} needs a pinned commit of {recipe.source_git} and git access to {host}"
-    index = f"index:{family}"
-    if index not in context.actions:
-        wheels = ", ".join(f"{w}" for w in recipe.wheels)
-        return (f"{recipe.name} {version} needs {wheels} wheels built for ROCm {rocm} ({family}) from the release "
-                f"wheel index, and this plan has no {index} action")
-    return (f"{recipe.name} {version}: {index} publishes only the SDK wheels; {', '.join(recipe.wheels)} for ROCm "
-            f"{rocm} are not built by this release")
+def _site(python: str) -> str:
+    """Where Debian's pip installs for root (``--break-system-packages``): the image's site-packages."""
+    return f"/usr/local/lib/python{python}/dist-packages"
 
 
 def _base_action(context: StageContext, base: BaseRecipe) -> Action:
@@ -162,7 +158,8 @@ def _push_action(action_id: str, image_id: str, registry_id: str, blocked: str) 
 
 
 def _image_action(context: StageContext, recipe: ImageRecipe, target: str, family: str, *, version: str,
-                  blocked: str, deps: list[str], parts: list[dict[str, str]], scripts: list[str]) -> Action:
+                  blocked: str, deps: list[str], parts: list[dict[str, str]], scripts: list[str],
+                  links: dict[str, str] | None = None) -> Action:
     release = context.manifest.release
     python = release.python[0]
     tags = list(recipe.render_tags(rocm=release.version, target=target, version=version, python=python))
@@ -174,7 +171,9 @@ def _image_action(context: StageContext, recipe: ImageRecipe, target: str, famil
             "rocm": release.version, "version": version, "python": python, "epoch": release.source_date_epoch,
             "tags": tags, "labels": labels_for(context, recipe, target, family, f"{recipe.repo}:{tags[0]}"),
             "parent": deps[0], "parent_image": deps[1] if len(deps) > 1 else "", "parts": parts,
-            "script_files": scripts, "engine": "docker legacy builder, --no-cache, --network host",
+            "script_files": scripts, "links": dict(sorted((links or {}).items())),
+            "index": next((d for d in deps if d.startswith("index:")), ""), "wheels": list(recipe.wheels),
+            "engine": "docker legacy builder, --no-cache, --network host",
         })
 
 
@@ -199,6 +198,7 @@ def run_image(ctx: Any) -> None:
     context_dir = Path(str(ctx.out) + ".context")
     try:
         rootfs = context_dir / "rootfs"
+        rootfs.mkdir(parents=True)
         for part in inputs["parts"]:
             src = ctx.deps[part["dep"]] / part.get("src", "")
             dest = rootfs / part["dest"]
@@ -212,18 +212,26 @@ def run_image(ctx: Any) -> None:
             target.parent.mkdir(parents=True, exist_ok=True)
             shutil.copyfile(_SCRIPTS_DIR / f"{SCRIPTS[dest]}.py", target)
             target.chmod(0o755)
+        for dest, points_to in inputs.get("links", {}).items():
+            (rootfs / dest).parent.mkdir(parents=True, exist_ok=True)
+            (rootfs / dest).symlink_to(points_to)
+        pinned = []
+        if inputs["wheels"]:
+            pinned = index_wheels.stage(ctx.deps[inputs["index"]], inputs["family"], inputs["wheels"], context_dir / "wheels")
+            ctx.log.write("wheels: " + ", ".join(f"{w.filename} sha256:{w.sha256}" for w in pinned) + "\n")
         recipe = inputs["recipe"]
         dockerfile = render(recipe["template"], {
             "target": inputs["target"], "family": inputs["family"], "release": inputs["release"],
-            "rocm": inputs["rocm"], "labels": inputs["labels"], "recipe": recipe,
-            "component": {"version": inputs["version"]},
+            "rocm": inputs["rocm"], "labels": inputs["labels"], "recipe": recipe, "version": inputs["version"],
+            "component": {"version": inputs["version"]}, "wheels": [w.to_json() for w in pinned],
             "parent": {"repo": parent_push["repo"], "digest": parent_push["digest"]},
         })
         engine_image.build_image(
             out=ctx.out, context=context_dir, dockerfile=dockerfile, parent_tree=ctx.deps[inputs["parent_image"]],
             parent_ref=parent_push["reference"], epoch=inputs["epoch"], labels=inputs["labels"], tags=inputs["tags"],
             record={"name": recipe["name"], "repo": recipe["repo"], "target": inputs["target"],
-                    "family": inputs["family"], "rocm": inputs["rocm"], "kind": recipe["kind"]},
+                    "family": inputs["family"], "rocm": inputs["rocm"], "kind": recipe["kind"],
+                    "wheels": [w.to_json() for w in pinned]},
             log=ctx.log)
     finally:
         shutil.rmtree(context_dir, ignore_errors=True)

@@ -21,7 +21,9 @@ from cairn.plan.planner import StageContext
 
 LAYOUT_VERSION = 1
 # the commands each image's scripts answer to (see cairn/containers/scripts)
-IN_CONTAINER = {"runtime": [["cairn-check"]], "smoke": [["cairn-check"], ["cairn-smoke", "--cpu"]]}
+SDK_TEST = ["python3", "-m", "rocm_sdk", "test"]
+IN_CONTAINER = {"runtime": [["cairn-check"], SDK_TEST],
+                "smoke": [["cairn-check"], SDK_TEST, ["python3", "-m", "cairn_smoke"], ["cairn-smoke", "--cpu"]]}
 ON_GPU = {"runtime": [["cairn-check"]], "smoke": [["cairn-smoke", "--gpu"]]}
 
 
@@ -36,7 +38,7 @@ def extend_plan(context: StageContext) -> None:
             inputs: dict[str, Any] = {"layout": LAYOUT_VERSION, "gate": gate, "image": name, "target": target,
                                       "family": image.family, "rocm": image.inputs["rocm"]}
             if gate == "in-container":
-                inputs["commands"] = IN_CONTAINER.get(name, [["cairn-check"]])
+                inputs["commands"] = IN_CONTAINER.get(name, [["cairn-check"], SDK_TEST])
             if gate == "gpu":
                 inputs["commands"] = ON_GPU.get(name, [["cairn-check"]])
                 inputs["host_gpu"] = host_has_gpu()

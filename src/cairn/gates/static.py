@@ -73,7 +73,9 @@ def wheel_rocm_versions(fs: ImageFS) -> dict[str, str]:
         dist, _, version = name.partition("-")
         local = version.split("+", 1)[1] if "+" in version else ""
         match = _ROCM_LOCAL.search(local)
-        if match:
+        if dist.lower().startswith("rocm_sdk"):  # the SDK wheels: their version is the SDK's
+            found[name] = version.split(".dev")[0].split("rc")[0].split("a")[0]
+        elif match:
             found[name] = ".".join(g for g in match.groups() if g)
         elif (match := _ROCM_NAME.search(dist.lower())):
             found[name] = match.group(1)

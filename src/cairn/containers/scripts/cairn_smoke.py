@@ -13,7 +13,19 @@ import json
 import os
 import sys
 
-LIB = os.environ.get("CAIRN_SMOKE_LIB", "/opt/cairn/lib/libcairn_smoke.so")
+
+def _library_path():
+    """$CAIRN_SMOKE_LIB, else the library of the installed cairn-smoke wheel."""
+    if os.environ.get("CAIRN_SMOKE_LIB"):
+        return os.environ["CAIRN_SMOKE_LIB"]
+    try:
+        import cairn_smoke
+    except ImportError:
+        return "/opt/cairn/lib/libcairn_smoke.so"
+    return os.path.join(os.path.dirname(cairn_smoke.__file__), "lib", "libcairn_smoke.so")
+
+
+LIB = _library_path()
 F = ctypes.c_float
 
 

@@ -1,0 +1,70 @@
+"""Wheels an image installs, taken from the release's family index and pinned by sha256.
+
+An image never installs something the index does not publish: each wanted project is looked up in the
+``index:<family>`` tree (``<family>/simple/<project>/index.v1.json``), its one file is copied into the
+build context, and ``requirements.txt`` pins ``name==version --hash=sha256:…`` so pip refuses any other
+bytes (``--require-hashes``). The rendered Dockerfile lists the same file names and digests.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+from dataclasses import dataclass
+from pathlib import Path
+
+from packaging.utils import canonicalize_name, parse_wheel_filename
+
+from cairn.errors import CheckFailed
+from cairn.store.base import file_sha256
+
+
+@dataclass(frozen=True)
+class PinnedWheel:
+    project: str
+    version: str
+    filename: str
+    sha256: str
+    size: int
+
+    def requirement(self) -> str:
+        return f"{self.project}=={self.version} --hash=sha256:{self.sha256}"
+
+    def to_json(self) -> dict[str, object]:
+        return {"project": self.project, "version": self.version, "filename": self.filename,
+                "sha256": self.sha256, "size": self.size}
+
+
+def resolve(index_tree: Path, family: str, project: str) -> tuple[PinnedWheel, Path]:
+    """The one file ``project`` has in the family's index, and its path; a clear error when it has none."""
+    name = canonicalize_name(project)
+    page = index_tree / family / "simple" / name / "index.v1.json"
+    if not page.is_file():
+        have = sorted(p.name for p in (index_tree / family / "simple").iterdir() if p.is_dir()) \
+            if (index_tree / family / "simple").is_dir() else []
+        raise CheckFailed(f"{project} is not in the {family} index (it has: {', '.join(have) or 'nothing'}) — "
+                          f"build it in the wheels stage or drop it from the container recipe")
+    files = json.loads(page.read_text())["files"]
+    if len(files) != 1:
+        raise CheckFailed(f"{project} has {len(files)} files in the {family} index ({', '.join(f['filename'] for f in files)}) "
+                          f"— an image pins exactly one; fix the index")
+    entry = files[0]
+    path = index_tree / family / "files" / entry["filename"]
+    actual = file_sha256(path)
+    if actual != entry["hashes"]["sha256"]:
+        raise CheckFailed(f"{entry['filename']} in the {family} index has sha256 {actual}, its page says "
+                          f"{entry['hashes']['sha256']} — rebuild the index")
+    _, version, _, _ = parse_wheel_filename(entry["filename"])
+    return PinnedWheel(name, str(version), entry["filename"], actual, path.stat().st_size), path
+
+
+def stage(index_tree: Path, family: str, projects: list[str], dest: Path) -> list[PinnedWheel]:
+    """Copy each project's wheel into ``dest`` (the build context's ``wheels/``) with ``requirements.txt``."""
+    dest.mkdir(parents=True, exist_ok=True)
+    pinned = []
+    for project in projects:
+        wheel, path = resolve(index_tree, family, project)
+        shutil.copyfile(path, dest / wheel.filename)  # a copy: store files are shared and read-only
+        pinned.append(wheel)
+    (dest / "requirements.txt").write_text("".join(w.requirement() + "\n" for w in pinned))
+    return pinned
