@@ -1,0 +1,180 @@
+"""Publish benchmark: ``cairn publish`` vs ``aws s3 sync`` of the same tree, to the same moto S3 endpoint.
+
+    python bench/publish_bench.py --out bench/results/publish.json [--store .cairn] [--repeat 1]
+
+The release: the ``bundle:release`` tree of ``--store``'s last build (the default release), or — when the
+store has none — the sample bundle (3 families × 4 wheels × 1 MiB). Both sides upload one repository tree:
+cairn publishes the bundle (signing, attestations, index pages, TUF metadata, conditional writes); the peer
+syncs the tree cairn wrote to a local directory (same objects, already signed), which is what a user would
+do with today's tools. Two phases, each side in a fresh bucket prefix: the first upload, then an unchanged
+re-publish. Times are wall clock of the whole command (interpreter start-up included for both). Requests
+are counted from the server's access log (one line per request) in a second pass into another prefix:
+PUTs (objects and multipart parts), GETs, HEADs, LISTs.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import re
+import shutil
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.request
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+BUCKET = "cairn-bench"
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def start_moto(log: Path) -> tuple[subprocess.Popen[bytes], str]:
+    """moto in its own process; its werkzeug access log (one line per request) is how requests are counted."""
+    port = free_port()
+    with open(log, "wb") as handle:
+        proc = subprocess.Popen([sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(port)],
+                                stdout=subprocess.DEVNULL, stderr=handle)
+    endpoint = f"http://127.0.0.1:{port}"
+    for _ in range(300):
+        try:
+            urllib.request.urlopen(endpoint + "/moto-api/", timeout=1)
+            return proc, endpoint
+        except OSError:
+            time.sleep(0.1)
+    proc.kill()
+    raise SystemExit("moto server did not start")
+
+
+REQUEST = re.compile(r'"(GET|PUT|POST|HEAD|DELETE) (\S+) HTTP/[0-9.]+" (\d+)')
+
+
+def count_requests(log: Path, offset: int, prefix: str) -> tuple[dict[str, int], int]:
+    """Requests to ``BUCKET/prefix`` logged after ``offset``: PUT (objects and parts), GET, HEAD, LIST, other."""
+    data = log.read_bytes()
+    counts = {"PUT": 0, "GET": 0, "HEAD": 0, "LIST": 0, "POST": 0, "DELETE": 0}
+    for method, path, _status in REQUEST.findall(data[offset:].decode(errors="replace")):
+        if path.startswith(f"/{BUCKET}/{prefix}/"):
+            counts[method] += 1
+        elif path.startswith((f"/{BUCKET}?", f"/{BUCKET}/?")) and method == "GET" and f"prefix={prefix}" in path.replace("%2F", "/"):
+            counts["LIST"] += 1
+    return counts, len(data)
+
+
+def timed(cmd: list[str], env: dict[str, str]) -> tuple[float, str]:
+    started = time.monotonic()
+    proc = subprocess.run(cmd, env=env, capture_output=True, text=True)
+    elapsed = time.monotonic() - started
+    if proc.returncode != 0:
+        raise SystemExit(f"{' '.join(cmd[:6])} failed: {proc.stderr[-2000:]}")
+    return elapsed, proc.stdout
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--out", type=Path, required=True)
+    parser.add_argument("--store", type=Path, default=ROOT / ".cairn")
+    args = parser.parse_args()
+    os.environ.setdefault("CAIRN_ROOT", str(ROOT))
+    aws = shutil.which("aws")
+    if not aws:
+        raise SystemExit("aws CLI not installed — pip install awscli")
+
+    from tuf.api.serialization.json import JSONSerializer
+
+    from cairn.errors import CairnError
+    from cairn.publish.backend import FileBackend
+    from cairn.publish.bundle import load_bundle
+    from cairn.publish.command import last_build_bundle
+    from cairn.publish.publisher import load_root, publish
+    from cairn.publish.sample import write_sample_bundle
+    from cairn.sign.keys import init_keys, make_root
+
+    work = Path(tempfile.mkdtemp(prefix="cairn-publish-bench-"))
+    try:
+        bundle_dir = last_build_bundle(args.store)
+        source = f"default release, bundle:release of {args.store}"
+    except CairnError as exc:
+        bundle_dir = write_sample_bundle(work / "bundle", wheels_per_family=4, payload_bytes=1 << 20)
+        source = f"sample bundle (no built release: {exc})"
+    keys = init_keys(work / "keys")
+    (keys.directory / "root.json").write_bytes(make_root(keys).to_bytes(JSONSerializer(compact=False)))
+    bundle = load_bundle(bundle_dir)
+    # the tree the peer uploads: exactly what cairn publishes, written locally first
+    tree = work / "tree"
+    publish(bundle, FileBackend(tree), keys, load_root(keys.directory / "root.json"))
+    files = [p for p in tree.rglob("*") if p.is_file()]
+    tree_bytes = sum(p.stat().st_size for p in files)
+
+    log = work / "moto.log"
+    moto, endpoint = start_moto(log)
+    env = {**os.environ, "AWS_ACCESS_KEY_ID": "bench", "AWS_SECRET_ACCESS_KEY": "bench", "AWS_DEFAULT_REGION": "us-east-1",
+           "CAIRN_S3_ENDPOINT": endpoint, "CAIRN_TUF_CACHE": str(work / "tuf")}
+    import boto3
+
+    boto3.client("s3", endpoint_url=endpoint, region_name="us-east-1", aws_access_key_id="b",
+                 aws_secret_access_key="b").create_bucket(Bucket=BUCKET)
+
+    def cairn_cmd(prefix: str) -> list[str]:
+        return [sys.executable, "-m", "cairn.publish", "publish", str(bundle_dir), "--to", f"s3://{BUCKET}/{prefix}",
+                "--keys", str(keys.directory), "--json"]
+
+    def aws_cmd(prefix: str) -> list[str]:
+        return [aws, "--endpoint-url", endpoint, "s3", "sync", "--only-show-errors", str(tree), f"s3://{BUCKET}/{prefix}"]
+
+    results: dict[str, dict[str, float | dict[str, int]]] = {}
+    try:
+        for side, make in (("cairn", cairn_cmd), ("aws s3 sync", aws_cmd)):
+            tag = "c" if side == "cairn" else "a"
+            first, _ = timed(make(f"{tag}-timed"), env)
+            again, out = timed(make(f"{tag}-timed"), env)
+            if side == "cairn":
+                report = json.loads(out)
+                assert report["uploaded"] == 0 and not report["signed"], report
+            offset = log.stat().st_size
+            timed(make(f"{tag}-counted"), env)
+            time.sleep(0.5)  # let the server flush its log
+            first_counts, offset = count_requests(log, offset, f"{tag}-counted")
+            timed(make(f"{tag}-counted"), env)
+            time.sleep(0.5)
+            again_counts, _ = count_requests(log, offset, f"{tag}-counted")
+            results[side] = {"first_seconds": round(first, 3), "unchanged_seconds": round(again, 3),
+                             "first_requests": first_counts, "unchanged_requests": again_counts}
+    finally:
+        moto.terminate()
+        moto.wait(timeout=10)
+        shutil.rmtree(work, ignore_errors=True)
+
+    c, a = results["cairn"], results["aws s3 sync"]
+    doc = {
+        "bench": "publish", "release": source, "objects": len(files), "bytes": tree_bytes,
+        "machine": {"python": platform.python_version(), "cpus": os.cpu_count(), "load": os.getloadavg()},
+        "tools": {"aws": " ".join(subprocess.run([aws, "--version"], capture_output=True, text=True).stdout.split()[:1])},
+        "results": results,
+        "speedup_first": round(float(a["first_seconds"]) / float(c["first_seconds"]), 2),
+        "speedup_unchanged": round(float(a["unchanged_seconds"]) / float(c["unchanged_seconds"]), 2),
+        "goals": {"first": ">= 1.5x", "unchanged": ">= 5x with zero PUTs"},
+    }
+    doc["unchanged_puts"] = {"cairn": c["unchanged_requests"]["PUT"], "aws s3 sync": a["unchanged_requests"]["PUT"]}  # type: ignore[index]
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text(json.dumps(doc, indent=2, sort_keys=True) + "\n")
+    print(f"{source}: {len(files)} objects, {tree_bytes / 1e6:.1f} MB")
+    print(f"{'':14}{'first upload':>14}{'unchanged':>12}{'PUTs first':>12}{'PUTs again':>12}")
+    for side, r in results.items():
+        print(f"{side:14}{r['first_seconds']:>13.2f}s{r['unchanged_seconds']:>11.2f}s"
+              f"{r['first_requests']['PUT']:>12}{r['unchanged_requests']['PUT']:>12}")  # type: ignore[index]
+    print(f"speed-up: first {doc['speedup_first']}x (goal 1.5x), unchanged {doc['speedup_unchanged']}x (goal 5x)")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
