@@ -152,7 +152,10 @@ def promote(backend: Backend, keys: KeySet, root: Metadata[Root], version: str, 
     if as_version and as_version != version:
         stage = {**stage, "release": {**stage["release"], "version": as_version, "promoted_from": version}}
         for cell in stage["cells"]:
+            old_id = _cell_id(cell)
             cell["release"] = as_version
+            if old_id in gates:
+                gates[_cell_id(cell)] = gates.pop(old_id)
         run.upload("staging record", [Obj(f"staging/{as_version}/release.json", _json(stage), JSON, True)])
         run.upload("staging gates", [Obj(f"staging/{as_version}/gates.json", _json(gates), JSON, False)])
         version = as_version
@@ -228,7 +231,7 @@ def _stage_objects(bundle: Bundle, keys: KeySet) -> list[Obj]:
             "requirements": {"driver_name": cell.requirements.driver_name,
                              "driver": _range(cell.requirements.driver), "kernel": _range(cell.requirements.kernel)},
         })
-        gates[cell.gfx_target] = {g.gate: {"status": g.status, "reason": g.reason} for g in bundle.gates_for(cell)}
+        gates[_cell_id(cells[-1])] = {g.gate: {"status": g.status, "reason": g.reason} for g in bundle.gates_for(cell)}
     objs.append(Obj(f"staging/{bundle.version}/gates.json", _json(gates), JSON, False))
     record = {
         "schema": "cairn.staged/v1",
@@ -246,7 +249,7 @@ def _promote_into(run: _Run, stage: dict[str, Any], gates: dict[str, Any], chann
     required = stage["release"]["required_gates"].get(channel, [])
     passing, failing = [], set()
     for cell in stage["cells"]:
-        results = gates.get(cell["gfx_target"], {})
+        results = cell_gates(gates, cell)
         reasons = [f"{g}: {results.get(g, {}).get('status', 'not-run')}"
                    + (f" ({results[g]['reason']})" if results.get(g, {}).get("reason") else "")
                    for g in required if results.get(g, {}).get("status") != "passed"]
@@ -302,7 +305,7 @@ def build_matrix(stage: dict[str, Any], cells: list[dict[str, Any]], gates: dict
     out = []
     for c in cells:
         req = c["requirements"]
-        results = gates.get(c["gfx_target"], {})
+        results = cell_gates(gates, c)
         required = {g for gs in rel["required_gates"].values() for g in gs}
         gate_list = [GateResult(g, results.get(g, {}).get("status", "not-run"), results.get(g, {}).get("reason", "")
                                 or ("" if g in results else "no result recorded")) for g in sorted(required | set(results))]
@@ -402,6 +405,11 @@ def _json(value: Any) -> bytes:
 
 def _range(r: Any) -> dict[str, str]:
     return {"minimum": r.minimum, "below": r.below, "note": r.note}
+
+
+def cell_gates(gates: dict[str, Any], cell: dict[str, Any]) -> dict[str, Any]:
+    """A cell's gate results: its own (keyed by cell id), overridden by results recorded later for its target."""
+    return {**gates.get(_cell_id(cell), {}), **gates.get(cell["gfx_target"], {})}
 
 
 def _cell_id(cell: dict[str, Any]) -> str:

@@ -211,6 +211,9 @@ def _check_metadata_form(cache: Path) -> None:
         raw = (cache / f"{role}.json").read_bytes()
         if Metadata.from_bytes(raw).to_bytes(JSONSerializer(compact=False)) != raw:
             raise CheckFailed(f"{name}: not the bytes cairn signed (edited after signing)")
+        # hex decoding ignores case, so an upper-cased signature digit still verifies: cairn writes lower case
+        if any(sig.get("sig", "") != sig.get("sig", "").lower() for sig in json.loads(raw).get("signatures", [])):
+            raise CheckFailed(f"{name}: not the bytes cairn signed (signature text edited after signing)")
 
 
 def _immutable(path: str) -> bool:
