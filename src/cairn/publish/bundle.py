@@ -10,8 +10,8 @@ Layout::
                          gfx target (and framework, when given)
 
 Each artifact in ``bundle.json``: ``path`` (under files/), ``kind`` (wheel | metadata | dockerfile | other),
-``sha256`` (checked before anything is uploaded), ``content_type`` and ``cells`` (gfx targets it belongs
-to, empty = every cell). Images are references + digests in the cells; their bytes stay in the registry.
+``sha256`` (checked before anything is uploaded), ``content_type``, ``cells`` (gfx targets it belongs
+to, empty = every cell) and ``framework`` (only that framework's cells; empty = all, e.g. SDK wheels). Images are references + digests in the cells; their bytes stay in the registry.
 """
 
 from __future__ import annotations
@@ -40,6 +40,7 @@ class Artifact:
     cells: tuple[str, ...] = ()  # gfx targets; empty = all
     family: str = ""
     recipe: str = ""
+    framework: str = ""  # only the cells of this framework ("" = every cell of its targets, e.g. SDK wheels)
 
     @property
     def name(self) -> str:
@@ -97,7 +98,8 @@ class Bundle:
         return tuple(found[name] for name in sorted(found))
 
     def artifacts_for(self, cell: BundleCell) -> tuple[Artifact, ...]:
-        return tuple(a for a in self.artifacts if not a.cells or cell.gfx_target in a.cells)
+        return tuple(a for a in self.artifacts if (not a.cells or cell.gfx_target in a.cells)
+                     and a.framework in ("", cell.framework))
 
     def check_files(self) -> None:
         """Every artifact exists and has the sha256 the bundle claims — before a single byte is uploaded."""
@@ -133,7 +135,7 @@ def load_bundle(root: Path) -> Bundle:
         if raw.get("kind") not in KINDS:
             raise InputError(where, f"artifact {raw.get('path')}: kind {raw.get('kind')!r}", f"use one of {', '.join(KINDS)}")
         artifacts.append(Artifact(raw["path"], raw["kind"], raw["sha256"], raw.get("content_type", "application/octet-stream"),
-                                  tuple(raw.get("cells", ())), raw.get("family", ""), raw.get("recipe", "")))
+                                  tuple(raw.get("cells", ())), raw.get("family", ""), raw.get("recipe", ""), raw.get("framework", "")))
     cells = []
     for raw in data.get("cells", []):
         req = raw.get("requirements", {})

@@ -69,6 +69,7 @@ def extend_plan(context: StageContext) -> None:
         "planned_gates": sorted({a.id for a in wanted if a.kind == "gate"}),
         "planned_images": sorted({a.id for a in wanted if a.kind == "image-build"}),
         "image_frameworks": _image_frameworks(context),
+        "wheel_frameworks": _wheel_frameworks(context, deps),
         "requirements": REQUIREMENTS,
     }
     actions[ACTION_ID] = Action(ACTION_ID, "bundle", inputs, tuple(sorted(deps)))
@@ -109,6 +110,21 @@ def _frameworks(context: StageContext, deps: list[str]) -> dict[str, list[list[s
     return out
 
 
+def _wheel_frameworks(context: StageContext, deps: list[str]) -> dict[str, str]:
+    """Package/mirror action → the framework whose cells its wheels belong to (absent = every cell: the SDK)."""
+    out: dict[str, str] = {}
+    for action in context.actions.values():
+        if action.id not in deps or action.kind not in ("package", "mirror"):
+            continue
+        part = action.inputs.get("part")
+        if action.kind == "package" and part == "hip-extension":
+            out[action.id] = action.inputs["project"]
+        elif (action.kind == "package" and part == "framework") or action.kind == "mirror":
+            recipe = action.inputs.get("recipe") or action.component
+            out[action.id] = next((f.name for f in context.manifest.frameworks if f.recipe == recipe), recipe)
+    return dict(sorted(out.items()))
+
+
 def _image_frameworks(context: StageContext) -> dict[str, str]:
     """Image recipe → the framework its cells ship ("" = the runtime image every cell of a target uses)."""
     out: dict[str, str] = {}
@@ -144,8 +160,9 @@ def run_bundle(ctx: Any) -> None:
         for wheel in sorted((index / fam / "files").glob("*.whl")):
             dest = out / "files" / "wheels" / fam / wheel.name
             _link(wheel, dest)
+            built_by = recipe_of.get(wheel.name, f"index:{fam}")
             artifacts.append({"path": f"wheels/{fam}/{wheel.name}", "kind": "wheel", "family": fam, "cells": targets,
-                              "recipe": recipe_of.get(wheel.name, f"index:{fam}")})
+                              "recipe": built_by, "framework": inputs["wheel_frameworks"].get(built_by, "")})
     images: dict[str, list[dict[str, str]]] = {}
     for dep in sorted(ctx.deps):
         if not dep.startswith("push:") or "@" not in dep:

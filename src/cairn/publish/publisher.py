@@ -256,11 +256,13 @@ def _promote_into(run: _Run, stage: dict[str, Any], gates: dict[str, Any], chann
         cid = _cell_id(cell)
         if reasons:
             report.held[cid] = reasons
-            failing.update(cell["wheels"])
+            if any(results.get(g, {}).get("status") == "failed" for g in required):
+                failing.update(cell["wheels"])
         else:
             passing.append(cell)
             report.promoted.append(cid)
-    # a wheel shared with a held cell is held too: a channel never serves bytes a required gate rejected
+    # a wheel of a cell that *failed* a required gate is held everywhere: a channel never serves bytes a required
+    # gate rejected; a wheel of a cell whose gate did not run is served only through the cells that passed
     shown = [{**c, "wheels": [w for w in c["wheels"] if w not in failing]} for c in passing]
     prefix = f"channels/{channel}"
     run.upload(f"{channel} pages", _pages(prefix, stage, shown))
