@@ -26,6 +26,8 @@ from cairn.build.executor import execute
 from cairn.cli import COMMANDS, main
 from cairn.containers.diff import diff_layouts
 from cairn.containers.oci import Layer, Layout, read_image
+from cairn.gates.container import container_gate
+from cairn.gates.plan import SDK_TEST
 from cairn.gates.static import static_gate
 from cairn.plan import planner
 from cairn.plan.prepare import load, make_plan
@@ -189,7 +191,8 @@ def derive(base: Path, dest: Path, files: dict[str, bytes]) -> Path:
             info = tarfile.TarInfo(name.lstrip("/"))
             info.size, info.mode = len(data), 0o755
             tar.addfile(info, io.BytesIO(data))
-    (dest / "index.json").unlink()
+    for shared in ("index.json", "oci-layout"):  # hard links into the store: replace, never rewrite in place
+        (dest / shared).unlink()
     layout = Layout(dest)
     layer = layout.add_layer_tar(layer_tar, 1700000000, dest.parent)
     layers = [*[_layer(x) for x in manifest["layers"]], layer]
@@ -207,6 +210,23 @@ def runtime_layout(built: Path) -> Path:
     return built / "trees" / _actions(built)[f"image:runtime@{FAMILY}"]["output"] / "oci"
 
 
+@pytest.fixture(scope="module")
+def smoke_layout(built: Path) -> Path:
+    return built / "trees" / _actions(built)[f"image:smoke@{FAMILY}"]["output"] / "oci"
+
+
+def push_layout(layout: Path, name: str) -> str:
+    """Push a derived image to the services' registry; returns ``repo@digest`` for the container gate."""
+    registry = current().registry  # type: ignore[union-attr]
+    _, _, digest = read_image(layout)
+    proc.run([need_tool("skopeo"), "copy", "--quiet", "--preserve-digests", "--dest-tls-verify=false",
+              f"oci:{layout}:broken", f"docker://{registry}/cairn/broken:{name}"])
+    return f"cairn/broken@{digest}"
+
+
+SITE = "/usr/local/lib/python3.11/dist-packages"
+
+
 @pytest.mark.slow
 def test_missing_library_fails_naming_it(runtime_layout: Path, tmp_path: Path) -> None:
     gcc = need_tool("gcc")
@@ -215,10 +235,11 @@ def test_missing_library_fails_naming_it(runtime_layout: Path, tmp_path: Path) -
     subprocess.run([gcc, "-shared", "-fPIC", "-o", tmp_path / "libcairndep.so", tmp_path / "dep.c"], check=True)
     subprocess.run([gcc, "-shared", "-fPIC", "-o", tmp_path / "libneeds.so", tmp_path / "needs.c",
                     f"-L{tmp_path}", "-lcairndep"], check=True)
-    broken = derive(runtime_layout, tmp_path / "broken", {"/opt/rocm/lib/libneeds.so": (tmp_path / "libneeds.so").read_bytes()})
+    library = f"{SITE}/_rocm_sdk_core/lib/libneeds.so"
+    broken = derive(runtime_layout, tmp_path / "broken", {library: (tmp_path / "libneeds.so").read_bytes()})
     status, reason, evidence = static_gate(broken, FAMILY, "5.2.3")
     assert status == "failed"
-    assert "/opt/rocm/lib/libneeds.so needs libcairndep.so: not found in the image" in reason
+    assert f"{library} needs libcairndep.so: not found in the image" in reason
     assert evidence["unresolved_count"] == 1
 
 
@@ -230,7 +251,7 @@ def test_wrong_target_library_fails_naming_it(runtime_layout: Path, tmp_path: Pa
     subprocess.run([hipcc, "-fPIC", "-shared", "--rocm-device-lib-path=/usr/lib/x86_64-linux-gnu/amdgcn/bitcode",
                     "--offload-arch=gfx1030", "-o", tmp_path / "libwrong.so", tmp_path / "k.hip"],
                    check=True, env={**os.environ, "HIP_PLATFORM": "amd"})
-    broken = derive(runtime_layout, tmp_path / "broken", {"/opt/rocm/lib/libwrong.so": (tmp_path / "libwrong.so").read_bytes()})
+    broken = derive(runtime_layout, tmp_path / "broken", {"/opt/cairn/lib/libwrong.so": (tmp_path / "libwrong.so").read_bytes()})
     status, reason, _ = static_gate(broken, FAMILY, "5.2.3")
     assert status == "failed"
     assert reason.startswith(f"{FAMILY} is not covered") and "libwrong.so" in reason
@@ -243,3 +264,30 @@ def test_wheel_for_another_rocm_fails_naming_it(runtime_layout: Path, tmp_path: 
                     {"/usr/lib/python3/dist-packages/torch-2.3.0+rocm6.1.dist-info/METADATA": metadata})
     status, reason, _ = static_gate(broken, FAMILY, "5.2.3")
     assert status == "failed" and "torch-2.3.0+rocm6.1 is built for ROCm 6.1, the image's SDK is 5.2.3" in reason
+
+
+@pytest.mark.slow
+def test_removed_system_library_fails_both_gates_naming_it(runtime_layout: Path, tmp_path: Path) -> None:
+    # a layer that deletes libnuma.so.1 (an OCI whiteout), as a careless "slim the image" step would
+    broken = derive(runtime_layout, tmp_path / "broken", {"/usr/lib/x86_64-linux-gnu/.wh.libnuma.so.1": b""})
+    status, reason, _ = static_gate(broken, FAMILY, "5.2.3")
+    assert status == "failed"
+    assert f"{SITE}/_rocm_sdk_core/lib/libamdhip64.so.5 needs libnuma.so.1: not found in the image" in reason
+    status, reason, _ = container_gate(push_layout(broken, "no-libnuma"), [SDK_TEST], gpu=False, log=io.StringIO())
+    assert status == "failed"
+    assert reason.startswith("python3 -m rocm_sdk test exited 1") and "libnuma.so.1: cannot open shared object file" in reason
+
+
+@pytest.mark.slow
+def test_wrong_target_smoke_wheel_fails_naming_the_library(smoke_layout: Path, tmp_path: Path) -> None:
+    # the gfx90a smoke image carrying a cairn-smoke library built for gfx1030 (another family's wheel)
+    hipcc = need_tool("hipcc")
+    (tmp_path / "k.hip").write_text('#include <hip/hip_runtime.h>\n__global__ void k(float* x) { x[0] = 1; }\n'
+                                    'extern "C" void launch(float* x) { hipLaunchKernelGGL(k, 1, 1, 0, 0, x); }\n')
+    subprocess.run([hipcc, "-fPIC", "-shared", "--rocm-device-lib-path=/usr/lib/x86_64-linux-gnu/amdgcn/bitcode",
+                    "--offload-arch=gfx1030", "-o", tmp_path / "lib.so", tmp_path / "k.hip"],
+                   check=True, env={**os.environ, "HIP_PLATFORM": "amd"})
+    library = f"{SITE}/cairn_smoke/lib/libcairn_smoke.so"
+    broken = derive(smoke_layout, tmp_path / "broken", {library: (tmp_path / "lib.so").read_bytes()})
+    status, reason, _ = static_gate(broken, FAMILY, "5.2.3")
+    assert status == "failed" and reason.startswith(f"{FAMILY} is not covered") and "libcairn_smoke.so" in reason

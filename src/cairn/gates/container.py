@@ -52,6 +52,13 @@ def _report(output: str) -> dict[str, Any]:
         return {}
 
 
+def _failure_lines(output: str) -> str:
+    """The lines of a plain-text report that say what failed (``FAIL …``, errors), else its last lines."""
+    lines = [line.strip() for line in output.splitlines() if line.strip()]
+    failing = [line for line in lines if line.startswith(("FAIL", "Error", "Traceback")) or "Error:" in line]
+    return "; ".join(failing[:3])[:600] if failing else " / ".join(lines[-3:])[-300:]
+
+
 def container_gate(reference: str, commands: list[list[str]], *, gpu: bool, log: Any) -> tuple[str, str, dict[str, Any]]:
     """(status, reason, evidence) after running each command; the first failure is the reason."""
     if gpu and not host_has_gpu():
@@ -63,7 +70,7 @@ def container_gate(reference: str, commands: list[list[str]], *, gpu: bool, log:
         report = _report(output)
         evidence[" ".join(command)] = {"exit": code, "report": report or output[-2000:]}
         if code != 0:
-            detail = "; ".join(report.get("failures", [])[:3]) if report else output.strip()[-300:]
+            detail = "; ".join(report.get("failures", [])[:3]) if report else _failure_lines(output)
             failures.append(f"{' '.join(command)} exited {code}: {detail}")
     if failures:
         return "failed", failures[0], evidence

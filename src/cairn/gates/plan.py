@@ -8,7 +8,10 @@ a GPU, so a "not run" recorded here is never reused on a GPU host. Register with
 
 from __future__ import annotations
 
+import hashlib
 import json
+from functools import cache
+from pathlib import Path
 from typing import Any
 
 from cairn.build import extra_runners
@@ -27,6 +30,16 @@ IN_CONTAINER = {"runtime": [["cairn-check"], SDK_TEST],
 ON_GPU = {"runtime": [["cairn-check"]], "smoke": [["cairn-smoke", "--gpu"]]}
 
 
+@cache
+def code_digest() -> str:
+    """sha256 of the gates' code and the in-image scripts: a verdict is reused only while they are unchanged."""
+    h = hashlib.sha256()
+    here = Path(__file__).parent
+    for path in sorted([*here.glob("*.py"), *(here.parent / "containers" / "scripts").glob("*.py")]):
+        h.update(path.name.encode() + b"\0" + path.read_bytes() + b"\0")
+    return h.hexdigest()
+
+
 def extend_plan(context: StageContext) -> None:
     images = [a for a in list(context.actions.values()) if a.kind == "image-build"]
     for image in images:
@@ -35,7 +48,7 @@ def extend_plan(context: StageContext) -> None:
         if push_id not in context.actions:
             continue
         for gate in image.inputs["recipe"]["gates"]:
-            inputs: dict[str, Any] = {"layout": LAYOUT_VERSION, "gate": gate, "image": name, "target": target,
+            inputs: dict[str, Any] = {"layout": LAYOUT_VERSION, "code": code_digest(), "gate": gate, "image": name, "target": target,
                                       "family": image.family, "rocm": image.inputs["rocm"]}
             if gate == "in-container":
                 inputs["commands"] = IN_CONTAINER.get(name, [["cairn-check"], SDK_TEST])

@@ -66,9 +66,10 @@ _ROCM_NAME = re.compile(r"rocm[-_]?(\d+)")
 def wheel_rocm_versions(fs: ImageFS) -> dict[str, str]:
     """dist-info name → the ROCm version its version's local segment (or its name) says it was built for."""
     found = {}
-    for path in fs.nodes:
-        if not path.endswith(".dist-info"):
-            continue
+    # a layer may hold a .dist-info's files without an entry for the directory itself
+    dist_infos = {p if p.endswith(".dist-info") else p[: p.index(".dist-info/") + len(".dist-info")]
+                  for p in fs.nodes if p.endswith(".dist-info") or ".dist-info/" in p}
+    for path in sorted(dist_infos):
         name = posixpath.basename(path)[: -len(".dist-info")]
         dist, _, version = name.partition("-")
         local = version.split("+", 1)[1] if "+" in version else ""
