@@ -62,6 +62,31 @@ def build(session: nox.Session) -> None:
     manifest = session.posargs[:1]
     session.run("cairn", "build", *manifest, "--jobs", str(os.cpu_count() or 2), env=env)
     session.run("cairn", "gate", *manifest, env=env)
+    # a local build signs with dev keys (said plainly); only the release root in publish/ signs real releases
+    session.run("cairn", "publish", "--dev-keys", env=env)
+    session.run("cairn", "verify", ".cairn/publish", "--root", ".cairn/keys/dev/root.json", env=env)
+    session.run("cairn", "matrix", "--root", ".cairn/keys/dev/root.json", "--format", "html", "--out", ".cairn/matrix.html", env=env)
+    session.log("release tree: .cairn/publish  matrix page: .cairn/matrix.html")
+
+
+@nox.session
+def release(session: nox.Session) -> None:
+    """nox -s release -- X.Y.Z[rcN]: refuse a dirty tree or wrong version, build, gate, stage, promote, verify."""
+    if len(session.posargs) != 1:
+        session.error("usage: nox -s release -- X.Y.Z[rcN]")
+    ensure_host_packages(session, {**HOST_TOOLS, **CONTAINER_TOOLS}, HOST_FILES)
+    session.install("-e", ".")
+    env = start_services(session)
+    session.run("python", "-m", "cairn.publish.release", session.posargs[0], env=env)
+    target = os.environ.get("CAIRN_PUBLISH_TO", ".cairn/publish")
+    session.run("cairn", "verify", target, "--root", "publish/root.json", env=env)
+
+
+@nox.session
+def publish(session: nox.Session) -> None:
+    """Publish the last build's bundle with the release keys (nox -s publish -- --to s3://bucket/prefix)."""
+    session.install("-e", ".")
+    session.run("cairn", "publish", *session.posargs)
 
 
 @nox.session
@@ -78,7 +103,7 @@ BENCHMARKS = ["audit", "wheels", "containers", "publish"]
 def bench(session: nox.Session) -> None:
     """Every benchmark in bench/, each side by side with the tool a user would otherwise use (bench/README.md)."""
     ensure_host_packages(session, HOST_TOOLS, HOST_FILES)
-    session.install("-e", ".[test]")
+    session.install("-e", ".[test]", "awscli")
     chosen = session.posargs or BENCHMARKS
     for name in chosen:
         script = f"bench/{name}_bench.py"

@@ -51,7 +51,7 @@ def test_default_release_sdk_tree_is_complete_and_rebuilds_to_the_same_bytes(tmp
     for tool, pkg in (("apt-get", "apt"), ("dpkg-deb", "dpkg"), ("hipcc", "hipcc")):
         need_tool(tool, pkg)
     manifest, registry = load(None)
-    plan = make_plan(manifest, registry, ["gfx90a"])
+    plan = make_plan(manifest, registry, ["gfx90a"], stages=[])  # SDK tree and kernels; wheels and images test themselves
     blocked = [a.id for a in plan.actions if a.blocked]
     need(not blocked, f"default release blocked here: {blocked}")
     store = LocalStore(tmp_path / "store")

@@ -16,7 +16,7 @@ from pathlib import Path
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-from cairn.build.executor import BuildReport, Outcome, execute
+from cairn.build.executor import BuildReport, Outcome, closure, execute
 from cairn.plan.graph import Action
 from cairn.plan.prepare import load, make_plan
 from cairn.store.local import LocalStore
@@ -27,6 +27,8 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--family", action="append", default=[], help="limit to this gfx family (repeatable)")
     parser.add_argument("--jobs", "-j", type=int, default=os.cpu_count() or 2, help="actions to run at once")
     parser.add_argument("--store", type=Path, default=Path(".cairn"), help="content-addressed store (default .cairn/)")
+    parser.add_argument("--only", action="append", default=[], metavar="ACTION",
+                        help="run only this action and what it depends on (repeatable), e.g. assemble:sdk")
     parser.add_argument("--json", action="store_true", help="print a machine-readable report at the end")
 
 
@@ -36,7 +38,7 @@ def run(args: argparse.Namespace) -> int:
     store = LocalStore(args.store)
     store.lock()
     try:
-        report = _execute_with_progress(plan, store, args.jobs, quiet=args.json)
+        report = _execute_with_progress(plan, store, args.jobs, quiet=args.json, only=set(args.only) or None)
     finally:
         store.unlock()
     sdk = report.outcomes.get("assemble:sdk")
@@ -58,10 +60,10 @@ def run(args: argparse.Namespace) -> int:
     return 0 if report.ok else 1
 
 
-def _execute_with_progress(plan, store: LocalStore, jobs: int, quiet: bool) -> BuildReport:
-    total = len(plan.actions)
+def _execute_with_progress(plan, store: LocalStore, jobs: int, quiet: bool, only: set[str] | None) -> BuildReport:
+    total = len(closure(plan, only)) if only else len(plan.actions)
     if quiet:
-        return execute(plan, store, jobs=jobs)
+        return execute(plan, store, jobs=jobs, only=only)
     console = Console(stderr=True)
     if not console.is_terminal:
         done_count = 0
@@ -73,7 +75,7 @@ def _execute_with_progress(plan, store: LocalStore, jobs: int, quiet: bool) -> B
                 extra = f" — {item.detail}" if item.detail else ""
                 print(f"[{done_count}/{total}] {item.action}: {item.status} ({item.seconds:.1f}s){extra}", file=sys.stderr, flush=True)
 
-        return execute(plan, store, jobs=jobs, listener=plain)
+        return execute(plan, store, jobs=jobs, listener=plain, only=only)
     with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(), console=console) as progress:
         task = progress.add_task("building", total=total)
         active: set[str] = set()
@@ -88,7 +90,7 @@ def _execute_with_progress(plan, store: LocalStore, jobs: int, quiet: bool) -> B
                     progress.console.print(f"{item.action}: {item.status} ({item.seconds:.1f}s)" + (f" — {item.detail}" if item.status == "failed" else ""))
             progress.update(task, description=", ".join(sorted(active))[:60] or "building")
 
-        return execute(plan, store, jobs=jobs, listener=live)
+        return execute(plan, store, jobs=jobs, listener=live, only=only)
 
 
 def _print_summary(report: BuildReport, summary: dict) -> None:

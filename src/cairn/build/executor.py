@@ -56,7 +56,7 @@ def execute(plan: Plan, store: Store, *, jobs: int = 2, only: set[str] | None = 
             listener: Listener | None = None) -> BuildReport:
     """Run every runnable action of ``plan`` (or of ``only`` and their dependencies)."""
     actions = plan.by_id()
-    wanted = _closure(plan, only) if only else set(actions)
+    wanted = closure(plan, only) if only else set(actions)
     report = BuildReport()
     notify = listener or (lambda event, item: None)
     pending = [a for a in plan.actions if a.id in wanted]
@@ -92,7 +92,7 @@ def execute(plan: Plan, store: Store, *, jobs: int = 2, only: set[str] | None = 
     return report
 
 
-def _closure(plan: Plan, only: set[str]) -> set[str]:
+def closure(plan: Plan, only: set[str]) -> set[str]:
     actions = plan.by_id()
     unknown = only - set(actions)
     if unknown:

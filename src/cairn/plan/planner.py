@@ -26,7 +26,7 @@ LAYOUT_VERSIONS = {"fetch": 1, "deb-unpack": 1, "copy": 1, "hip": 1, "cmake": 1,
 
 # Later stages add their actions (package, image, gate, sign, publish) through ``extend_plan(context)``
 # in these modules, in this order; each may read the actions earlier stages added.
-STAGE_PLANNERS: list[str] = ["cairn.wheels.plan", "cairn.containers.plan", "cairn.gates.plan"]
+STAGE_PLANNERS: list[str] = ["cairn.wheels.plan", "cairn.containers.plan", "cairn.gates.plan", "cairn.publish.plan"]
 
 
 @dataclass
@@ -60,11 +60,11 @@ def build_id(component: Component, family: str = "") -> str:
 
 
 def plan_release(manifest: Manifest, registry: Registry, host: Host, families: tuple[str, ...] = (),
-                 path_digests: dict[str, str] | None = None) -> Plan:
+                 path_digests: dict[str, str] | None = None, stages: list[str] | None = None) -> Plan:
     """The full action graph for ``manifest``, restricted to ``families`` when given.
 
     ``path_digests`` maps each ``path`` source directory to its content digest, so editing our own
-    sources changes their fetch key.
+    sources changes their fetch key. ``stages`` overrides ``STAGE_PLANNERS`` (``[]`` plans the SDK only).
     """
     families = families or manifest.release.families
     for fam in families:
@@ -106,7 +106,7 @@ def plan_release(manifest: Manifest, registry: Registry, host: Host, families: t
         deps=tuple(neutral),
     )
     context = StageContext(manifest, registry, host, tuple(families), actions, notes)
-    for module_name in STAGE_PLANNERS:
+    for module_name in STAGE_PLANNERS if stages is None else stages:
         importlib.import_module(module_name).extend_plan(context)
     ordered = _propagate_blocked(toposort(actions.values()))
     return Plan(str(manifest.path.name), manifest.digest, ordered, tuple(notes))

@@ -42,7 +42,8 @@ def host_for(manifest: Manifest) -> Host:
     return probe_host(urls, debs)
 
 
-def make_plan(manifest: Manifest, registry: Registry, families: list[str] | None = None, host: Host | None = None) -> Plan:
+def make_plan(manifest: Manifest, registry: Registry, families: list[str] | None = None, host: Host | None = None,
+              stages: list[str] | None = None) -> Plan:
     for fam in families or ():
         if not registry.is_family(fam):
             try:
@@ -50,4 +51,4 @@ def make_plan(manifest: Manifest, registry: Registry, families: list[str] | None
             except KeyError as exc:
                 raise InputError("--family", str(exc.args[0]).split(" — ")[0], str(exc.args[0]).split(" — ")[-1]) from None
     paths = {str(c.source.get("dir")): path_digest(str(c.source.get("dir"))) for c in manifest.components if c.source.kind == "path"}
-    return plan_release(manifest, registry, host or host_for(manifest), tuple(families or ()), paths)
+    return plan_release(manifest, registry, host or host_for(manifest), tuple(families or ()), paths, stages)
