@@ -12,6 +12,7 @@ from pathlib import Path
 from rich.console import Console
 from rich.table import Table
 
+from cairn.containers.recipes import GATES
 from cairn.gates.summary import collect, figures
 from cairn.plan.prepare import load
 
@@ -29,7 +30,8 @@ def run(args: argparse.Namespace) -> int:
     manifest, registry = load(args.manifest)
     channel = args.channel or manifest.release.channel
     required = manifest.gates.get(channel, ())
-    rows = collect(args.store)
+    order = {gate: n for n, gate in enumerate(GATES)}
+    rows = sorted(collect(args.store), key=lambda r: (r.target, r.image, order.get(r.gate, len(order))))
     family_of = {t: f for f in manifest.release.families for t in registry.expand(f)}
     figs = figures(rows, required, manifest.release.families, family_of)
     ok = figs["parity"] and all(v["pass_rate"] == 1.0 for v in figs["families"].values())
