@@ -176,6 +176,18 @@ def test_diff_names_the_layer_and_file(built: Path, capsys: pytest.CaptureFixtur
     assert "layer 3" in out and "only in b" in out and "dist-packages/cairn_smoke" in out
 
 
+def test_dockerfile_of_a_blocked_image_is_rendered_with_the_reason(built: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["image", "dockerfile", f"sglang@{FAMILY}", "--store", str(built)]) == 1
+    out = capsys.readouterr().out
+    assert out.startswith(f"# BLOCKED: sglang 0.5.10.post1: sglang is in index:{FAMILY}, but its runtime needs torch")
+    runtime = _record(built, f"image:runtime@{FAMILY}")
+    assert f"FROM ${{REGISTRY}}/cairn/rocm@{runtime['digest']} AS wheels" in out
+    assert "sglang-0.5.10.post1+rocm.5.2.3.dev.1700000000-py3-none-any.whl sha256:" in out
+    assert f"torch (not in index:{FAMILY})" in out
+    assert main(["image", "dockerfile", f"runtime@{FAMILY}", "--store", str(built)]) == 0
+    assert capsys.readouterr().out.startswith("# Rendered by cairn from dockerfiles/runtime.Dockerfile.j2")
+
+
 def test_services_dir_is_reported(services: object) -> None:
     assert services_dir().name  # CAIRN_SERVICES_DIR or ~/.cache/cairn/services
 

@@ -1,8 +1,10 @@
-"""``cairn image diff A B [--json]`` and ``cairn image list [--store DIR] [--json]``.
+"""``cairn image diff A B [--json]``, ``cairn image list [--store DIR] [--json]``, ``cairn image dockerfile``.
 
 ``diff`` takes two OCI layouts (or two store trees holding ``oci/``) and names the first layer and file
 that differ; exit 1 when they differ. ``list`` shows every image of the store's last build with its
-digest, tags and size.
+digest, tags and size. ``dockerfile IMAGE@TARGET`` prints the rendered Dockerfile: the one kept with a
+built image, or — for an image this release cannot build — the one it would build, rendered from the
+plan and the store (parent digest, wheels of the index), headed by why it is blocked (exit 1).
 """
 
 from __future__ import annotations
@@ -24,6 +26,10 @@ def configure(parser: argparse.ArgumentParser) -> None:
     diff.add_argument("a", type=Path)
     diff.add_argument("b", type=Path)
     diff.add_argument("--json", action="store_true")
+    dockerfile = sub.add_parser("dockerfile", help="the rendered Dockerfile of IMAGE@TARGET (built or blocked)")
+    dockerfile.add_argument("image", help="e.g. runtime@gfx90a, sglang@gfx90a")
+    dockerfile.add_argument("manifest", nargs="?", help="release manifest (default: the default release)")
+    dockerfile.add_argument("--store", type=Path, default=Path(".cairn"))
     listing = sub.add_parser("list", help="images of the store's last build")
     listing.add_argument("--store", type=Path, default=Path(".cairn"))
     listing.add_argument("--json", action="store_true")
@@ -47,6 +53,43 @@ def images(store: Path) -> list[dict]:
     return found
 
 
+def show_dockerfile(image: str, manifest_arg: str | None, store: Path) -> int:
+    from cairn.containers import wheels as index_wheels
+    from cairn.containers.plan import render_dockerfile
+    from cairn.errors import CairnError
+    from cairn.plan.prepare import load, make_plan
+
+    name, _, target = image.partition("@")
+    manifest, registry = load(manifest_arg)
+    family = next((f for f in manifest.release.families if target in registry.expand(f)), "")
+    if not target or not family:
+        raise InputError(image, f"no target '{target}' in the release's families", "write IMAGE@TARGET, e.g. runtime@gfx90a")
+    actions = make_plan(manifest, registry, [family]).by_id()
+    action = actions.get(f"image:{name}@{target}")
+    if action is None:
+        raise InputError(image, "the plan has no such image", "see `cairn plan` for the image:* actions")
+    build = json.loads((store / "last-build.json").read_text()) if (store / "last-build.json").is_file() else {"actions": {}}
+    outputs = {k: v.get("output") for k, v in build["actions"].items() if v.get("output")}
+    if outputs.get(action.id) and (store / "trees" / outputs[action.id] / "Dockerfile").is_file():
+        print((store / "trees" / outputs[action.id] / "Dockerfile").read_text(), end="")
+        return 0
+    inputs = action.inputs
+    parent = inputs["parent"]
+    push = store / "trees" / str(outputs.get(parent)) / "push.json"
+    parent_record = json.loads(push.read_text()) if outputs.get(parent) and push.is_file() else {}
+    wheels = []
+    for project in inputs["wheels"]:
+        try:
+            wheels.append(index_wheels.resolve(store / "trees" / str(outputs.get(inputs["index"])), family, project)[0].to_json())
+        except (CairnError, OSError):
+            wheels.append({"filename": f"{project} (not in {inputs['index'] or 'the index'})", "sha256": "—"})
+    text = render_dockerfile(inputs, parent_record.get("repo", "<repo of " + parent + ">"),
+                             parent_record.get("digest", "<digest of " + parent + ">"), wheels)
+    status = f"BLOCKED: {action.blocked}" if action.blocked else "not built yet in this store"
+    print(f"# {status}\n" + text, end="")
+    return 1
+
+
 def run(args: argparse.Namespace) -> int:
     console = Console()
     if args.image_command == "diff":
@@ -60,6 +103,8 @@ def run(args: argparse.Namespace) -> int:
                 for f in item.get("files", [])[:10]:
                     console.print(f"  {item['where']}: {f['path']}: {', '.join(f['differs'])}")
         return 0 if report["identical"] else 1
+    if args.image_command == "dockerfile":
+        return show_dockerfile(args.image, args.manifest, args.store)
     found = images(args.store)
     if args.json:
         print(json.dumps(found, indent=2, sort_keys=True))

@@ -88,7 +88,7 @@ def extend_plan(context: StageContext) -> None:
             runtime = recipes["runtime"]
             image_id = f"image:runtime@{target}"
             actions[image_id] = _image_action(
-                context, runtime, target, family, version=release.version, blocked=engine_blocked or index_blocked,
+                context, runtime, target, family, version=release.version, blocked=index_blocked or engine_blocked,
                 deps=["push:base", "image:base", "assemble:sdk", *([index] if not index_blocked else [])],
                 parts=[{"dep": "assemble:sdk", "src": "share/cairn/manifest.json",
                         "dest": "opt/cairn/share/cairn/manifest.json"}],
@@ -101,7 +101,7 @@ def extend_plan(context: StageContext) -> None:
                 context.notes.append(f"smoke image for {target}: {index} publishes no {smoke.component} wheel; not built")
             else:
                 actions[f"image:smoke@{target}"] = _image_action(
-                    context, smoke, target, family, version=component.version, blocked=engine_blocked or index_blocked,
+                    context, smoke, target, family, version=component.version, blocked=index_blocked or engine_blocked,
                     deps=[f"push:runtime@{target}", image_id, *([index] if not index_blocked else [])],
                     parts=[], scripts=["opt/cairn/bin/cairn-smoke"])
                 actions[f"push:smoke@{target}"] = _push_action(f"push:smoke@{target}", f"image:smoke@{target}",
@@ -114,7 +114,7 @@ def extend_plan(context: StageContext) -> None:
                     continue
                 blocked = framework_blocked(context, recipe, family, framework.version)
                 action = _image_action(context, recipe, target, family, version=framework.version,
-                                       blocked=blocked or engine_blocked or index_blocked,
+                                       blocked=blocked or index_blocked or engine_blocked,
                                        deps=[f"push:runtime@{target}", image_id, *([index] if not index_blocked else [])],
                                        parts=[], scripts=[])
                 actions[action.id] = action
@@ -192,6 +192,16 @@ def run_push(ctx: Any) -> None:
     (ctx.out / "push.json").write_text(json.dumps(record, indent=2, sort_keys=True) + "\n")
 
 
+def render_dockerfile(inputs: dict[str, Any], parent_repo: str, parent_digest: str, wheels: list[dict[str, Any]]) -> str:
+    """The Dockerfile of an image action, from its inputs plus what is known only at build time."""
+    return render(inputs["recipe"]["template"], {
+        "target": inputs["target"], "family": inputs["family"], "release": inputs["release"],
+        "rocm": inputs["rocm"], "labels": inputs["labels"], "recipe": inputs["recipe"], "version": inputs["version"],
+        "component": {"version": inputs["version"]}, "wheels": wheels,
+        "parent": {"repo": parent_repo, "digest": parent_digest},
+    })
+
+
 def run_image(ctx: Any) -> None:
     inputs = ctx.action.inputs
     parent_push = json.loads((ctx.deps[inputs["parent"]] / "push.json").read_text())
@@ -220,12 +230,7 @@ def run_image(ctx: Any) -> None:
             pinned = index_wheels.stage(ctx.deps[inputs["index"]], inputs["family"], inputs["wheels"], context_dir / "wheels")
             ctx.log.write("wheels: " + ", ".join(f"{w.filename} sha256:{w.sha256}" for w in pinned) + "\n")
         recipe = inputs["recipe"]
-        dockerfile = render(recipe["template"], {
-            "target": inputs["target"], "family": inputs["family"], "release": inputs["release"],
-            "rocm": inputs["rocm"], "labels": inputs["labels"], "recipe": recipe, "version": inputs["version"],
-            "component": {"version": inputs["version"]}, "wheels": [w.to_json() for w in pinned],
-            "parent": {"repo": parent_push["repo"], "digest": parent_push["digest"]},
-        })
+        dockerfile = render_dockerfile(inputs, parent_push["repo"], parent_push["digest"], [w.to_json() for w in pinned])
         engine_image.build_image(
             out=ctx.out, context=context_dir, dockerfile=dockerfile, parent_tree=ctx.deps[inputs["parent_image"]],
             parent_ref=parent_push["reference"], epoch=inputs["epoch"], labels=inputs["labels"], tags=inputs["tags"],
