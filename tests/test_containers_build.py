@@ -31,7 +31,7 @@ from cairn.gates.plan import SDK_TEST
 from cairn.gates.static import static_gate
 from cairn.plan import planner
 from cairn.plan.prepare import load, make_plan
-from cairn.services import current, services_dir, start, stop
+from cairn.services import current, docker_client, services_dir, start, stop
 from cairn.store.local import LocalStore
 from conftest import need, need_tool
 
@@ -285,7 +285,11 @@ def test_removed_system_library_fails_both_gates_naming_it(runtime_layout: Path,
     status, reason, _ = static_gate(broken, FAMILY, "5.2.3")
     assert status == "failed"
     assert f"{SITE}/_rocm_sdk_core/lib/libamdhip64.so.5 needs libnuma.so.1: not found in the image" in reason
-    status, reason, _ = container_gate(push_layout(broken, "no-libnuma"), [SDK_TEST], gpu=False, log=io.StringIO())
+    reference = push_layout(broken, "no-libnuma")
+    try:
+        status, reason, _ = container_gate(reference, [SDK_TEST], gpu=False, log=io.StringIO())
+    finally:  # the engine is shared (vfs: a full copy per layer): drop the pulled broken image
+        docker_client().api.remove_image(f"{current().registry}/{reference}", force=True, noprune=True)  # type: ignore[union-attr]
     assert status == "failed"
     assert reason.startswith("python3 -m rocm_sdk test exited 1") and "libnuma.so.1: cannot open shared object file" in reason
 

@@ -13,6 +13,7 @@ import os
 import shutil
 import tarfile
 import tempfile
+import uuid
 from collections.abc import Mapping
 from pathlib import Path
 from typing import IO, Any
@@ -53,19 +54,48 @@ def pull(client: Any, reference: str, log: IO[str]) -> None:
     client.api.pull(repo, tag=digest)
 
 
-def engine_build(client: Any, context: Path, tag: str, buildargs: Mapping[str, str], log: IO[str]) -> None:
-    """``docker build --network host --no-cache`` with the legacy builder; the build log goes to ``log``."""
+def engine_build(client: Any, context: Path, tag: str, buildargs: Mapping[str, str], log: IO[str]) -> list[str]:
+    """``docker build --network host --no-cache`` with the legacy builder; the build log goes to ``log``.
+
+    Returns the ids of every image the build created (each step's result, in order, ``FROM`` parents
+    excluded): a multi-stage build leaves its earlier stages behind as untagged images, and with the vfs
+    driver each is a full copy of its root filesystem, so the caller removes them (``remove_created``).
+    """
     log.write(f"+ docker build --network host --no-cache -t {tag} {context}\n")
     error = ""
+    created: list[str] = []
+    after_from = False
     for chunk in client.api.build(path=str(context), dockerfile="Dockerfile", tag=tag, buildargs=dict(buildargs),
                                   network_mode="host", nocache=True, pull=False, rm=True, forcerm=True, decode=True):
         if "stream" in chunk:
             log.write(chunk["stream"])
+            for line in chunk["stream"].splitlines():
+                if line.startswith("Step ") and " : FROM " in line:
+                    after_from = True
+                elif line.startswith(" ---> ") and not line.startswith(" ---> Running in"):
+                    if not after_from:
+                        created.append(line.removeprefix(" ---> ").strip())
+                    after_from = False
         if "error" in chunk:
             error = chunk["error"].strip()
     log.flush()
     if error:
+        remove_created(client, created, log)
         raise ActionFailed(f"docker build of {tag} failed: {error}")
+    return created
+
+
+def remove_created(client: Any, image_ids: list[str], log: IO[str]) -> None:
+    """Remove the images a build created, newest first, never their parents (``noprune``)."""
+    import docker.errors
+
+    for image_id in reversed(image_ids):
+        try:
+            client.api.remove_image(image_id, force=True, noprune=True)
+        except docker.errors.NotFound:
+            pass
+        except docker.errors.APIError as exc:  # still in use by another image: leave it, say so
+            log.write(f"note: could not remove build image {image_id}: {exc.explanation}\n")
 
 
 def save(client: Any, tag: str, dest: Path) -> tuple[dict[str, Any], list[Path]]:
@@ -117,14 +147,18 @@ def build_image(*, out: Path, context: Path, dockerfile: str, parent_tree: Path,
     (out / "context.json").write_text(json.dumps(
         [{"path": p, "kind": k, "digest": d} for p, k, d in tree_entries(context) if p != "Dockerfile"], indent=1) + "\n")
     pin_times(context, epoch)
-    local_tag = f"cairn-build/{record['name']}:{record.get('target') or 'any'}"
-    engine_build(client, context, local_tag, {"REGISTRY": registry}, log)
-    with tempfile.TemporaryDirectory(prefix="cairn-save-", dir=out.parent) as scratch_dir:
-        scratch = Path(scratch_dir)
-        config, tars = save(client, local_tag, scratch)
-        layout = Layout(out / "oci")
-        layers, oci_config = normalize_saved(config, tars, layout, epoch, scratch, parent_layers(parent_tree), labels)
-    client.images.remove(local_tag, force=True)  # vfs keeps a full copy per layer: free it now
+    # unique per build: two builds sharing an engine must never save or remove each other's image
+    local_tag = f"cairn-build/{record['name']}:{record.get('target') or 'any'}-{uuid.uuid4().hex[:12]}"
+    created = engine_build(client, context, local_tag, {"REGISTRY": registry}, log)
+    try:
+        with tempfile.TemporaryDirectory(prefix="cairn-save-", dir=out.parent) as scratch_dir:
+            scratch = Path(scratch_dir)
+            config, tars = save(client, local_tag, scratch)
+            layout = Layout(out / "oci")
+            layers, oci_config = normalize_saved(config, tars, layout, epoch, scratch, parent_layers(parent_tree), labels)
+    finally:  # vfs keeps a full copy per layer: free the image and every stage image now
+        client.api.remove_image(local_tag, force=True, noprune=True)
+        remove_created(client, created, log)
     manifest_digest, config_digest, _ = layout.write_image(oci_config, layers, labels, tags)
     record = {**record, "schema": "cairn.image/v1", "tags": tags, "digest": manifest_digest,
               "config_digest": config_digest, "layers": [x.to_json() for x in layers], "labels": dict(labels),
