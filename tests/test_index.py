@@ -39,7 +39,8 @@ pytestmark = [pytest.mark.slow, pytest.mark.network]
 
 def release_manifest(tmp: Path) -> Path:
     path = tmp / "default-with-frameworks.toml"
-    path.write_text((ROOT / "manifests" / "releases" / "default.toml").read_text() + FRAMEWORKS)
+    text = (ROOT / "manifests" / "releases" / "default.toml").read_text()
+    path.write_text(text if "[frameworks.sglang]" in text else text + FRAMEWORKS)
     return path
 
 

@@ -33,7 +33,8 @@ def _plan(manifest: Path, families: list[str]):
 
 def _manifest_with(tmp_path: Path, extra: str) -> Path:
     path = tmp_path / "release.toml"
-    path.write_text((ROOT / "manifests" / "releases" / "default.toml").read_text() + "\n" + extra)
+    base = (ROOT / "manifests" / "releases" / "default.toml").read_text().split("\n[frameworks.")[0]
+    path.write_text(base + "\n" + extra)
     return path
 
 

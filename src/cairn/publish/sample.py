@@ -42,7 +42,7 @@ def write_wheel(directory: Path, name: str, version: str, tag: str, files: dict[
     return out
 
 
-def write_sample_bundle(root: Path, *, version: str = "5.2.3", channel: str = "dev", families: tuple[str, ...] = ("gfx908", "gfx90a", "gfx1030"),
+def write_sample_bundle(root: Path, *, version: str = "5.2.3", channel: str = "dev", families: tuple[str, ...] | None = None,
                         gates: dict[str, dict[str, str]] | None = None, payload_bytes: int = 2048,
                         wheels_per_family: int = 1, seed: str = "",
                         images: dict[str, tuple[str, str]] | None = None) -> Path:
@@ -50,7 +50,13 @@ def write_sample_bundle(root: Path, *, version: str = "5.2.3", channel: str = "d
 
     ``payload_bytes`` of incompressible data go into each wheel; ``seed`` changes every byte (a new build).
     ``images[family] = (reference, digest)`` names a real pushed image instead of a made-up one.
+    ``families`` defaults to the default release's families (the registry is the only place gfx lists live).
     """
+    if families is None:
+        from cairn.model.manifest import load_manifest
+        from cairn.paths import default_manifest
+
+        families = load_manifest(default_manifest()).release.families
     root = Path(root)
     (root / "files" / "wheels").mkdir(parents=True, exist_ok=True)
     (root / "files" / "dockerfiles").mkdir(parents=True, exist_ok=True)
