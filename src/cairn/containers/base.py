@@ -18,6 +18,7 @@ from typing import IO, Any
 from cairn import proc
 from cairn.containers.oci import Layout, image_config
 from cairn.containers.recipes import BaseRecipe
+from cairn.errors import CairnError
 
 
 def mmdebstrap_command(recipe: BaseRecipe, out: Path) -> list[str]:
@@ -27,7 +28,30 @@ def mmdebstrap_command(recipe: BaseRecipe, out: Path) -> list[str]:
         argv.append("--include=" + ",".join(recipe.include))
     argv += [f"--dpkgopt=path-exclude={p}" for p in recipe.path_exclude]
     argv += [f"--dpkgopt=path-include={p}" for p in recipe.path_include]
-    return [*argv, recipe.suite, str(out), recipe.mirror]
+    return [*argv, recipe.suite, str(out), resolve_mirror(recipe.mirror)]
+
+
+def resolve_mirror(mirror: str) -> str:
+    """``host`` means the Debian archive this host's apt already uses (first ``deb`` URI of its sources).
+
+    The recipe then names no archive of its own, and a host behind a local mirror or proxy keeps using it.
+    """
+    if mirror != "host":
+        return mirror
+    sources = [Path("/etc/apt/sources.list"), *sorted(Path("/etc/apt/sources.list.d").glob("*.sources")),
+               *sorted(Path("/etc/apt/sources.list.d").glob("*.list"))]
+    for path in sources:
+        if not path.is_file():
+            continue
+        for line in path.read_text().splitlines():
+            words = line.split()
+            if line.startswith("URIs:") and len(words) > 1 and "security" not in words[1]:
+                return words[1]
+            if words[:1] == ["deb"] and len(words) > 2:
+                uri = next(w for w in words[1:] if not w.startswith("["))
+                if "security" not in uri:
+                    return uri
+    raise CairnError("no Debian archive found in /etc/apt/sources.list(.d) — set mirror = \"<archive URL>\" in recipes/containers/base.toml")
 
 
 def installed_packages(rootfs_tar: Path) -> list[str]:
