@@ -74,7 +74,9 @@ def run_source(ctx: Any) -> None:
         values = {"python": python, "dist": str(dist), "jobs": str(os.cpu_count() or 2)}
         if inputs["device_code"]:
             values["rocm_home"], python = _build_venv(ctx, scratch)
-            values["python"] = python
+        else:
+            python = _pinned_venv(ctx, scratch, inputs["build_requires"])
+        values["python"] = python
         env = {key: render(value, values) for key, value in inputs["env"].items()}
         env.update({"SOURCE_DATE_EPOCH": str(inputs["source_date_epoch"]), "PIP_CONSTRAINT": str(constraints),
                     "PYTHONHASHSEED": "0"})
@@ -103,6 +105,20 @@ def _unpack(fetched: Path, dest: Path) -> Path:
         shutil.copytree(fetched / "src", dest, symlinks=True)
         return dest
     raise CairnError(f"no sdist or checkout in {fetched}")
+
+
+def _pinned_venv(ctx: Any, scratch: Path, build_requires: list[str]) -> str:
+    """A venv holding exactly the recipe's pinned build backend, for builds run without build isolation.
+
+    pip's isolated build environment installs the newest backend that satisfies the project's own ranges, and
+    newer pips no longer apply ``PIP_CONSTRAINT`` there — so the same sdist built a month later could embed a
+    different setuptools-scm's ``_version.py``. Building inside this venv makes the backend an input.
+    """
+    venv = scratch / "build-venv"
+    proc.run([sys.executable, "-m", "venv", str(venv)], log=ctx.log)
+    python = str(venv / "bin" / "python")
+    proc.run([python, "-m", "pip", "install", "--disable-pip-version-check", "--no-cache-dir", *build_requires], log=ctx.log)
+    return python
 
 
 def _build_venv(ctx: Any, scratch: Path) -> tuple[str, str]:
