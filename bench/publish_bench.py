@@ -79,41 +79,87 @@ def timed(cmd: list[str], env: dict[str, str]) -> tuple[float, str]:
     return elapsed, proc.stdout
 
 
+def peer_aws() -> str:
+    """The aws CLI script itself, next to this interpreter when installed there (a pyenv shim adds ~0.1 s per call)."""
+    beside = Path(sys.executable).parent / "aws"
+    found = str(beside) if beside.is_file() else shutil.which("aws")
+    if not found:
+        raise SystemExit("aws CLI not installed — pip install awscli")
+    return found
+
+
+def bench_one(name: str, bundle_dir: Path, work: Path, keys_dir: Path, aws: str, endpoint: str, log: Path,
+              env: dict[str, str]) -> dict[str, object]:
+    """Both sides, first upload then unchanged re-publish, each into its own fresh prefix; requests counted
+    from the server's access log of these same (timed) runs."""
+    from cairn.publish.backend import FileBackend
+    from cairn.publish.bundle import load_bundle
+    from cairn.publish.publisher import load_root, publish
+    from cairn.sign.keys import load_keys
+
+    tree = work / f"tree-{name}"  # the peer uploads exactly what cairn publishes, written locally first
+    publish(load_bundle(bundle_dir), FileBackend(tree), load_keys(keys_dir), load_root(keys_dir / "root.json"))
+    files = [p for p in tree.rglob("*") if p.is_file()]
+
+    def cairn_cmd(prefix: str) -> list[str]:
+        return [sys.executable, "-m", "cairn.publish", "publish", str(bundle_dir), "--to", f"s3://{BUCKET}/{prefix}",
+                "--keys", str(keys_dir), "--json"]
+
+    def aws_cmd(prefix: str) -> list[str]:
+        return [aws, "--endpoint-url", endpoint, "s3", "sync", "--only-show-errors", str(tree), f"s3://{BUCKET}/{prefix}"]
+
+    results: dict[str, dict[str, object]] = {}
+    for side, make in (("cairn", cairn_cmd), ("aws s3 sync", aws_cmd)):
+        prefix = f"{name}-{'c' if side == 'cairn' else 'a'}"
+        offset = log.stat().st_size
+        first, _ = timed(make(prefix), env)
+        time.sleep(0.5)  # let the server flush its log
+        first_counts, offset = count_requests(log, offset, prefix)
+        again, out = timed(make(prefix), env)
+        time.sleep(0.5)
+        again_counts, _ = count_requests(log, offset, prefix)
+        if side == "cairn":
+            report = json.loads(out)
+            assert report["uploaded"] == 0 and not report["signed"], report
+        results[side] = {"first_seconds": round(first, 3), "unchanged_seconds": round(again, 3),
+                         "first_requests": first_counts, "unchanged_requests": again_counts}
+    c, a = results["cairn"], results["aws s3 sync"]
+    return {
+        "objects": len(files), "bytes": sum(p.stat().st_size for p in files), "results": results,
+        "speedup_first": round(float(a["first_seconds"]) / float(c["first_seconds"]), 2),  # type: ignore[arg-type]
+        "speedup_unchanged": round(float(a["unchanged_seconds"]) / float(c["unchanged_seconds"]), 2),  # type: ignore[arg-type]
+        "unchanged_puts": {"cairn": c["unchanged_requests"]["PUT"], "aws s3 sync": a["unchanged_requests"]["PUT"]},  # type: ignore[index]
+    }
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", type=Path, required=True)
     parser.add_argument("--store", type=Path, default=ROOT / ".cairn")
+    parser.add_argument("--only", choices=("release", "sample"), default=None, help="bench one bundle (default: both)")
     args = parser.parse_args()
     os.environ.setdefault("CAIRN_ROOT", str(ROOT))
-    aws = shutil.which("aws")
-    if not aws:
-        raise SystemExit("aws CLI not installed — pip install awscli")
+    aws = peer_aws()
 
     from tuf.api.serialization.json import JSONSerializer
 
     from cairn.errors import CairnError
-    from cairn.publish.backend import FileBackend
-    from cairn.publish.bundle import load_bundle
     from cairn.publish.command import last_build_bundle
-    from cairn.publish.publisher import load_root, publish
     from cairn.publish.sample import write_sample_bundle
     from cairn.sign.keys import init_keys, make_root
 
     work = Path(tempfile.mkdtemp(prefix="cairn-publish-bench-"))
-    try:
-        bundle_dir = last_build_bundle(args.store)
-        source = f"default release, bundle:release of {args.store}"
-    except CairnError as exc:
-        bundle_dir = write_sample_bundle(work / "bundle", wheels_per_family=4, payload_bytes=1 << 20)
-        source = f"sample bundle (no built release: {exc})"
+    bundles: dict[str, tuple[Path, str]] = {}
+    if args.only in (None, "release"):
+        try:  # the store is only read: publishing reads the bundle's files, never writes next to them
+            bundles["release"] = (last_build_bundle(args.store), f"default release, bundle:release of {args.store}")
+        except CairnError as exc:
+            print(f"no default release bundle ({exc}); benching the sample only", file=sys.stderr)
+    if args.only in (None, "sample"):
+        bundles["sample"] = (write_sample_bundle(work / "sample", wheels_per_family=4, payload_bytes=1 << 20),
+                             "sample bundle, 3 families x 4 wheels x 1 MiB")
     keys = init_keys(work / "keys")
     (keys.directory / "root.json").write_bytes(make_root(keys).to_bytes(JSONSerializer(compact=False)))
-    bundle = load_bundle(bundle_dir)
-    # the tree the peer uploads: exactly what cairn publishes, written locally first
-    tree = work / "tree"
-    publish(bundle, FileBackend(tree), keys, load_root(keys.directory / "root.json"))
-    files = [p for p in tree.rglob("*") if p.is_file()]
-    tree_bytes = sum(p.stat().st_size for p in files)
 
     log = work / "moto.log"
     moto, endpoint = start_moto(log)
@@ -123,56 +169,31 @@ def main() -> int:
 
     boto3.client("s3", endpoint_url=endpoint, region_name="us-east-1", aws_access_key_id="b",
                  aws_secret_access_key="b").create_bucket(Bucket=BUCKET)
-
-    def cairn_cmd(prefix: str) -> list[str]:
-        return [sys.executable, "-m", "cairn.publish", "publish", str(bundle_dir), "--to", f"s3://{BUCKET}/{prefix}",
-                "--keys", str(keys.directory), "--json"]
-
-    def aws_cmd(prefix: str) -> list[str]:
-        return [aws, "--endpoint-url", endpoint, "s3", "sync", "--only-show-errors", str(tree), f"s3://{BUCKET}/{prefix}"]
-
-    results: dict[str, dict[str, float | dict[str, int]]] = {}
+    runs: dict[str, dict[str, object]] = {}
     try:
-        for side, make in (("cairn", cairn_cmd), ("aws s3 sync", aws_cmd)):
-            tag = "c" if side == "cairn" else "a"
-            first, _ = timed(make(f"{tag}-timed"), env)
-            again, out = timed(make(f"{tag}-timed"), env)
-            if side == "cairn":
-                report = json.loads(out)
-                assert report["uploaded"] == 0 and not report["signed"], report
-            offset = log.stat().st_size
-            timed(make(f"{tag}-counted"), env)
-            time.sleep(0.5)  # let the server flush its log
-            first_counts, offset = count_requests(log, offset, f"{tag}-counted")
-            timed(make(f"{tag}-counted"), env)
-            time.sleep(0.5)
-            again_counts, _ = count_requests(log, offset, f"{tag}-counted")
-            results[side] = {"first_seconds": round(first, 3), "unchanged_seconds": round(again, 3),
-                             "first_requests": first_counts, "unchanged_requests": again_counts}
+        for name, (bundle_dir, source) in bundles.items():
+            runs[name] = {"source": source, **bench_one(name, bundle_dir, work, keys.directory, aws, endpoint, log, env)}
     finally:
         moto.terminate()
         moto.wait(timeout=10)
         shutil.rmtree(work, ignore_errors=True)
 
-    c, a = results["cairn"], results["aws s3 sync"]
     doc = {
-        "bench": "publish", "release": source, "objects": len(files), "bytes": tree_bytes,
+        "bench": "publish", "runs": runs,
         "machine": {"python": platform.python_version(), "cpus": os.cpu_count(), "load": os.getloadavg()},
         "tools": {"aws": " ".join(subprocess.run([aws, "--version"], capture_output=True, text=True).stdout.split()[:1])},
-        "results": results,
-        "speedup_first": round(float(a["first_seconds"]) / float(c["first_seconds"]), 2),
-        "speedup_unchanged": round(float(a["unchanged_seconds"]) / float(c["unchanged_seconds"]), 2),
         "goals": {"first": ">= 1.5x", "unchanged": ">= 5x with zero PUTs"},
     }
-    doc["unchanged_puts"] = {"cairn": c["unchanged_requests"]["PUT"], "aws s3 sync": a["unchanged_requests"]["PUT"]}  # type: ignore[index]
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(doc, indent=2, sort_keys=True) + "\n")
-    print(f"{source}: {len(files)} objects, {tree_bytes / 1e6:.1f} MB")
-    print(f"{'':14}{'first upload':>14}{'unchanged':>12}{'PUTs first':>12}{'PUTs again':>12}")
-    for side, r in results.items():
-        print(f"{side:14}{r['first_seconds']:>13.2f}s{r['unchanged_seconds']:>11.2f}s"
-              f"{r['first_requests']['PUT']:>12}{r['unchanged_requests']['PUT']:>12}")  # type: ignore[index]
-    print(f"speed-up: first {doc['speedup_first']}x (goal 1.5x), unchanged {doc['speedup_unchanged']}x (goal 5x)")
+    for run in runs.values():
+        print(f"{run['source']}: {run['objects']} objects, {int(run['bytes']) / 1e6:.1f} MB")  # type: ignore[call-overload]
+        print(f"  {'':14}{'first upload':>14}{'unchanged':>12}{'PUTs first':>12}{'PUTs again':>12}{'GET/HEAD/LIST again':>22}")
+        for side, r in run["results"].items():  # type: ignore[attr-defined]
+            q = r["unchanged_requests"]
+            print(f"  {side:14}{r['first_seconds']:>13.2f}s{r['unchanged_seconds']:>11.2f}s"
+                  f"{r['first_requests']['PUT']:>12}{q['PUT']:>12}{q['GET']:>10}/{q['HEAD']}/{q['LIST']}")
+        print(f"  speed-up: first {run['speedup_first']}x (goal 1.5x), unchanged {run['speedup_unchanged']}x (goal 5x)")
     return 0
 
 

@@ -15,6 +15,7 @@ import os
 import tempfile
 import time
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol, TypeVar
@@ -24,8 +25,12 @@ from cairn.errors import CairnError
 
 IMMUTABLE_CACHE = "public, max-age=31536000, immutable"
 MUTABLE_CACHE = "no-cache"
-MULTIPART_THRESHOLD = int(os.environ.get("CAIRN_MULTIPART_THRESHOLD", str(64 << 20)))
-PART_SIZE = max(5 << 20, int(os.environ.get("CAIRN_MULTIPART_PART", str(16 << 20))))
+# One PUT up to 1 GiB (S3 takes 5 GiB): S3 then checks the whole object's sha256 (``ChecksumSHA256``), which a
+# multipart upload cannot give, and the publisher already uploads 16 objects at a time. Larger objects go up
+# in 64 MiB parts, PART_THREADS at once, each with its Content-MD5; the completion is conditional.
+MULTIPART_THRESHOLD = int(os.environ.get("CAIRN_MULTIPART_THRESHOLD", str(1 << 30)))
+PART_SIZE = max(5 << 20, int(os.environ.get("CAIRN_MULTIPART_PART", str(64 << 20))))
+PART_THREADS = 4
 T = TypeVar("T")
 
 
@@ -62,7 +67,7 @@ class Backend(Protocol):
 
     def head_sha256(self, key: str) -> str | None: ...
 
-    def put(self, key: str, data: bytes, *, content_type: str, immutable: bool) -> bool: ...
+    def put(self, key: str, data: bytes, *, content_type: str, immutable: bool, sha256: str = "") -> bool: ...
 
     def delete(self, key: str) -> None: ...
 
@@ -120,12 +125,12 @@ class FileBackend:
         data = self.get(key)
         return None if data is None else sha256_hex(data)
 
-    def put(self, key: str, data: bytes, *, content_type: str, immutable: bool) -> bool:
+    def put(self, key: str, data: bytes, *, content_type: str, immutable: bool, sha256: str = "") -> bool:
         path = self._path(key)
         if key.endswith("/") and path.exists() and path.read_bytes() == data:
             return False  # a directory alias of index.html: the same file on disk
         if path.exists():
-            same = sha256_hex(path.read_bytes()) == sha256_hex(data)
+            same = sha256_hex(path.read_bytes()) == (sha256 or sha256_hex(data))
             if same:
                 self.counters.skipped += 1
                 return False
@@ -154,8 +159,11 @@ class S3Backend:
         self.prefix = prefix + "/" if prefix else ""
         self.endpoint = endpoint
         self.counters = Counters()
+        # checksums: this wrapper sends its own (SHA256 of the whole object, MD5 per part), so botocore need not
+        # compute a CRC32 of every byte again
         config = Config(retries={"max_attempts": 3, "mode": "standard"}, max_pool_connections=32,
-                        connect_timeout=5, read_timeout=60, s3={"addressing_style": "path"})
+                        connect_timeout=5, read_timeout=60, s3={"addressing_style": "path"},
+                        request_checksum_calculation="when_required")
         self.client = boto3.client("s3", endpoint_url=endpoint, config=config,
                                    region_name=os.environ.get("AWS_DEFAULT_REGION", "us-east-1"))
 
@@ -223,10 +231,12 @@ class S3Backend:
         checksum = head.get("ChecksumSHA256")
         return base64.b64decode(checksum).hex() if checksum and "-" not in checksum else ""
 
-    def put(self, key: str, data: bytes, *, content_type: str, immutable: bool) -> bool:
+    def put(self, key: str, data: bytes, *, content_type: str, immutable: bool, sha256: str = "") -> bool:
+        """Write ``data`` (``sha256``: its digest when the caller already has it — never trusted blindly:
+        S3 recomputes it from the bytes of a single PUT and refuses a mismatch)."""
         from botocore.exceptions import ClientError
 
-        digest = sha256_hex(data)
+        digest = sha256 or sha256_hex(data)
         args: dict[str, Any] = {
             "Bucket": self.bucket, "Key": self.prefix + key, "ContentType": content_type,
             "CacheControl": IMMUTABLE_CACHE if immutable else MUTABLE_CACHE, "Metadata": {"sha256": digest},
@@ -247,7 +257,7 @@ class S3Backend:
                     self.counters.skipped += 1
                     return False
                 if code in ("ConditionalRequestConflict", "409"):
-                    return self.put(key, data, content_type=content_type, immutable=immutable)
+                    return self.put(key, data, content_type=content_type, immutable=immutable, sha256=digest)
                 raise RefusedOverwrite(f"{key} already exists with different bytes (sha256 {have or '?'}) — a published version is never replaced; bump the version") from None
             raise CairnError(f"S3 put {key}: {exc}") from None
         self.counters.puts += 1
@@ -258,13 +268,18 @@ class S3Backend:
         condition = {k: args.pop(k) for k in ("IfNoneMatch",) if k in args}
         upload = self._retry("create multipart", lambda: self.client.create_multipart_upload(**args))
         upload_id = upload["UploadId"]
-        parts = []
-        for number, offset in enumerate(range(0, len(data), PART_SIZE), start=1):
-            chunk = data[offset:offset + PART_SIZE]
-            result = self._retry("upload part", lambda chunk=chunk, number=number: self.client.upload_part(
-                Bucket=args["Bucket"], Key=args["Key"], UploadId=upload_id, PartNumber=number, Body=chunk))
-            parts.append({"ETag": result["ETag"], "PartNumber": number})
+        view = memoryview(data)
+
+        def part(number: int) -> dict[str, Any]:
+            chunk = bytes(view[(number - 1) * PART_SIZE:number * PART_SIZE])
+            md5 = base64.b64encode(hashlib.md5(chunk).digest()).decode()
+            result = self._retry("upload part", lambda: self.client.upload_part(
+                Bucket=args["Bucket"], Key=args["Key"], UploadId=upload_id, PartNumber=number, Body=chunk, ContentMD5=md5))
+            return {"ETag": result["ETag"], "PartNumber": number}
+
         try:
+            with ThreadPoolExecutor(max_workers=PART_THREADS) as pool:
+                parts = list(pool.map(part, range(1, (len(data) + PART_SIZE - 1) // PART_SIZE + 1)))
             self._retry("complete multipart", lambda: self.client.complete_multipart_upload(
                 Bucket=args["Bucket"], Key=args["Key"], UploadId=upload_id, MultipartUpload={"Parts": parts}, **condition))
         except Exception:

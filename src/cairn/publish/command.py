@@ -5,6 +5,9 @@ Without a bundle argument, ``cairn publish`` takes the ``bundle:release`` tree o
 ``--dev-keys`` signs with a development key set kept in ``<store>/keys/dev`` (created when missing, and
 said so): a fresh machine has no release keys, and what dev keys sign verifies only against
 ``<store>/keys/dev/root.json`` — never against the pinned ``publish/root.json`` of real releases.
+
+An unchanged re-publish is answered from the repository's publish record (``cairn.publish.fastpath``: two
+GETs) before the signing libraries and boto3 are even imported; those load only when there is work to do.
 """
 
 from __future__ import annotations
@@ -16,13 +19,10 @@ import sys
 from pathlib import Path
 
 from cairn.errors import CairnError
-from cairn.matrix.model import CHANNELS
-from cairn.publish.backend import open_backend
-from cairn.publish.bundle import load_bundle
-from cairn.publish.publisher import load_root, promote, publish
-from cairn.sign.keys import ensure_dev_keys, load_keys
+from cairn.publish import fastpath
 
 BUNDLE_ACTION = "bundle:release"
+CHANNELS = ("dev", "nightly", "prerelease", "stable")  # cairn.matrix.model.CHANNELS (a test checks), without its imports
 
 
 def default_destination(store: Path | None = None) -> str:
@@ -72,47 +72,75 @@ def configure_promote(parser: argparse.ArgumentParser) -> None:
     _common(parser)
 
 
+def _keys_dir(args: argparse.Namespace) -> Path:
+    if args.dev_keys and args.keys is None:
+        return dev_keys_dir(args.store)
+    # = cairn.sign.keys.default_keys_dir() (a test checks), without importing the signing libraries
+    return Path(args.keys or os.environ.get("CAIRN_KEYS") or Path.home() / ".config" / "cairn" / "keys")
+
+
+def _dev_note(args: argparse.Namespace, directory: Path, created: bool) -> None:
+    if args.dev_keys and args.keys is None:
+        print(f"{'created' if created else 'using'} DEVELOPMENT signing keys in {directory} — not the release keys: this "
+              f"repository verifies only with --root {directory / 'root.json'}, never with publish/root.json", file=sys.stderr)
+
+
 def _keys_and_root(args: argparse.Namespace):  # type: ignore[no-untyped-def]
+    from cairn.publish.publisher import load_root
+    from cairn.sign.keys import ensure_dev_keys, load_keys
+
     if args.dev_keys and args.keys is None:
         directory = dev_keys_dir(args.store)
         keys, created = ensure_dev_keys(directory)
-        note = "created" if created else "using"
-        print(f"{note} DEVELOPMENT signing keys in {directory} — not the release keys: this repository verifies only with "
-              f"--root {directory / 'root.json'}, never with publish/root.json", file=sys.stderr)
+        _dev_note(args, directory, created)
     else:
         keys = load_keys(args.keys)
     return keys, load_root(args.root or keys.directory / "root.json")
 
 
-def _print(report, as_json: bool) -> None:  # type: ignore[no-untyped-def]
+def _print(report: dict, as_json: bool) -> None:  # type: ignore[type-arg]
     if as_json:
-        print(json.dumps(report.to_dict(), indent=1, sort_keys=True))
+        print(json.dumps(report, indent=1, sort_keys=True))
         return
-    print(f"{report.url}: release {report.version} → {report.channel or 'staging'} "
-          f"({report.uploaded} uploaded, {report.skipped} already present, timestamp v{report.timestamp_version})")
-    for ref, state in sorted(report.images.items()):
+    present = "already published" if report.get("already_published") else f"{report['skipped']} already present"
+    print(f"{report['url']}: release {report['version']} → {report['channel'] or 'staging'} "
+          f"({report['uploaded']} uploaded, {present}, timestamp v{report['timestamp_version']})")
+    for ref, state in sorted(report["images"].items()):
         if not state.startswith("signed"):
             print(f"  image     {ref}: {state}")
-    for cell in report.promoted:
+    for cell in report["promoted"]:
         print(f"  promoted  {cell}")
-    for cell, reasons in report.held.items():
+    for cell, reasons in report["held"].items():
         print(f"  held      {cell}: {'; '.join(reasons)}")
 
 
 def run(args: argparse.Namespace) -> int:
+    bundle_dir = args.bundle or last_build_bundle(args.store)
+    to = args.to or default_destination(args.store)
+    keys_dir = _keys_dir(args)
+    done = fastpath.already_published(to, bundle_dir, args.channel, args.stage_only, args.root or keys_dir / "root.json", keys_dir)
+    if done is not None:
+        _dev_note(args, keys_dir, False)
+        _print(done, args.json)
+        return 0
+    from cairn.publish.backend import open_backend
+    from cairn.publish.bundle import load_bundle
+    from cairn.publish.publisher import publish
+
     keys, root = _keys_and_root(args)
-    bundle = load_bundle(args.bundle or last_build_bundle(args.store))
-    backend = open_backend(args.to or default_destination(args.store))
-    report = publish(bundle, backend, keys, root, channel=args.channel, stage_only=args.stage_only,
+    report = publish(load_bundle(bundle_dir), open_backend(to), keys, root, channel=args.channel, stage_only=args.stage_only,
                      log=(lambda _: None) if args.json else print)
-    _print(report, args.json)
+    _print(report.to_dict(), args.json)
     return 0
 
 
 def run_promote(args: argparse.Namespace) -> int:
+    from cairn.publish.backend import open_backend
+    from cairn.publish.publisher import promote
+
     keys, root = _keys_and_root(args)
     backend = open_backend(args.to or default_destination(args.store))
     report = promote(backend, keys, root, args.version, args.channel or "dev", as_version=args.as_version,
                      log=(lambda _: None) if args.json else print)
-    _print(report, args.json)
+    _print(report.to_dict(), args.json)
     return 0
