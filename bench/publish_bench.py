@@ -1,15 +1,16 @@
 """Publish benchmark: ``cairn publish`` vs ``aws s3 sync`` of the same tree, to the same moto S3 endpoint.
 
-    python bench/publish_bench.py --out bench/results/publish.json [--store .cairn] [--repeat 1]
+    python bench/publish_bench.py --out bench/results/publish.json [--store .cairn] [--only release|sample]
 
-The release: the ``bundle:release`` tree of ``--store``'s last build (the default release), or — when the
-store has none — the sample bundle (3 families × 4 wheels × 1 MiB). Both sides upload one repository tree:
-cairn publishes the bundle (signing, attestations, index pages, TUF metadata, conditional writes); the peer
-syncs the tree cairn wrote to a local directory (same objects, already signed), which is what a user would
-do with today's tools. Two phases, each side in a fresh bucket prefix: the first upload, then an unchanged
-re-publish. Times are wall clock of the whole command (interpreter start-up included for both). Requests
-are counted from the server's access log (one line per request) in a second pass into another prefix:
-PUTs (objects and multipart parts), GETs, HEADs, LISTs.
+Two bundles in one run, one moto server for everything: the ``bundle:release`` tree of ``--store``'s last
+build (the default release; only read) and the sample bundle (3 families x 4 wheels x 1 MiB). Both sides
+upload one repository tree: cairn publishes the bundle (signing, attestations, index pages, TUF metadata,
+conditional writes); the peer syncs the tree cairn wrote to a local directory first (same objects, already
+signed) — what a user would do with today's tools. Per bundle and side, in a fresh bucket prefix: the first
+upload, then an unchanged re-publish. Times are wall clock of the whole command, interpreter start-up
+included on both sides (both are the real scripts of this interpreter, no pyenv shim). Requests of those
+same runs are counted from the server's access log (one line per request): PUTs (objects and multipart
+parts), GETs, HEADs, LISTs.
 """
 
 from __future__ import annotations

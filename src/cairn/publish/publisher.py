@@ -400,23 +400,21 @@ class _Run:
         if not objs:
             return
         plan = [(obj, self._writes(obj)) for obj in objs]
-        if any(writes for _, writes in plan):
+        writes = [(obj, key, immutable) for obj, keys in plan for key, immutable in keys]
+        self.skipped += sum(3 if obj.alias else 2 if obj.target else 1 for obj in objs) - len(writes)
+        if writes:
             self._mark_in_progress()
 
-        def one(item: tuple[Obj, list[tuple[str, bool]]]) -> tuple[int, int]:
-            obj, writes = item
-            done = 0
-            for key, immutable in writes:
-                if self.backend.put(key, obj.data, content_type=obj.content_type, immutable=immutable, sha256=obj.sha256):
-                    done += 1
-            return done, (3 if obj.alias else 2 if obj.target else 1) - done
+        def one(write: tuple[Obj, str, bool]) -> bool:
+            obj, key, immutable = write
+            return self.backend.put(key, obj.data, content_type=obj.content_type, immutable=immutable, sha256=obj.sha256)
 
-        # largest first: the big wheels start at once and the small objects fill the other threads around them
-        plan.sort(key=lambda item: -len(item[0].data) if item[1] else 0)
+        # one task per key, largest first: every copy of every big wheel starts at once, small objects fill in
+        writes.sort(key=lambda write: -len(write[0].data))
         with ThreadPoolExecutor(max_workers=THREADS) as pool:
-            for done, skipped in pool.map(one, plan):
-                self.uploaded += done
-                self.skipped += skipped
+            for wrote in pool.map(one, writes):
+                self.uploaded += wrote
+                self.skipped += not wrote
         for obj in objs:
             if obj.target:
                 self.targets[obj.key] = _target(obj)
