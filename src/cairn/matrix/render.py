@@ -14,7 +14,9 @@ from collections.abc import Mapping, Sequence
 
 from cairn.matrix.model import Cell, Matrix
 
-STATUS_MARK = {"passed": "✅ passed", "failed": "❌ failed", "not-run": "⏸ not run"}
+STATUS_MARK = {"passed": "✅ passed", "failed": "❌ failed", "not-run": "⏸ not run"}  # Markdown renderers have emoji
+# The page colours each status by CSS class and spells it out: a browser without an emoji font shows boxes.
+HTML_MARK = {"passed": "passed", "failed": "FAILED", "not-run": "not run"}
 
 _CSS = """
 body{font:14px/1.4 system-ui,sans-serif;margin:1.5em;color:#222}
@@ -75,7 +77,7 @@ def _gates(cell: Cell) -> str:
     items = []
     for g in cell.gates:
         reason = f" — {html.escape(g.reason)}" if g.reason else ""
-        items.append(f'<div class="{g.status}">{html.escape(g.gate)}: {STATUS_MARK.get(g.status, g.status)}{reason}</div>')
+        items.append(f'<div class="{g.status}">{html.escape(g.gate)}: {HTML_MARK.get(g.status, g.status)}{reason}</div>')
     return "".join(items) or "<em>none recorded</em>"
 
 
