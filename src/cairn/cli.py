@@ -19,6 +19,7 @@ from cairn.errors import CairnError
 COMMANDS: dict[str, tuple[str, str]] = {
     "targets": ("cairn.model.command", "list gfx targets and families, or expand one"),
     "check": ("cairn.model.check_command", "validate release manifests"),
+    "pins": ("cairn.pins.command", "compare deb pins with the archive, refresh them, or lock a rootfs recipe"),
     "plan": ("cairn.plan.command", "resolve a manifest into the action graph and show each action's status"),
     "build": ("cairn.build.command", "run the action graph into the content-addressed store"),
     "audit": ("cairn.audit.command", "which gfx targets does a binary, wheel, tree or image carry code for"),

@@ -34,7 +34,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     manifest, registry = load(args.manifest)
-    plan = make_plan(manifest, registry, args.family)
+    plan = make_plan(manifest, registry, args.family, store=args.store)
     store = LocalStore(args.store)
     store.lock()
     try:

@@ -129,7 +129,8 @@ def _run(action: Action, report: BuildReport, store: Store) -> Outcome:
     workdir = store.workdir(action.id)
     with open(log_path, "w") as log:
         log.write(f"# {action.id}\n# key {key}\n")
-        ctx = ActionContext(action, workdir, log, {d: store.tree(o) for d, o in dep_outputs.items()}, dep_outputs)
+        mirror = getattr(store, "root", None)  # a local store keeps fetched inputs by sha256 under sources/
+        ctx = ActionContext(action, workdir, log, {d: store.tree(o) for d, o in dep_outputs.items()}, dep_outputs, mirror)
         try:
             runner_for(action)(ctx)
         except CairnError as exc:

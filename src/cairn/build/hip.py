@@ -88,6 +88,38 @@ def compile_hip(
         os.replace(partial, out)
 
 
+def compile_hip_in_image(
+    sources_dir: Path, names: list[str], targets: tuple[str, ...], out: Path, *, image: str, device_lib_path: str,
+    log: IO[str],
+) -> None:
+    """The same hipcc command, run by the build image's toolchain through the private Docker Engine.
+
+    Sources are mounted read-only at ``/src`` and a fresh work directory at ``/out``; the container has no
+    network. Paths inside are the same on every machine, so the output bytes do not depend on where the
+    store lives. ``out`` appears only when the build succeeded.
+    """
+    from cairn.services import engine_host
+
+    if not names:
+        raise InputError(sources_dir, "no HIP sources to compile")
+    _check_targets(targets)
+    docker = require_tool("docker", "docker.io")
+    env = {"DOCKER_HOST": engine_host()}
+    out.parent.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(prefix=".hipcc-", dir=out.parent) as work:
+        inner = hipcc_command([Path("/src") / n for n in sorted(names)], targets, Path("/out") / out.name,
+                              device_lib_path=Path(device_lib_path), include_dirs=(Path("/src"),))
+        # clang ≥ 19 emits a __hip_cuid_ symbol per TU that collides across TUs with -fuse-cuid=none; a hash of
+        # the (fixed, in-container) path and options is as reproducible and unique per TU
+        inner = ["-fuse-cuid=hash" if arg == "-fuse-cuid=none" else arg for arg in inner]
+        epoch = os.environ.get("SOURCE_DATE_EPOCH", "0")
+        container_env = [arg for k, v in {**HIP_ENV, "SOURCE_DATE_EPOCH": epoch, "TMPDIR": "/out"}.items()
+                         for arg in ("-e", f"{k}={v}")]
+        run([docker, "run", "--rm", "--network", "none", *container_env, "-v", f"{sources_dir}:/src:ro",
+             "-v", f"{work}:/out", "-w", "/out", image, *inner], env=env, log=log, timeout=3600)
+        os.replace(Path(work) / out.name, out)
+
+
 def _check_targets(targets: Sequence[str]) -> None:
     if not targets:
         raise InputError("targets", "no gfx targets to compile for")

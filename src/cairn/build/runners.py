@@ -28,6 +28,7 @@ class ActionContext:
     log: IO[str]
     deps: Mapping[str, Path]  # dependency action id -> its output tree
     dep_outputs: Mapping[str, str]  # dependency action id -> its output digest
+    mirror: Path | None = None  # the store's source mirror (``sources/sha256/<digest>`` under it)
 
 
 Runner = Callable[[ActionContext], None]
@@ -35,6 +36,7 @@ Runner = Callable[[ActionContext], None]
 # Where Debian's paths land in a relocatable, /opt/rocm-like SDK tree (longest prefix wins).
 DEB_LAYOUT = (
     ("usr/lib/x86_64-linux-gnu/amdgcn", "amdgcn"),
+    ("usr/lib/llvm-22/lib/clang/22/amdgcn", "amdgcn"),  # ROCm 7.2's device libraries live in clang's resource dir
     ("usr/lib/x86_64-linux-gnu", "lib"),
     ("usr/share/lintian", None),
     ("usr/", ""),
@@ -43,7 +45,7 @@ DEB_LAYOUT = (
 
 def run_fetch(ctx: ActionContext) -> None:
     (kind, source), = ctx.action.inputs["source"].items()
-    fetch(kind, source, ctx.out, ctx.log)
+    fetch(kind, source, ctx.out, ctx.log, ctx.mirror)
 
 
 def run_deb_unpack(ctx: ActionContext) -> None:
@@ -96,25 +98,42 @@ def run_copy(ctx: ActionContext) -> None:
 
 
 def run_hip(ctx: ActionContext) -> None:
-    """Compile our HIP sources for every target of one family, then gate on the audit's coverage."""
+    """Compile our HIP sources for every target of one family, then gate on the audit's coverage.
+
+    With a build image (``toolchain`` names its push action) hipcc runs inside it; otherwise on the host
+    with the SDK's own device libraries."""
     from cairn.build import hip  # the device-code stage
 
     inputs = ctx.action.inputs
     sources_tree = ctx.deps[ctx.action.deps[0]] / "src"
-    device_libs = next((p / "amdgcn" / "bitcode" for p in ctx.deps.values() if (p / "amdgcn" / "bitcode").is_dir()), None)
-    if device_libs is None:
-        raise CairnError(f"{ctx.action.id}: no amdgcn/bitcode among its dependencies — depend on the device-libs component")
     targets = tuple(inputs["targets"])
     library = ctx.out / "lib" / inputs["build"]["args"].get("library", f"lib{inputs['component']}.so")
     library.parent.mkdir(parents=True)
     sources = sorted(sources_tree.glob("*.hip"))
-    hip.compile_hip(sources, targets, library, device_lib_path=device_libs, log=ctx.log, include_dirs=(sources_tree,))
+    toolchain = inputs["toolchain"]
+    if isinstance(toolchain, dict):
+        from cairn.plan.toolchain import DEVICE_LIBS_IN_IMAGE
+        from cairn.services import registry_address
+
+        pushed = json.loads((ctx.deps[toolchain["push"]] / "push.json").read_text())
+        registry, _ = registry_address()
+        if not registry:
+            raise CairnError(f"{ctx.action.id}: no registry to pull the build image from — run: cairn services start")
+        image = f"{registry}/{pushed['reference']}"
+        toolchain = f"{pushed['repo']}@{pushed['digest']}"
+        hip.compile_hip_in_image(sources_tree, [s.name for s in sources], targets, library, image=image,
+                                 device_lib_path=DEVICE_LIBS_IN_IMAGE, log=ctx.log)
+    else:
+        device_libs = next((p / "amdgcn" / "bitcode" for p in ctx.deps.values() if (p / "amdgcn" / "bitcode").is_dir()), None)
+        if device_libs is None:
+            raise CairnError(f"{ctx.action.id}: no amdgcn/bitcode among its dependencies — depend on the device-libs component")
+        hip.compile_hip(sources, targets, library, device_lib_path=device_libs, log=ctx.log, include_dirs=(sources_tree,))
     hip.check_coverage(library, targets)
     for header in sorted(sources_tree.glob("*.h")):
         (ctx.out / "include").mkdir(exist_ok=True)
         shutil.copy2(header, ctx.out / "include" / header.name)
     build_info = {"component": inputs["component"], "version": inputs["version"], "family": ctx.action.family,
-                  "targets": list(targets), "toolchain": inputs["toolchain"]}
+                  "targets": list(targets), "toolchain": toolchain}
     (ctx.out / "share" / "cairn").mkdir(parents=True)
     (ctx.out / "share" / "cairn" / f"{inputs['component']}.json").write_text(json.dumps(build_info, indent=2, sort_keys=True) + "\n")
 
@@ -176,6 +195,14 @@ def runner_for(action: Action) -> Runner:
     from cairn.build import extra_runners
 
     runner = extra_runners.lookup(action)
+    if runner is None:  # later stages register their runners when imported: import them all, then look again
+        import importlib
+
+        from cairn.plan.planner import STAGE_PLANNERS
+
+        for module in STAGE_PLANNERS:
+            importlib.import_module(module)
+        runner = extra_runners.lookup(action)
     if runner is None:
         raise CairnError(f"no runner for action kind '{action.kind}' ({action.id})")
     return runner

@@ -19,39 +19,36 @@ from cairn import proc
 from cairn.containers.oci import Layout, image_config
 from cairn.containers.recipes import BaseRecipe
 from cairn.errors import CairnError
+from cairn.sources.debian import resolve_mirror
 
 
-def mmdebstrap_command(recipe: BaseRecipe, out: Path) -> list[str]:
+def mmdebstrap_command(recipe: BaseRecipe, out: Path, mirror: str | None = None) -> list[str]:
+    """The mmdebstrap call for ``recipe``: with a lock, every package of the rootfs at its locked version."""
     argv = [proc.require_tool("mmdebstrap", "mmdebstrap"), f"--variant={recipe.variant}", "--mode=root",
             "--format=tar", "--customize-hook=rm -f \"$1/etc/hostname\" \"$1/etc/resolv.conf\""]
-    if recipe.include:
-        argv.append("--include=" + ",".join(recipe.include))
+    if not recipe.check_valid_until:
+        argv.append("--aptopt=Acquire::Check-Valid-Until \"false\"")
+    include = recipe.lock or recipe.include
+    if include:
+        argv.append("--include=" + ",".join(include))
     argv += [f"--dpkgopt=path-exclude={p}" for p in recipe.path_exclude]
     argv += [f"--dpkgopt=path-include={p}" for p in recipe.path_include]
-    return [*argv, recipe.suite, str(out), resolve_mirror(recipe.mirror)]
+    archive = mirror if mirror is not None else resolve_mirror(recipe.mirror)
+    options = "" if recipe.check_valid_until else "[check-valid-until=no] "
+    sources = [f"deb {options}{archive} {suite} main" for suite in (recipe.suite, *recipe.suites)]
+    return [*argv, recipe.suite, str(out), *sources]
 
 
-def resolve_mirror(mirror: str) -> str:
-    """``host`` means the Debian archive this host's apt already uses (first ``deb`` URI of its sources).
-
-    The recipe then names no archive of its own, and a host behind a local mirror or proxy keeps using it.
-    """
-    if mirror != "host":
-        return mirror
-    sources = [Path("/etc/apt/sources.list"), *sorted(Path("/etc/apt/sources.list.d").glob("*.sources")),
-               *sorted(Path("/etc/apt/sources.list.d").glob("*.list"))]
-    for path in sources:
-        if not path.is_file():
-            continue
-        for line in path.read_text().splitlines():
-            words = line.split()
-            if line.startswith("URIs:") and len(words) > 1 and "security" not in words[1]:
-                return words[1]
-            if words[:1] == ["deb"] and len(words) > 2:
-                uri = next(w for w in words[1:] if not w.startswith("["))
-                if "security" not in uri:
-                    return uri
-    raise CairnError("no Debian archive found in /etc/apt/sources.list(.d) — set mirror = \"<archive URL>\" in recipes/containers/base.toml")
+def check_lock(recipe: BaseRecipe, installed: list[str], recipe_name: str) -> None:
+    """The rootfs must hold exactly the locked packages: anything else means the archive moved under us."""
+    if not recipe.lock:
+        return
+    locked, have = set(recipe.lock), set(installed)
+    extra, missing = sorted(have - locked), sorted(locked - have)
+    if extra or missing:
+        shown = ", ".join([*(f"+{p}" for p in extra[:5]), *(f"-{p}" for p in missing[:5])])
+        raise CairnError(f"rootfs {recipe_name} differs from its lock ({len(extra)} extra, {len(missing)} missing: {shown}) — "
+                         f"review and re-lock: cairn pins lock recipes/containers/{recipe_name}.toml")
 
 
 def installed_packages(rootfs_tar: Path) -> list[str]:
@@ -69,7 +66,8 @@ def installed_packages(rootfs_tar: Path) -> list[str]:
     return sorted(packages)
 
 
-def build_base(recipe: BaseRecipe, out: Path, epoch: int, labels: dict[str, str], tag: str, log: IO[str]) -> dict[str, Any]:
+def build_base(recipe: BaseRecipe, out: Path, epoch: int, labels: dict[str, str], tag: str, log: IO[str],
+               recipe_name: str = "base") -> dict[str, Any]:
     """Write the base image's OCI layout into ``out/oci`` and return its record (also ``out/image.json``)."""
     with tempfile.TemporaryDirectory(prefix="cairn-base-", dir=out.parent) as scratch_dir:
         scratch = Path(scratch_dir)
@@ -77,12 +75,13 @@ def build_base(recipe: BaseRecipe, out: Path, epoch: int, labels: dict[str, str]
         proc.run(mmdebstrap_command(recipe, rootfs), env={"SOURCE_DATE_EPOCH": str(epoch), "LC_ALL": "C.UTF-8"},
                  log=log, timeout=1800)
         packages = installed_packages(rootfs)
+        check_lock(recipe, packages, recipe_name)
         layout = Layout(out / "oci")
         layer = layout.add_layer_tar(rootfs, epoch, scratch)
         rootfs.unlink()
-    runtime = {"Env": ["PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin", "LANG=C.UTF-8"],
+    runtime = {"Env": ["PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin", "LANG=C.UTF-8", *recipe.env],
                "Cmd": ["/bin/bash"]}
-    history = [{"created_by": "mmdebstrap " + " ".join(mmdebstrap_command(recipe, Path("rootfs.tar"))[1:])}]
+    history = [{"created_by": "mmdebstrap " + " ".join(mmdebstrap_command(recipe, Path("rootfs.tar"), recipe.mirror)[1:])}]
     config = image_config(runtime, [layer], history, epoch, labels)
     manifest_digest, config_digest, _ = layout.write_image(config, [layer], labels, [tag])
     (out / "packages.txt").write_text("\n".join(packages) + "\n")

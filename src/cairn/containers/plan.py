@@ -181,7 +181,8 @@ def _image_action(context: StageContext, recipe: ImageRecipe, target: str, famil
 def run_base(ctx: Any) -> None:
     inputs = ctx.action.inputs
     recipe = BaseRecipe(**{k: tuple(v) if isinstance(v, list) else v for k, v in inputs["recipe"].items()})
-    base_image.build_base(recipe, ctx.out, inputs["epoch"], inputs["labels"], inputs["tag"], ctx.log)
+    base_image.build_base(recipe, ctx.out, inputs["epoch"], inputs["labels"], inputs["tag"], ctx.log,
+                          inputs.get("recipe_file", "base"))
 
 
 def run_push(ctx: Any) -> None:

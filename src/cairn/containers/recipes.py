@@ -6,6 +6,7 @@ image recipe. Unknown keys and bad values fail with ``file:line: what — fix`` 
 
 from __future__ import annotations
 
+import re
 import tomllib
 from dataclasses import dataclass
 from functools import cache
@@ -19,7 +20,8 @@ KINDS = ("runtime", "framework", "build")
 GATES = ("static-coverage", "in-container", "gpu")
 _IMAGE_KEYS = {"name", "template", "kind", "from", "repo", "tags", "gates", "sdk", "component", "wheels", "builder",
                "source_git", "needs_components", "source_url"}
-_BASE_KEYS = {"name", "suite", "variant", "mirror", "repo", "include", "path_exclude", "path_include"}
+_BASE_KEYS = {"name", "suite", "variant", "mirror", "repo", "include", "path_exclude", "path_include", "suites",
+              "check_valid_until", "env"}
 
 
 @dataclass(frozen=True)
@@ -32,15 +34,21 @@ class BaseRecipe:
     include: tuple[str, ...]
     path_exclude: tuple[str, ...] = ()
     path_include: tuple[str, ...] = ()
+    suites: tuple[str, ...] = ()  # further suites apt may install from (experimental on top of sid)
+    check_valid_until: bool = True  # False for a frozen archive whose Release files have expired
+    env: tuple[str, ...] = ()  # KEY=VALUE set in the image config (the toolchain's HIP_PLATFORM, …)
+    lock: tuple[str, ...] = ()  # every package of the rootfs as name=version (the recipe's .lock file)
 
     def pins(self) -> dict[str, str]:
-        """package → exact version, from ``name=version`` entries."""
-        return dict(item.split("=", 1) for item in self.include if "=" in item)
+        """package → exact version: the lock when there is one, else the ``name=version`` includes."""
+        entries = self.lock or self.include
+        return dict(item.split("/", 1)[0].split("=", 1) for item in entries if "=" in item)
 
     def to_json(self) -> dict[str, Any]:
         return {"name": self.name, "suite": self.suite, "variant": self.variant, "mirror": self.mirror,
                 "repo": self.repo, "include": list(self.include), "path_exclude": list(self.path_exclude),
-                "path_include": list(self.path_include)}
+                "path_include": list(self.path_include), "suites": list(self.suites),
+                "check_valid_until": self.check_valid_until, "env": list(self.env), "lock": list(self.lock)}
 
 
 @dataclass(frozen=True)
@@ -106,14 +114,52 @@ def _string(path: Path, body: dict[str, Any], key: str, required: bool = True) -
     return value
 
 
+def lock_path(recipe_file: Path) -> Path:
+    return recipe_file.with_suffix(".lock")
+
+
+def read_lock(path: Path) -> tuple[str, ...]:
+    """``name=version`` lines of a rootfs lock (``cairn pins lock`` writes it); comments start with ``#``."""
+    if not path.is_file():
+        return ()
+    entries = []
+    for number, line in enumerate(path.read_text().splitlines(), 1):
+        line = line.split("#", 1)[0].strip()
+        if not line:
+            continue
+        if not re.match(r"^[a-z0-9][a-z0-9+.-]*(:[a-z0-9]+)?=[0-9][A-Za-z0-9.+~:-]*$", line):
+            raise ManifestError(f"{_shown(path)}:{number}", f"'{line}' is not name=version",
+                                f"regenerate it: cairn pins lock {_shown(path.with_suffix('.toml'))}")
+        entries.append(line)
+    return tuple(sorted(entries))
+
+
+def _shown(path: Path) -> Path:
+    return path.relative_to(repo_root()) if path.is_relative_to(repo_root()) else path
+
+
+def rootfs_names(directory: Path | None = None) -> list[str]:
+    """Recipes that describe an mmdebstrap rootfs (a ``[base]`` table): ``base``, ``toolchain-rocm7``, …"""
+    folder = directory or containers_dir()
+    return sorted(p.stem for p in folder.glob("*.toml") if re.search(r"^\[base\]", p.read_text(), re.MULTILINE))
+
+
 @cache
-def load_base(directory: Path | None = None) -> BaseRecipe:
-    path = (directory or containers_dir()) / "base.toml"
+def load_base(directory: Path | None = None, name: str = "base") -> BaseRecipe:
+    """The rootfs recipe ``recipes/containers/<name>.toml`` with its lock (every package pinned)."""
+    path = (directory or containers_dir()) / f"{name}.toml"
+    if not path.is_file():
+        raise _fail(path, f"no rootfs recipe '{name}'", did_you_mean(name, rootfs_names(directory), "rootfs recipes"))
     body = _load(path, "base", _BASE_KEYS)
+    check = body.get("check_valid_until", True)
+    if not isinstance(check, bool):
+        raise _fail(path, "'check_valid_until' must be true or false", "write check_valid_until = false")
     return BaseRecipe(
         name=_string(path, body, "name"), suite=_string(path, body, "suite"), variant=_string(path, body, "variant"),
         mirror=_string(path, body, "mirror"), repo=_string(path, body, "repo"), include=_strings(path, body, "include"),
         path_exclude=_strings(path, body, "path_exclude"), path_include=_strings(path, body, "path_include"),
+        suites=_strings(path, body, "suites"), check_valid_until=check, env=_strings(path, body, "env"),
+        lock=read_lock(lock_path(path)),
     )
 
 
@@ -123,7 +169,7 @@ def load_recipes(directory: Path | None = None) -> dict[str, ImageRecipe]:
     folder = directory or containers_dir()
     recipes: dict[str, ImageRecipe] = {}
     for path in sorted(folder.glob("*.toml")):
-        if path.name == "base.toml":
+        if path.stem in rootfs_names(folder):
             continue
         body = _load(path, "image", _IMAGE_KEYS)
         kind = _string(path, body, "kind")

@@ -33,7 +33,7 @@ _DEB_VERSION = re.compile(r"^(?:[0-9]+:)?[0-9][A-Za-z0-9.+~-]*$")
 _SOURCE_FIELDS: dict[str, tuple[set[str], set[str]]] = {  # kind -> (required, optional)
     "git": ({"url", "commit"}, {"subdir", "ref"}),
     "archive": ({"url"}, {"sha256", "sha512", "strip"}),
-    "deb": ({"package", "version", "sha256"}, {"apt_source", "arch"}),
+    "deb": ({"package", "version", "sha256"}, {"apt_source", "arch", "suite"}),
     "pypi": ({"name", "version", "filename", "sha256"}, set()),
     "path": ({"dir"}, set()),
 }
@@ -112,6 +112,7 @@ class Release:
     families: tuple[str, ...]
     python: tuple[str, ...] = ("3.11",)
     description: str = ""
+    toolchain: str = ""  # rootfs recipe of the build image compiles run in ("" = the host's toolchain)
 
 
 @dataclass(frozen=True)
@@ -123,6 +124,8 @@ class Manifest:
     frameworks: tuple[Framework, ...]
     gates: dict[str, tuple[str, ...]] = field(default_factory=dict)  # channel -> required gate names
     data: dict[str, Any] = field(default_factory=dict)
+    # (sdk id, component, reason): what an SDK would hold but this release's sources cannot provide
+    unavailable: tuple[tuple[str, str, str], ...] = ()
 
     @property
     def digest(self) -> str:
@@ -146,8 +149,8 @@ def canonical_json(value: Any) -> str:
 
 # -- loading --------------------------------------------------------------------------------------------
 _TOP = {"release", "core", "expansion", "frameworks", "gates"}
-_RELEASE = {"name", "version", "channel", "source_date_epoch", "base_os", "families", "python", "description"}
-_SDK = {"description", "components"}
+_RELEASE = {"name", "version", "channel", "source_date_epoch", "base_os", "families", "python", "description", "toolchain"}
+_SDK = {"description", "components", "unavailable"}
 _COMPONENT = {"name", "version", "source", "build", "depends", "exclude_targets", "project", "pin_unknown", "description"}
 _BUILD = {"kind", "args"}
 _FRAMEWORK = {"recipe", "version"}
@@ -163,6 +166,7 @@ class _Loader:
     def __init__(self, doc: tomlpos.Document, registry: Registry) -> None:
         self.doc = doc
         self.registry = registry
+        self.unavailable: list[tuple[str, str, str]] = []
 
     # -- helpers ----------------------------------------------------------------------------------
     def fail(self, keypath: tomlpos.KeyPath, what: str, fix: str) -> ManifestError:
@@ -218,7 +222,7 @@ class _Loader:
         self.check_graph(components)
         frameworks = tuple(self.framework(name, table) for name, table in data.get("frameworks", {}).items())
         gates = self.gates(data.get("gates", {}))
-        return Manifest(self.doc.path, release, tuple(components), sdks, frameworks, gates, data)
+        return Manifest(self.doc.path, release, tuple(components), sdks, frameworks, gates, data, tuple(self.unavailable))
 
     def release(self, table: Any) -> Release:
         kp = ("release",)
@@ -245,7 +249,15 @@ class _Loader:
             name=self.string(table, "name", kp), version=version, channel=channel, source_date_epoch=epoch,
             base_os=self.string(table, "base_os", kp), families=families, python=python,
             description=self.string(table, "description", kp, required=False),
+            toolchain=self.toolchain(table, kp),
         )
+
+    def toolchain(self, table: dict[str, Any], kp: tomlpos.KeyPath) -> str:
+        name = self.string(table, "toolchain", kp, required=False)
+        if name and not _NAME.match(name):
+            raise self.fail((*kp, "toolchain"), f"toolchain '{name}' is not a recipe name",
+                            'name a rootfs recipe of recipes/containers/, e.g. toolchain = "toolchain-rocm7"')
+        return name
 
     def sdk(self, table: Any, kp: tomlpos.KeyPath, sdk_id: str, out: list[Component]) -> str:
         table = self.keys(table, _SDK, kp, f"[{'.'.join(map(str, kp))}]")
@@ -254,6 +266,15 @@ class _Loader:
             raise self.fail((*kp, "components"), "components must be an array of tables", f"write [[{'.'.join(map(str, kp))}.components]]")
         for index, comp in enumerate(raw):
             out.append(self.component(comp, (*kp, "components", index), sdk_id))
+        missing = table.get("unavailable", {})
+        if not isinstance(missing, dict) or not all(isinstance(v, str) and v for v in missing.values()):
+            raise self.fail((*kp, "unavailable"), "unavailable must map component names to the reason",
+                            'write unavailable = { rpp = "why it cannot be built from these sources" }')
+        for comp_name, reason in missing.items():
+            if not _NAME.match(comp_name):
+                raise self.fail((*kp, "unavailable", comp_name), f"bad component name '{comp_name}'",
+                                "use lower-case letters, digits, '.', '_' and '-'")
+            self.unavailable.append((sdk_id, comp_name, reason))
         return self.string(table, "description", kp, required=False)
 
     def component(self, table: Any, kp: tomlpos.KeyPath, sdk_id: str) -> Component:
@@ -311,6 +332,9 @@ class _Loader:
                                     f"paste the full digest from {key}sum")
         if kind in ("deb", "pypi") and "sha256" in fields and not (isinstance(fields["sha256"], str) and _HEX64.match(fields["sha256"])):
             raise self.fail((*skp, "sha256"), f"sha256 of '{name}' is not 64 lower-case hex digits", "paste the full digest (apt-cache show PKG | grep SHA256)")
+        if kind == "deb" and "suite" in fields and not (isinstance(fields["suite"], str) and _NAME.match(fields["suite"])):
+            raise self.fail((*skp, "suite"), f"suite '{fields['suite']}' of '{name}' is not a Debian suite name",
+                            "name the suite the pin comes from, e.g. suite = \"experimental\"")
         if kind == "deb" and not (isinstance(fields["version"], str) and _DEB_VERSION.match(fields["version"])):
             raise self.fail((*skp, "version"), f"'{fields['version']}' is not an exact Debian version", "pin the exact version, e.g. 5.2.3-8")
         if kind == "pypi":

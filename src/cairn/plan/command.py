@@ -24,7 +24,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     manifest, registry = load(args.manifest)
-    plan = make_plan(manifest, registry, args.family)
+    plan = make_plan(manifest, registry, args.family, store=args.store)
     store = LocalStore(args.store) if args.store.exists() else None
     by_id = plan.by_id()
     rows = statuses(plan, store)

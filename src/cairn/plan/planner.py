@@ -19,6 +19,7 @@ from cairn.model.manifest import Component, Manifest, Source
 from cairn.model.targets import Registry
 from cairn.plan.graph import Action, Plan, toposort
 from cairn.plan.probe import Host
+from cairn.plan.toolchain import IMAGE_ID, PUSH_ID, toolchain_actions
 
 # Bumped whenever the code that performs an action kind changes what it writes: part of every key.
 LAYOUT_VERSIONS = {"fetch": 1, "deb-unpack": 1, "copy": 1, "hip": 1, "cmake": 1, "wheel-unpack": 1, "assemble": 1}
@@ -69,10 +70,13 @@ def plan_release(manifest: Manifest, registry: Registry, host: Host, families: t
     families = families or manifest.release.families
     for fam in families:
         registry.expand(fam)  # KeyError with a hint for unknown families
-    actions: dict[str, Action] = {}
+    actions: dict[str, Action] = {a.id: a for a in toolchain_actions(manifest, host)}
+    toolchain = (IMAGE_ID, PUSH_ID) if actions else ()
     notes: list[str] = []
     by_name = {c.name: c for c in manifest.components}
 
+    for sdk_id, name, reason in manifest.unavailable:
+        notes.append(f"{sdk_id}: {name} not available — {reason}")
     for comp in manifest.components:
         fid = fetch_id(comp.source)
         if fid not in actions:
@@ -85,7 +89,7 @@ def plan_release(manifest: Manifest, registry: Registry, host: Host, families: t
                 if not targets:
                     notes.append(f"{comp.name}: no targets of {fam} left after exclusions; not built for it")
                     continue
-                action = _build_action(comp, by_name, host, family=fam, targets=targets)
+                action = _build_action(comp, by_name, host, family=fam, targets=targets, toolchain=toolchain)
                 actions[action.id] = action
         else:
             action = _build_action(comp, by_name, host)
@@ -137,6 +141,8 @@ def _fetch_action(fid: str, comp: Component, host: Host, content: str = "") -> A
         hostname = urlparse(f["url"]).hostname or ""
         if f["url"].startswith(("http://", "https://")) and hostname not in host.reachable_hosts:
             blocked = f"needs network access to {hostname} to download {PurePosixPath(urlparse(f['url']).path).name}"
+    elif source.kind == "deb" and f.get("suite"):
+        blocked = _suite_pin_blocked(comp, f, host)
     elif source.kind == "deb":
         if not {"apt-get", "dpkg-deb"} <= host.tools:
             blocked = "needs apt-get and dpkg-deb (a Debian host)"
@@ -151,8 +157,34 @@ def _fetch_action(fid: str, comp: Component, host: Host, content: str = "") -> A
     return Action(id=fid, kind="fetch", inputs=inputs, component=comp.name, blocked=blocked)
 
 
+def _suite_pin_blocked(comp: Component, f: dict[str, Any], host: Host) -> str:
+    """A suite pin fetches from the store's source mirror or the suite's pool: blocked when neither has it."""
+    if f["sha256"] in host.mirrored:
+        return ""
+    if f["suite"] not in host.suite_versions:
+        return f"cannot read the {f['suite']} index of the Debian archive and no mirror holds {f['package']}={f['version']}"
+    offered = host.suite_versions[f["suite"]].get(f["package"], ())
+    if f["version"] in offered:
+        return ""
+    newest = max(offered, key=_DebKey) if offered else "nothing"
+    return (f"{comp.name}: pinned {f['package']}={f['version']} is no longer served by {f['suite']} and no mirror holds it; "
+            f"{f['suite']} now offers {newest} — run: cairn pins refresh MANIFEST")
+
+
+class _DebKey:
+    """Sort key ordering Debian versions (for "the newest version the archive offers")."""
+
+    def __init__(self, version: str) -> None:
+        self.version = version
+
+    def __lt__(self, other: _DebKey) -> bool:
+        from cairn.sources.debversion import compare
+
+        return compare(self.version, other.version) < 0
+
+
 def _build_action(comp: Component, by_name: dict[str, Component], host: Host, family: str = "",
-                  targets: tuple[str, ...] = ()) -> Action:
+                  targets: tuple[str, ...] = (), toolchain: tuple[str, ...] = ()) -> Action:
     kind = comp.build.kind
     deps = [fetch_id(comp.source)]
     inputs: dict[str, Any] = {
@@ -165,7 +197,12 @@ def _build_action(comp: Component, by_name: dict[str, Component], host: Host, fa
     if kind in ("hip", "cmake"):
         # compiled code sees its dependencies' headers and libraries: they are inputs
         deps += [build_id(by_name[d]) for d in comp.depends if not by_name[d].build.target_specific]
-    if kind == "hip":
+    if kind == "hip" and toolchain:
+        # compiled in the release's build image: its digest (a dependency output) is part of the key
+        inputs["targets"] = list(targets)
+        inputs["toolchain"] = {"image": toolchain[0], "push": toolchain[1]}
+        deps += list(toolchain)
+    elif kind == "hip":
         inputs["targets"] = list(targets)
         inputs["toolchain"] = host.hipcc_version
         if not host.hipcc_version:

@@ -36,14 +36,17 @@ def load(arg: str | None) -> tuple[Manifest, Registry]:
     return load_manifest(resolve_manifest_path(arg), registry), registry
 
 
-def host_for(manifest: Manifest) -> Host:
+def host_for(manifest: Manifest, store: Path | None = None) -> Host:
+    """The one snapshot of the host planning reads: tools, services, apt and archive versions, the mirror."""
     urls = [str(c.source.get("url")) for c in manifest.components if c.source.kind in ("git", "archive")]
-    debs = [str(c.source.get("package")) for c in manifest.components if c.source.kind == "deb"]
-    return probe_host(urls, debs)
+    debs = [c.source for c in manifest.components if c.source.kind == "deb"]
+    host_apt = [str(s.get("package")) for s in debs if not s.get("suite")]
+    suite_pins = [(str(s.get("suite")), str(s.get("package"))) for s in debs if s.get("suite")]
+    return probe_host(urls, host_apt, suite_pins, store)
 
 
 def make_plan(manifest: Manifest, registry: Registry, families: list[str] | None = None, host: Host | None = None,
-              stages: list[str] | None = None) -> Plan:
+              stages: list[str] | None = None, store: Path | None = None) -> Plan:
     for fam in families or ():
         if not registry.is_family(fam):
             try:
@@ -51,4 +54,4 @@ def make_plan(manifest: Manifest, registry: Registry, families: list[str] | None
             except KeyError as exc:
                 raise InputError("--family", str(exc.args[0]).split(" — ")[0], str(exc.args[0]).split(" — ")[-1]) from None
     paths = {str(c.source.get("dir")): path_digest(str(c.source.get("dir"))) for c in manifest.components if c.source.kind == "path"}
-    return plan_release(manifest, registry, host or host_for(manifest), tuple(families or ()), paths, stages)
+    return plan_release(manifest, registry, host or host_for(manifest, store), tuple(families or ()), paths, stages)

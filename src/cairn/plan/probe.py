@@ -30,6 +30,12 @@ class Host:
     hip_targets: frozenset[str] = frozenset()  # processors the host toolchain + device libs can compile
     reachable_hosts: frozenset[str] = frozenset()
     apt_versions: dict[str, frozenset[str]] = field(default_factory=dict)  # package -> versions apt can fetch
+    mmdebstrap_version: str = ""
+    docker_host: str = ""  # the private Docker Engine (cairn services), "" when none runs
+    registry: str = ""  # the local OCI registry, "" when none runs
+    registry_id: str = ""  # changes whenever the registry's storage is new
+    suite_versions: dict[str, dict[str, tuple[str, ...]]] = field(default_factory=dict)  # suite -> package -> versions
+    mirrored: frozenset[str] = frozenset()  # sha256 of every input the store's source mirror holds
 
 
 def _version_of(cmd: list[str]) -> str:
@@ -89,9 +95,37 @@ def apt_versions(packages: Iterable[str]) -> dict[str, frozenset[str]]:
     return {name: frozenset(found.get(name, ())) for name in names}
 
 
-def probe_host(urls: Iterable[str] = (), deb_packages: Iterable[str] = ()) -> Host:
+def suite_versions(suite_pins: Iterable[tuple[str, str]]) -> dict[str, dict[str, tuple[str, ...]]]:
+    """For each (suite, package): the versions the suite serves now, read from its signed index.
+
+    A suite that cannot be read (no network to the archive) is left out: its pins then build only from the
+    source mirror, and the plan says so."""
+    from cairn.errors import CairnError
+    from cairn.sources.debian import suite_index
+
+    wanted: dict[str, set[str]] = {}
+    for suite, package in suite_pins:
+        wanted.setdefault(suite, set()).add(package)
+    found: dict[str, dict[str, tuple[str, ...]]] = {}
+    for suite, packages in sorted(wanted.items()):
+        try:
+            index = suite_index(suite)
+        except CairnError:
+            continue
+        found[suite] = {p: tuple(e.version for e in index.get(p, [])) for p in sorted(packages)}
+    return found
+
+
+def mirrored(store: Path | None) -> frozenset[str]:
+    folder = store / "sources" / "sha256" if store else None
+    return frozenset(p.name for p in folder.iterdir()) if folder and folder.is_dir() else frozenset()
+
+
+def probe_host(urls: Iterable[str] = (), deb_packages: Iterable[str] = (), suite_pins: Iterable[tuple[str, str]] = (),
+               store: Path | None = None) -> Host:
     """Probe tools, hipcc, device-lib targets, the hosts of ``urls`` (in parallel) and apt versions."""
-    tools = frozenset(t for t in ("git", "apt-get", "dpkg-deb", "hipcc", "cmake", "patchelf", "docker", "pip") if shutil.which(t))
+    tools = frozenset(t for t in ("git", "apt-get", "dpkg-deb", "hipcc", "cmake", "patchelf", "docker", "pip", "mmdebstrap")
+                      if shutil.which(t))
     endpoints: dict[str, int] = {}
     for url in urls:
         parsed = urlparse(url)
@@ -107,4 +141,16 @@ def probe_host(urls: Iterable[str] = (), deb_packages: Iterable[str] = ()) -> Ho
         hip_targets=compilable_targets() if "hipcc" in tools else frozenset(),
         reachable_hosts=reachable,
         apt_versions=apt_versions(deb_packages),
+        suite_versions=suite_versions(suite_pins),
+        mirrored=mirrored(store),
+        mmdebstrap_version=_version_of(["mmdebstrap", "--version"]).strip() if "mmdebstrap" in tools else "",
+        **_services(),
     )
+
+
+def _services() -> dict[str, str]:
+    """Where the private Docker Engine and registry listen (``cairn services``), as the planner sees them."""
+    from cairn.services import engine_host, registry_address
+
+    registry, registry_id = registry_address()
+    return {"docker_host": engine_host(), "registry": registry, "registry_id": registry_id}

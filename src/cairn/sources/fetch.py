@@ -16,7 +16,7 @@ from pathlib import Path, PurePosixPath
 from typing import IO, Any
 from urllib.parse import urlparse
 
-from cairn import proc
+from cairn import io, proc
 from cairn.errors import CairnError, PinMismatch
 from cairn.paths import repo_root
 from cairn.store.base import file_sha256
@@ -36,8 +36,78 @@ def _verify(path: Path, algorithm: str, expected: str, what: str) -> None:
                           "or the pin is wrong; re-pin only after checking why")
 
 
-def fetch_deb(source: Mapping[str, Any], out: Path, log: IO[str]) -> None:
-    """``apt-get download PKG=VERSION`` (optionally from the manifest's own apt source), then verify."""
+def source_mirrors(store_mirror: Path | None) -> list[str]:
+    """Where pinned inputs are kept by sha256, tried before the archive: the store's own mirror first, then
+    every base of ``$CAIRN_SOURCE_MIRROR`` (space-separated; a directory or http(s) URL holding
+    ``sources/sha256/<digest>``, e.g. a published release bucket)."""
+    bases = [str(store_mirror)] if store_mirror else []
+    return bases + os.environ.get("CAIRN_SOURCE_MIRROR", "").split()
+
+
+def mirror_key(sha256: str) -> str:
+    return f"sources/sha256/{sha256}"
+
+
+def _from_mirrors(sha256: str, dest: Path, log: IO[str], store_mirror: Path | None) -> bool:
+    for base in source_mirrors(store_mirror):
+        url = f"{base.rstrip('/')}/{mirror_key(sha256)}"
+        if not io.exists(url):
+            continue
+        try:
+            io.download(url, dest)
+            _verify(dest, "sha256", sha256, url)
+        except CairnError as exc:
+            log.write(f"mirror {url} unusable: {exc}\n")
+            continue
+        log.write(f"+ from mirror {url}\n")
+        return True
+    return False
+
+
+def keep_in_mirror(path: Path, sha256: str, store_mirror: Path) -> None:
+    """Hard-link a verified input into the store's mirror, so the pin outlives the archive."""
+    dest = store_mirror / mirror_key(sha256)
+    if dest.exists():
+        return
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    tmp = dest.with_name(f".{sha256}.{os.getpid()}")
+    try:
+        os.link(path, tmp)
+    except OSError:
+        shutil.copyfile(path, tmp)
+    os.replace(tmp, dest)
+
+
+def fetch_deb_from_suite(source: Mapping[str, Any], out: Path, log: IO[str], store_mirror: Path | None = None) -> None:
+    """A .deb pinned to a suite: the mirror by sha256 first, then the suite's pool; verified, then kept."""
+    from cairn.sources import debian
+
+    package, version, sha256, suite = source["package"], source["version"], source["sha256"], source["suite"]
+    name = f"{package}_{version.split(':')[-1]}_{source.get('arch', 'amd64')}.deb"
+    dest = out / name
+    if not _from_mirrors(sha256, dest, log, store_mirror):
+        entries = debian.suite_index(suite).get(package, [])
+        entry = next((e for e in entries if e.version == version), None)
+        if entry is None:
+            offered = debian.newest(entries).version if entries else "nothing"
+            raise CairnError(f"{package}={version} is no longer served by {suite} and no mirror holds sha256 {sha256[:12]}…; "
+                             f"{suite} now offers {offered} — run: cairn pins refresh MANIFEST")
+        url = debian.pool_url(entry)
+        log.write(f"+ download {url}\n")
+        io.download(url, dest)
+        _verify(dest, "sha256", sha256, f"{package}={version}")
+    if store_mirror:
+        keep_in_mirror(dest, sha256, store_mirror)
+
+
+def fetch_deb(source: Mapping[str, Any], out: Path, log: IO[str], store_mirror: Path | None = None) -> None:
+    """``apt-get download PKG=VERSION`` (optionally from the manifest's own apt source), then verify.
+
+    A pin that names its ``suite`` is fetched from that suite's pool instead (the host's apt does not
+    know sid or experimental), trying the source mirror first."""
+    if source.get("suite"):
+        fetch_deb_from_suite(source, out, log, store_mirror)
+        return
     package, version = source["package"], source["version"]
     options: list[str] = []
     scratch = Path(tempfile.mkdtemp(prefix="cairn-apt-"))
@@ -153,5 +223,9 @@ FETCHERS: dict[str, Fetcher] = {
 }
 
 
-def fetch(kind: str, source: Mapping[str, Any], out: Path, log: IO[str]) -> None:
-    FETCHERS[kind](source, out, log)
+def fetch(kind: str, source: Mapping[str, Any], out: Path, log: IO[str], store_mirror: Path | None = None) -> None:
+    """Fetch one pinned input into ``out``; ``store_mirror`` is the store's source mirror (debs keep a copy)."""
+    if kind == "deb":
+        fetch_deb(source, out, log, store_mirror)
+    else:
+        FETCHERS[kind](source, out, log)

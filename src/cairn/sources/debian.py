@@ -1,0 +1,136 @@
+"""Debian archive indexes read straight from the archive: which versions a suite serves, and their files.
+
+The host is Debian 12 and its apt knows nothing of sid or experimental, so Cairn reads a suite's
+``InRelease`` and ``main/binary-<arch>/Packages.xz`` itself. ``InRelease`` is checked with ``gpgv`` against
+Debian's archive keyring and ``Packages.xz`` against the sha256 that ``InRelease`` lists for it, so an index
+is trusted only when Debian signed it. A frozen suite (``Valid-Until`` in the past, as sid and experimental
+are on the archive this project builds from) is still accepted: the signature proves the bytes, and every
+.deb is pinned by its own sha256 anyway.
+
+Indexes are cached per archive URL and suite; the cached ``Packages.xz`` is reused only while the signed
+``InRelease`` still names its digest.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import lzma
+import re
+from dataclasses import dataclass
+from functools import cache
+from pathlib import Path
+
+from cairn import proc
+from cairn.errors import CairnError
+from cairn.io import atomic_write, cache_dir, read_url
+
+KEYRING = Path("/usr/share/keyrings/debian-archive-keyring.gpg")
+_FIELD = re.compile(r"^([A-Za-z0-9-]+): ?(.*)$")
+
+
+@dataclass(frozen=True)
+class DebEntry:
+    """One binary package version in a suite's index."""
+
+    package: str
+    version: str
+    filename: str  # pool path under the archive root
+    sha256: str
+    size: int
+    gpu_archs: tuple[str, ...]  # X-Rocm-Gpu-Architecture: what Debian says it built device code for
+    depends: str
+
+
+def resolve_mirror(mirror: str = "host") -> str:
+    """``host`` means the Debian archive this host's apt already uses (first ``deb`` URI of its sources).
+
+    A manifest or recipe then names no archive of its own, and a host behind a local mirror keeps using it.
+    """
+    if mirror != "host":
+        return mirror.rstrip("/")
+    sources = [Path("/etc/apt/sources.list"), *sorted(Path("/etc/apt/sources.list.d").glob("*.sources")),
+               *sorted(Path("/etc/apt/sources.list.d").glob("*.list"))]
+    for path in sources:
+        if not path.is_file():
+            continue
+        for line in path.read_text().splitlines():
+            words = line.split()
+            if line.startswith("URIs:") and len(words) > 1 and "security" not in words[1]:
+                return words[1].rstrip("/")
+            if words[:1] == ["deb"] and len(words) > 2:
+                uri = next(w for w in words[1:] if not w.startswith("["))
+                if "security" not in uri:
+                    return uri.rstrip("/")
+    raise CairnError("no Debian archive found in /etc/apt/sources.list(.d) — name one with mirror = \"<archive URL>\"")
+
+
+def parse_packages(text: str) -> dict[str, list[DebEntry]]:
+    """``Packages`` index text → package name → its entries (every version the suite serves)."""
+    found: dict[str, list[DebEntry]] = {}
+    for stanza in text.split("\n\n"):
+        fields: dict[str, str] = {}
+        for line in stanza.splitlines():
+            match = _FIELD.match(line)
+            if match:
+                fields[match[1]] = match[2]
+        if "Package" not in fields or "Filename" not in fields or "SHA256" not in fields:
+            continue
+        entry = DebEntry(
+            package=fields["Package"], version=fields.get("Version", ""), filename=fields["Filename"],
+            sha256=fields["SHA256"], size=int(fields.get("Size", "0") or 0),
+            gpu_archs=tuple(fields.get("X-Rocm-Gpu-Architecture", "").split()), depends=fields.get("Depends", ""),
+        )
+        found.setdefault(entry.package, []).append(entry)
+    return found
+
+
+def _release_digest(inrelease: str, member: str) -> str:
+    """The sha256 the signed ``InRelease`` lists for ``member`` (e.g. ``main/binary-amd64/Packages.xz``)."""
+    in_sha256 = False
+    for line in inrelease.splitlines():
+        if line.startswith("SHA256:"):
+            in_sha256 = True
+            continue
+        if in_sha256:
+            if not line.startswith(" "):
+                break
+            digest, _size, name = line.split()
+            if name == member:
+                return digest
+    raise CairnError(f"the archive's InRelease lists no sha256 for {member}")
+
+
+@cache
+def suite_index(suite: str, mirror: str = "host", arch: str = "amd64") -> dict[str, list[DebEntry]]:
+    """Every package ``suite`` serves on ``mirror``, from its signed index (downloaded or cached)."""
+    base = resolve_mirror(mirror)
+    folder = cache_dir("debian") / hashlib.sha256(f"{base} {suite} {arch}".encode()).hexdigest()[:16]
+    inrelease_bytes = read_url(f"{base}/dists/{suite}/InRelease")
+    signed = folder / "InRelease"
+    atomic_write(signed, inrelease_bytes)
+    if KEYRING.is_file():
+        proc.run(["gpgv", "--keyring", str(KEYRING), str(signed)])
+    member = f"main/binary-{arch}/Packages.xz"
+    expected = _release_digest(inrelease_bytes.decode(errors="replace"), member)
+    packages_xz = folder / "Packages.xz"
+    if not packages_xz.is_file() or hashlib.sha256(packages_xz.read_bytes()).hexdigest() != expected:
+        data = read_url(f"{base}/dists/{suite}/{member}")
+        if hashlib.sha256(data).hexdigest() != expected:
+            raise CairnError(f"{base}/dists/{suite}/{member} does not match the sha256 its signed InRelease lists")
+        atomic_write(packages_xz, data)
+    return parse_packages(lzma.decompress(packages_xz.read_bytes()).decode(errors="replace"))
+
+
+def newest(entries: list[DebEntry]) -> DebEntry:
+    """The highest version among ``entries`` by Debian's ordering (``dpkg --compare-versions``)."""
+    from cairn.sources.debversion import compare
+
+    best = entries[0]
+    for entry in entries[1:]:
+        if compare(entry.version, best.version) > 0:
+            best = entry
+    return best
+
+
+def pool_url(entry: DebEntry, mirror: str = "host") -> str:
+    return f"{resolve_mirror(mirror)}/{entry.filename}"
