@@ -22,6 +22,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "pins": ("cairn.pins.command", "compare deb pins with the archive, refresh them, or lock a rootfs recipe"),
     "plan": ("cairn.plan.command", "resolve a manifest into the action graph and show each action's status"),
     "build": ("cairn.build.command", "run the action graph into the content-addressed store"),
+    "coverage": ("cairn.coverage.command", "per family and gfx target, which libraries the audit shows really cover it"),
     "audit": ("cairn.audit.command", "which gfx targets does a binary, wheel, tree or image carry code for"),
     "services": ("cairn.services.command", "start/stop/status the private Docker Engine and local registry"),
     "image": ("cairn.containers.command", "list built images or diff two builds down to the layer and file"),

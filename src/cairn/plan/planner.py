@@ -27,7 +27,7 @@ LAYOUT_VERSIONS = {"fetch": 1, "deb-unpack": 1, "copy": 1, "hip": 1, "cmake": 1,
 
 # Later stages add their actions (package, image, gate, sign, publish) through ``extend_plan(context)``
 # in these modules, in this order; each may read the actions earlier stages added.
-STAGE_PLANNERS: list[str] = ["cairn.wheels.plan", "cairn.containers.plan", "cairn.gates.plan", "cairn.publish.plan"]
+STAGE_PLANNERS: list[str] = ["cairn.coverage.plan", "cairn.wheels.plan", "cairn.containers.plan", "cairn.gates.plan", "cairn.publish.plan"]
 
 
 @dataclass
@@ -89,6 +89,8 @@ def plan_release(manifest: Manifest, registry: Registry, host: Host, families: t
                 if not targets:
                     notes.append(f"{comp.name}: no targets of {fam} left after exclusions; not built for it")
                     continue
+                if toolchain:  # LLVM 22 has generic targets: one more code object that covers the family's members
+                    targets = (*targets, *sorted({g for t in targets if (g := registry.target(t).generic)} - set(targets)))
                 action = _build_action(comp, by_name, host, family=fam, targets=targets, toolchain=toolchain)
                 actions[action.id] = action
         else:

@@ -42,7 +42,8 @@ def host_for(manifest: Manifest, store: Path | None = None) -> Host:
     debs = [c.source for c in manifest.components if c.source.kind == "deb"]
     host_apt = [str(s.get("package")) for s in debs if not s.get("suite")]
     suite_pins = [(str(s.get("suite")), str(s.get("package"))) for s in debs if s.get("suite")]
-    return probe_host(urls, host_apt, suite_pins, store)
+    wanted = [str(s.get("sha256")) for s in debs if s.get("suite") and s.get("sha256")]
+    return probe_host(urls, host_apt, suite_pins, store, wanted)
 
 
 def make_plan(manifest: Manifest, registry: Registry, families: list[str] | None = None, host: Host | None = None,

@@ -116,13 +116,17 @@ def suite_versions(suite_pins: Iterable[tuple[str, str]]) -> dict[str, dict[str,
     return found
 
 
-def mirrored(store: Path | None) -> frozenset[str]:
-    folder = store / "sources" / "sha256" if store else None
-    return frozenset(p.name for p in folder.iterdir()) if folder and folder.is_dir() else frozenset()
+def mirrored(store: Path | None, wanted: Iterable[str]) -> frozenset[str]:
+    """Which of the ``wanted`` sha256s a source mirror holds: the store's own, then ``$CAIRN_SOURCE_MIRROR``."""
+    from cairn import io
+    from cairn.sources.fetch import mirror_key, source_mirrors
+
+    bases = source_mirrors(store)
+    return frozenset(d for d in set(wanted) if any(io.exists(f"{b.rstrip('/')}/{mirror_key(d)}") for b in bases))
 
 
 def probe_host(urls: Iterable[str] = (), deb_packages: Iterable[str] = (), suite_pins: Iterable[tuple[str, str]] = (),
-               store: Path | None = None) -> Host:
+               store: Path | None = None, mirror_wanted: Iterable[str] = ()) -> Host:
     """Probe tools, hipcc, device-lib targets, the hosts of ``urls`` (in parallel) and apt versions."""
     tools = frozenset(t for t in ("git", "apt-get", "dpkg-deb", "hipcc", "cmake", "patchelf", "docker", "pip", "mmdebstrap")
                       if shutil.which(t))
@@ -142,7 +146,7 @@ def probe_host(urls: Iterable[str] = (), deb_packages: Iterable[str] = (), suite
         reachable_hosts=reachable,
         apt_versions=apt_versions(deb_packages),
         suite_versions=suite_versions(suite_pins),
-        mirrored=mirrored(store),
+        mirrored=mirrored(store, mirror_wanted),
         mmdebstrap_version=_version_of(["mmdebstrap", "--version"]).strip() if "mmdebstrap" in tools else "",
         **_services(),
     )

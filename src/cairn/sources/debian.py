@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import hashlib
 import lzma
+import os
 import re
 from dataclasses import dataclass
 from functools import cache
@@ -45,9 +46,12 @@ def resolve_mirror(mirror: str = "host") -> str:
     """``host`` means the Debian archive this host's apt already uses (first ``deb`` URI of its sources).
 
     A manifest or recipe then names no archive of its own, and a host behind a local mirror keeps using it.
+    ``$CAIRN_DEBIAN_MIRROR`` overrides it (another archive, or one that is gone, to test the source mirror).
     """
     if mirror != "host":
         return mirror.rstrip("/")
+    if os.environ.get("CAIRN_DEBIAN_MIRROR"):
+        return os.environ["CAIRN_DEBIAN_MIRROR"].rstrip("/")
     sources = [Path("/etc/apt/sources.list"), *sorted(Path("/etc/apt/sources.list.d").glob("*.sources")),
                *sorted(Path("/etc/apt/sources.list.d").glob("*.list"))]
     for path in sources:
@@ -100,10 +104,13 @@ def _release_digest(inrelease: str, member: str) -> str:
     raise CairnError(f"the archive's InRelease lists no sha256 for {member}")
 
 
-@cache
 def suite_index(suite: str, mirror: str = "host", arch: str = "amd64") -> dict[str, list[DebEntry]]:
     """Every package ``suite`` serves on ``mirror``, from its signed index (downloaded or cached)."""
-    base = resolve_mirror(mirror)
+    return _suite_index(resolve_mirror(mirror), suite, arch)
+
+
+@cache
+def _suite_index(base: str, suite: str, arch: str) -> dict[str, list[DebEntry]]:
     folder = cache_dir("debian") / hashlib.sha256(f"{base} {suite} {arch}".encode()).hexdigest()[:16]
     inrelease_bytes = read_url(f"{base}/dists/{suite}/InRelease")
     signed = folder / "InRelease"
