@@ -26,6 +26,7 @@ from cairn.build.executor import execute
 from cairn.cli import COMMANDS, main
 from cairn.containers.diff import diff_layouts
 from cairn.containers.oci import Layer, Layout, read_image
+from cairn.containers.recipes import load_base
 from cairn.gates.container import container_gate
 from cairn.gates.plan import SDK_TEST
 from cairn.gates.static import static_gate
@@ -142,12 +143,28 @@ def test_gates_pass_and_gpu_is_not_run(built: Path, capsys: pytest.CaptureFixtur
 def test_two_clean_builds_give_identical_digests(built: Path, tmp_path: Path, stages: None) -> None:
     manifest, registry = load(None)
     plan = make_plan(manifest, registry, [FAMILY])
-    store = LocalStore(tmp_path / "store-b")
+    store = LocalStore(tmp_path / "another" / "place" / "store-b")
     seed(built, store.root)
     wanted = {f"image:runtime@{FAMILY}", f"image:smoke@{FAMILY}"}
-    report = execute(plan, store, jobs=2, only=wanted)
+    other_tmp = tmp_path / "other-tmp"
+    other_tmp.mkdir()
+    old_umask, old_tmpdir = os.umask(0o077), os.environ.get("TMPDIR")
+    os.environ["TMPDIR"] = str(other_tmp)
+    tempfile.tempdir = None  # re-read TMPDIR
+    try:
+        report = execute(plan, store, jobs=2, only=wanted)
+    finally:
+        os.umask(old_umask)
+        if old_tmpdir is None:
+            os.environ.pop("TMPDIR", None)
+        else:
+            os.environ["TMPDIR"] = old_tmpdir
+        tempfile.tempdir = None
     assert report.ok, {k: v.detail for k, v in report.outcomes.items() if v.status == "failed"}
     assert report.outcomes["image:base"].status == "ran"  # from clean state: mmdebstrap ran again
+    # every package of the base is the locked one, on both machines (the lock is part of the key)
+    packages = (store.tree(report.output("image:base")) / "packages.txt").read_text().split()
+    assert packages == sorted(load_base().lock) and len(packages) > 100
     for action in ["image:base", *sorted(wanted)]:
         first = built / "trees" / _actions(built)[action]["output"]
         second = store.tree(report.output(action))

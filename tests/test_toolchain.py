@@ -97,3 +97,76 @@ def test_compiles_wait_on_the_build_image_and_say_what_the_host_lacks() -> None:
     assert plan[SMOKE].blocked.startswith("waits on image:toolchain (needs a Docker Engine")
     assert {"image:toolchain", "push:toolchain"} <= set(plan[SMOKE].deps)
     assert plan[SMOKE].inputs["targets"] == ["gfx1151", "gfx11-generic"]
+
+
+CMAKE_FIXTURE = ROOT / "tests" / "fixtures" / "cmake-hip"
+
+
+def _git_fixture(tmp: Path) -> tuple[Path, str]:
+    """The CMake fixture as a local git repository; returns its path and the commit to pin."""
+    import shutil
+
+    repo = tmp / "cairn-scale"
+    shutil.copytree(CMAKE_FIXTURE, repo)
+    env = {**os.environ, "GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@example.invalid", "GIT_COMMITTER_NAME": "t",
+           "GIT_COMMITTER_EMAIL": "t@example.invalid", "GIT_AUTHOR_DATE": "2026-01-01T00:00:00Z",
+           "GIT_COMMITTER_DATE": "2026-01-01T00:00:00Z"}
+    for cmd in (["init", "-q", "-b", "main"], ["add", "."], ["commit", "-q", "-m", "fixture"]):
+        subprocess.run(["git", *cmd], cwd=repo, check=True, env=env)
+    commit = subprocess.run(["git", "rev-parse", "HEAD"], cwd=repo, check=True, capture_output=True, text=True).stdout.strip()
+    return repo, commit
+
+
+def _cmake_manifest(tmp: Path, repo: Path, commit: str) -> Path:
+    release = MANIFEST.read_text().split("[gates]")[0].replace('families = [', 'families = ["gfx1151", ').split("\n")
+    head = "\n".join(line for line in release if not line.startswith("families")) + '\nfamilies = ["gfx1151"]\n'
+    path = tmp / "cmake-release.toml"
+    path.write_text(head + f'''
+[core]
+description = "one CMake project with a HIP library"
+
+[[core.components]]
+name = "cairn-scale"
+version = "0.1.0"
+source.git = {{ url = "{repo.as_uri()}", commit = "{commit}" }}
+build = {{ kind = "cmake", args = {{ per_family = true, cmake_args = ["-DCMAKE_CXX_COMPILER=hipcc"] }} }}
+depends = []
+''')
+    return path
+
+
+def test_cmake_kind_configures_builds_and_installs_a_pinned_git_source(two_builds: tuple[Path, dict, dict],
+                                                                         tmp_path: Path) -> None:
+    store, first, _ = two_builds
+    repo, commit = _git_fixture(tmp_path)
+    manifest = _cmake_manifest(tmp_path, repo, commit)
+    result = subprocess.run([sys.executable, "-m", "cairn.cli", "build", str(manifest), "--only", "build:cairn-scale@gfx1151",
+                             "--store", str(store)], capture_output=True, text=True, cwd=ROOT, timeout=3000)
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    actions = json.loads((store / "last-build.json").read_text())["actions"]
+    assert actions["image:toolchain"]["status"] == "cached"  # the same build image as the release's kernels
+    tree = store / "trees" / actions["build:cairn-scale@gfx1151"]["output"]
+    assert sorted(p.relative_to(tree).as_posix() for p in tree.rglob("*") if p.is_file()) == [
+        "include/scale.h", "lib/libcairn_scale.so"]
+    assert set(audit_file(tree / "lib" / "libcairn_scale.so").targets) == {"gfx1151", "gfx11-generic"}
+    log = Path(actions["build:cairn-scale@gfx1151"]["log"]).read_text()
+    assert "-DGPU_TARGETS=gfx1151;gfx11-generic" in log and "--network none" in log
+
+
+def test_cmake_blocked_reasons_come_from_the_host_and_the_manifest(tmp_path: Path) -> None:
+    repo, commit = _git_fixture(tmp_path)
+    registry = load_registry()
+    manifest = load_manifest(_cmake_manifest(tmp_path, repo, commit), registry)
+    no_git = plan_release(manifest, registry, Host(tools=frozenset({"mmdebstrap"}), docker_host="unix:///x",
+                                                   registry="127.0.0.1:1"), ("gfx1151",), stages=[]).by_id()
+    assert no_git["fetch:cairn-scale@" + commit[:12]].blocked == "needs git (apt-get install git)"
+    assert no_git["build:cairn-scale@gfx1151"].blocked.startswith("waits on fetch:cairn-scale@")
+    ready = plan_release(manifest, registry, Host(tools=frozenset({"mmdebstrap", "git"}), docker_host="unix:///x",
+                                                  registry="127.0.0.1:1"), ("gfx1151",), stages=[]).by_id()
+    assert not ready["build:cairn-scale@gfx1151"].blocked
+    production = load_manifest(ROOT / "manifests" / "releases" / "rocm-7.14.0.toml", registry)
+    plan = plan_release(production, registry, Host(tools=frozenset({"git"})), ("gfx94X-dcgpu",), stages=[]).by_id()
+    cmake = [a for a in plan.values() if a.kind == "build" and a.inputs["build"]["kind"] == "cmake"]
+    assert cmake and not any("TheRock build host" in a.blocked for a in cmake)
+    assert plan["fetch:rocm-systems@2b22ab0195cc"].blocked == "needs git access to github.com/ROCm/rocm-systems"
+    assert any(a.blocked.startswith("waits on fetch:rocm-systems@2b22ab0195cc (needs git access") for a in cmake)

@@ -113,13 +113,9 @@ def run_hip(ctx: ActionContext) -> None:
     toolchain = inputs["toolchain"]
     if isinstance(toolchain, dict):
         from cairn.plan.toolchain import DEVICE_LIBS_IN_IMAGE
-        from cairn.services import registry_address
 
         pushed = json.loads((ctx.deps[toolchain["push"]] / "push.json").read_text())
-        registry, _ = registry_address()
-        if not registry:
-            raise CairnError(f"{ctx.action.id}: no registry to pull the build image from — run: cairn services start")
-        image = f"{registry}/{pushed['reference']}"
+        image = _toolchain_image(ctx, toolchain)
         toolchain = f"{pushed['repo']}@{pushed['digest']}"
         hip.compile_hip_in_image(sources_tree, [s.name for s in sources], targets, library, image=image,
                                  device_lib_path=DEVICE_LIBS_IN_IMAGE, log=ctx.log)
@@ -139,7 +135,29 @@ def run_hip(ctx: ActionContext) -> None:
 
 
 def run_cmake(ctx: ActionContext) -> None:
-    raise CairnError(f"{ctx.action.id}: cmake super-builds run on a TheRock build host, not here")
+    """Configure, build and install the fetched source with CMake inside the release's build image."""
+    from cairn.build.cmake import cmake_in_image
+
+    inputs = ctx.action.inputs
+    toolchain = inputs.get("toolchain")
+    if not isinstance(toolchain, dict):
+        raise CairnError(f"{ctx.action.id}: cmake builds run in the release's build image; the manifest names none")
+    fetched = ctx.deps[ctx.action.deps[0]]
+    source = fetched / "src" if (fetched / "src").is_dir() else fetched
+    dep_trees = [ctx.deps[d] for d in ctx.action.deps[1:] if d not in (toolchain["image"], toolchain["push"])]
+    cmake_in_image(source, dep_trees, ctx.out, image=_toolchain_image(ctx, toolchain),
+                   args=inputs["build"]["args"], targets=inputs.get("targets", []), log=ctx.log)
+
+
+def _toolchain_image(ctx: ActionContext, toolchain: Mapping[str, str]) -> str:
+    """``registry/repo@digest`` of the build image the action depends on (pulled by the engine)."""
+    from cairn.services import registry_address
+
+    pushed = json.loads((ctx.deps[toolchain["push"]] / "push.json").read_text())
+    registry, _ = registry_address()
+    if not registry:
+        raise CairnError(f"{ctx.action.id}: no registry to pull the build image from — run: cairn services start")
+    return f"{registry}/{pushed['reference']}"
 
 
 def run_assemble(ctx: ActionContext) -> None:

@@ -213,9 +213,14 @@ def _build_action(comp: Component, by_name: dict[str, Component], host: Host, fa
             missing = [t for t in targets if t not in host.hip_targets]
             if missing:
                 blocked = f"needs a ROCm ≥ 6 toolchain for {', '.join(missing)} (this host's {host.hipcc_version} cannot target them)"
-    if kind == "cmake":
-        blocked = ("needs a TheRock build host: the amd-llvm toolchain from this manifest and a ROCm ≥ 6 "
-                   f"super-build (this host has {host.hipcc_version or 'no hipcc'})")
+    if kind == "cmake" and toolchain:
+        # configured, built and installed inside the release's build image: its digest is part of the key
+        inputs["toolchain"] = {"image": toolchain[0], "push": toolchain[1]}
+        inputs["targets"] = list(targets)
+        deps += list(toolchain)
+    elif kind == "cmake":
+        blocked = ("needs a build image to run CMake in: name one with [release] toolchain = \"<rootfs recipe>\" "
+                   "(e.g. toolchain-rocm7)")
     return Action(id=build_id(comp, family), kind="build", inputs=inputs, deps=tuple(dict.fromkeys(deps)),
                   component=comp.name, family=family, blocked=blocked)
 
@@ -224,10 +229,12 @@ def _propagate_blocked(actions: tuple[Action, ...]) -> tuple[Action, ...]:
     """An action whose dependency is blocked is blocked too, naming the first blocked dependency."""
     result: dict[str, Action] = {}
     for action in actions:
-        if not action.blocked:
-            blocked_dep = next((d for d in action.deps if result[d].blocked), None)
-            if blocked_dep:
-                action = replace(action, blocked=f"waits on {blocked_dep} ({_root_reason(result, blocked_dep)})")
+        blocked_dep = next((d for d in action.deps if result[d].blocked), None)
+        if blocked_dep and not action.blocked:
+            action = replace(action, blocked=f"waits on {blocked_dep} ({_root_reason(result, blocked_dep)})")
+        elif blocked_dep and action.kind == "build":
+            # a build blocked for its own reason whose source is unreachable too: the source comes first
+            action = replace(action, blocked=f"waits on {blocked_dep} ({_root_reason(result, blocked_dep)}); then {action.blocked}")
         result[action.id] = action
     return tuple(result.values())
 
