@@ -89,6 +89,8 @@ class LocalIndex:
         threading.Thread(target=self.server.serve_forever, daemon=True).start()
 
     def answer(self, path: str, accept: str) -> tuple[bytes | None, str]:
+        if path.startswith("http://"):  # asked as a proxy: the absolute URL names the index host
+            path = "/" + path.split("/", 3)[3]
         if path.startswith("/files/") and path[len("/files/"):] in self.files:
             return self.files[path[len("/files/"):]], "application/octet-stream"
         if path != "/simple/cairn-probe/":
@@ -101,7 +103,7 @@ class LocalIndex:
         return f"<!DOCTYPE html><html><body>\n{links}</body></html>\n".encode(), "text/html"
 
     def downloads(self) -> list[str]:
-        return [path for path, _ in self.requests if path.startswith("/files/")]
+        return [path for path, _ in self.requests if "/files/" in path]
 
 
 @pytest.fixture
@@ -174,6 +176,25 @@ def test_index_from_a_pip_config_file_applies_and_html_only_mirrors_work(marker,
         served.server.shutdown()
     assert (out / SDIST).read_bytes() == served.files[SDIST]
     assert served.downloads() == [f"/files/{SDIST}"]
+    assert not marker.exists()
+
+
+def test_pips_proxy_setting_applies(marker, tmp_path, monkeypatch):
+    """An index host that does not resolve, reachable only through the proxy named in pip's config."""
+    proxy = LocalIndex({SDIST: hostile_sdist(marker)})
+    config = tmp_path / "pip.conf"
+    config.write_text(f"[global]\nindex-url = http://cairn-mirror.invalid/simple/\nproxy = {proxy.url.split('/simple/')[0]}\n")
+    monkeypatch.delenv("PIP_INDEX_URL", raising=False)
+    monkeypatch.setenv("PIP_CONFIG_FILE", str(config))
+    out = tmp_path / "out"
+    out.mkdir()
+    try:
+        fetch("pypi", pin(proxy, SDIST), out, io.StringIO())
+    finally:
+        proxy.server.shutdown()
+    assert (out / SDIST).read_bytes() == proxy.files[SDIST]
+    assert [path for path, _ in proxy.requests] == ["http://cairn-mirror.invalid/simple/cairn-probe/",
+                                                   f"http://cairn-mirror.invalid/files/{SDIST}"]
     assert not marker.exists()
 
 

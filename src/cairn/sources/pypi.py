@@ -8,7 +8,7 @@ renamed into place. Nothing here unpacks, imports or builds what it downloads �
 the verified file, in the build's own isolated environment.
 
 The indexes are pip's own (``index-url`` then ``extra-index-url``, from ``pip config`` and ``PIP_*``
-variables), so a mirror configured for pip applies here too.
+variables), and so are its ``proxy`` and ``cert`` settings, so a mirror configured for pip applies here too.
 """
 
 from __future__ import annotations
@@ -18,9 +18,11 @@ import hashlib
 import json
 import os
 import re
+import ssl
 import sys
 import urllib.error
 import urllib.request
+from dataclasses import dataclass, field
 from html.parser import HTMLParser
 from pathlib import Path, PurePosixPath
 from typing import IO, NamedTuple
@@ -41,8 +43,25 @@ class IndexFile(NamedTuple):
     sha256: str  # "" when the index does not say
 
 
-def configured_indexes(log: IO[str] | None = None) -> list[str]:
-    """pip's ``index-url`` followed by its ``extra-index-url`` entries, as ``pip config list`` reports them."""
+@dataclass(frozen=True)
+class PipSettings:
+    """What pip would use to reach an index: where (in order), through which proxy, trusting which CA bundle."""
+
+    indexes: list[str] = field(default_factory=lambda: [DEFAULT_INDEX])
+    proxy: str = ""
+    cert: str = ""
+
+    def opener(self) -> urllib.request.OpenerDirector:
+        handlers: list[urllib.request.BaseHandler] = []
+        if self.proxy:
+            handlers.append(urllib.request.ProxyHandler({"http": self.proxy, "https": self.proxy}))
+        if self.cert:
+            handlers.append(urllib.request.HTTPSHandler(context=ssl.create_default_context(cafile=self.cert)))
+        return urllib.request.build_opener(*handlers)
+
+
+def pip_settings(log: IO[str] | None = None) -> PipSettings:
+    """pip's ``index-url`` then ``extra-index-url``, ``proxy`` and ``cert``, as ``pip config list`` reports them."""
     listed = proc.run([sys.executable, "-m", "pip", "config", "list", "--disable-pip-version-check"], log=log).stdout
     values: dict[str, str] = {}
     for line in listed.splitlines():
@@ -50,11 +69,11 @@ def configured_indexes(log: IO[str] | None = None) -> list[str]:
         if sep:
             values[key.strip()] = value.strip().strip("'\"")
 
-    def first(name: str) -> str | None:
-        return next((values[f"{scope}.{name}"] for scope in _SCOPES if f"{scope}.{name}" in values), None)
+    def first(name: str) -> str:
+        return next((values[f"{scope}.{name}"] for scope in _SCOPES if f"{scope}.{name}" in values), "")
 
-    indexes = [first("index-url") or DEFAULT_INDEX, *(first("extra-index-url") or "").split()]
-    return list(dict.fromkeys(indexes))
+    indexes = [first("index-url") or DEFAULT_INDEX, *first("extra-index-url").split()]
+    return PipSettings(list(dict.fromkeys(indexes)), proxy=first("proxy"), cert=first("cert"))
 
 
 def normalized(name: str) -> str:
@@ -83,8 +102,8 @@ def _request(url: str, accept: str) -> urllib.request.Request:
     return urllib.request.Request(url, headers=headers)
 
 
-def _open(url: str, accept: str):  # type: ignore[no-untyped-def]
-    """Open ``url`` (http, https or file); a ``file://`` directory stands for its ``index.html``."""
+def _open(settings: PipSettings, url: str, accept: str):  # type: ignore[no-untyped-def]
+    """Open ``url`` (http, https or file) as pip would; a ``file://`` directory stands for its ``index.html``."""
     if url.startswith("file:"):
         path = Path(unquote(urlparse(url).path))
         if path.is_dir():
@@ -92,7 +111,7 @@ def _open(url: str, accept: str):  # type: ignore[no-untyped-def]
         if not path.is_file():
             raise FileNotFoundError(str(path))
         url = path.as_uri()
-    return urllib.request.urlopen(_request(url, accept), timeout=60)
+    return settings.opener().open(_request(url, accept), timeout=60)
 
 
 class _Links(HTMLParser):
@@ -116,11 +135,11 @@ def _sha256_of(fragment_or_hashes: str | dict[str, str]) -> str:
     return value.lower() if name == "sha256" else ""
 
 
-def project_files(index: str, project: str) -> list[IndexFile]:
+def project_files(settings: PipSettings, index: str, project: str) -> list[IndexFile]:
     """Every file the index lists for ``project`` (empty when the index does not have the project)."""
     page = urljoin(index.rstrip("/") + "/", normalized(project) + "/")
     try:
-        with _open(page, ACCEPT) as response:
+        with _open(settings, page, ACCEPT) as response:
             base = response.geturl()
             kind = response.headers.get_content_type() if page.startswith("http") else ""
             body = response.read()
@@ -152,7 +171,7 @@ def project_files(index: str, project: str) -> list[IndexFile]:
 
 
 def download_pinned(project: str, filename: str, sha256: str, out: Path, log: IO[str] | None = None,
-                    indexes: list[str] | None = None, pinned_by: str = "the manifest") -> Path:
+                    settings: PipSettings | None = None, pinned_by: str = "the manifest") -> Path:
     """``out/filename``: the file of that exact name from the first index that lists it, its sha256 the pin's.
 
     A wrong hash (announced by the index, or found in the bytes) is refused before the file gets its name,
@@ -160,27 +179,27 @@ def download_pinned(project: str, filename: str, sha256: str, out: Path, log: IO
     """
     if PurePosixPath(filename).name != filename or filename in ("", ".", "..") or "\\" in filename:
         raise CairnError(f"pinned filename {filename!r} is not a plain file name — pin the file's own name as the index lists it")
-    searched = indexes if indexes is not None else configured_indexes(log)
-    for index in searched:
-        found = next((f for f in project_files(index, project) if f.filename == filename), None)
+    settings = settings or pip_settings(log)
+    for index in settings.indexes:
+        found = next((f for f in project_files(settings, index, project) if f.filename == filename), None)
         if found is None:
             continue
         if found.sha256 and found.sha256 != sha256:
             raise PinMismatch(f"{filename}: the index {redacted(index)} lists sha256 {found.sha256}, {pinned_by} pins {sha256} "
                               "— the upstream file changed or the pin is wrong; re-pin only after checking why")
-        return _download_verified(found.url, filename, sha256, out, log, pinned_by)
-    names = ", ".join(redacted(i) for i in searched)
+        return _download_verified(settings, found.url, filename, sha256, out, log, pinned_by)
+    names = ", ".join(redacted(i) for i in settings.indexes)
     raise CairnError(f"{filename} is not listed for project {project} on {names} — check the pin's filename, or "
                      "point pip at an index that has it (pip config set global.index-url URL)")
 
 
-def _download_verified(url: str, filename: str, sha256: str, out: Path, log: IO[str] | None, pinned_by: str) -> Path:
+def _download_verified(settings: PipSettings, url: str, filename: str, sha256: str, out: Path, log: IO[str] | None, pinned_by: str) -> Path:
     partial = out / f".{filename}.partial"
     if log is not None:
         log.write(f"+ download {redacted(url)}\n")
     digest = hashlib.sha256()
     try:
-        with _open(url, "application/octet-stream, */*") as response, open(partial, "wb") as handle:
+        with _open(settings, url, "application/octet-stream, */*") as response, open(partial, "wb") as handle:
             while chunk := response.read(1 << 20):
                 digest.update(chunk)
                 handle.write(chunk)
