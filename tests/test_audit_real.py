@@ -10,7 +10,6 @@ from __future__ import annotations
 import hashlib
 import mmap
 import re
-import shutil
 import struct
 import subprocess
 import sys
@@ -22,6 +21,7 @@ import pytest
 from audit_fixtures import PLUGIN_VERSIONS, debian_library, debian_package, plugin_wheel
 from cairn.audit import audit_file, audit_paths
 from cairn.cli import main
+from conftest import need_tool
 
 pytestmark = pytest.mark.network
 
@@ -39,9 +39,8 @@ def readelf_sections(path: Path) -> dict[str, tuple[int, int]]:
 
 
 def bundler_list(blob: Path) -> set[str]:
-    if not shutil.which(BUNDLER):
-        pytest.skip(f"{BUNDLER} is not installed (apt-get install clang-tools-15)")
-    out = subprocess.run([BUNDLER, "--list", "--type=o", f"--input={blob}"], check=True, capture_output=True, text=True)
+    bundler = need_tool(BUNDLER, "clang-tools-15")
+    out = subprocess.run([bundler, "--list", "--type=o", f"--input={blob}"], check=True, capture_output=True, text=True)
     return set(out.stdout.split())
 
 
@@ -113,8 +112,7 @@ def _inflate_with_zstd_cli(blob: bytes, work: Path) -> bytes:
 
 @pytest.mark.parametrize("version", PLUGIN_VERSIONS)
 def test_rocm7_wheel_ccob_v3_bundles_match_zstd_and_the_bundler(tmp_path: Path, version: str) -> None:
-    if not shutil.which("zstd"):
-        pytest.skip("zstd CLI is not installed (apt-get install zstd)")
+    need_tool("zstd")
     wheel = plugin_wheel(version)
     report = audit_paths([wheel])
     unpacked = tmp_path / "wheel"

@@ -41,7 +41,7 @@ STAGES = ["cairn.wheels.plan", "cairn.containers.plan", "cairn.gates.plan"]
 CONTAINER_KINDS = ("image:", "push:", "gate:")
 COMMANDS.setdefault("gate", ("cairn.gates.command", "gates"))
 COMMANDS.setdefault("image", ("cairn.containers.command", "images"))
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.docker, pytest.mark.registry]
 
 
 @pytest.fixture(scope="session")

@@ -14,8 +14,9 @@ from cairn.doctor import diagnose
 from cairn.doctor.checks import can_open
 from cairn.doctor.snapshot import DeviceNode
 from cairn.doctor.tools import parse_amd_smi, parse_rocm_smi, parse_rocminfo
+from conftest import need, requires
 
-pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="fixture device nodes are chowned to render/video gids")
+pytestmark = requires(os.geteuid() == 0, "run as root: fixture device nodes are chowned to render/video gids")
 
 
 def checks(doc: dict) -> dict[str, dict]:
@@ -181,8 +182,8 @@ def test_json_document_is_stable(tmp_path: Path, capsys: pytest.CaptureFixture[s
 
 
 def test_real_host_without_gpu(capsys: pytest.CaptureFixture[str]) -> None:
-    if Path("/sys/class/kfd/kfd/topology/nodes").exists():
-        pytest.skip("this host has a KFD; the no-GPU report is tested on fixture trees")
+    need(not Path("/sys/class/kfd/kfd/topology/nodes").exists(),
+         "a host without an AMD GPU (this one has a KFD; the no-GPU report is also tested on fixture trees)")
     code, out = run_cli(capsys)
     assert code == 2
     assert "FAIL gpus" in out and "no AMD GPU on this host" in out

@@ -24,8 +24,9 @@ from cairn.matrix.model import (
     VersionRange,
 )
 from cairn.model.targets import load_registry
+from conftest import requires
 
-pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="fixture device nodes are chowned to render/video gids")
+pytestmark = requires(os.geteuid() == 0, "run as root: fixture device nodes are chowned to render/video gids")
 DIGEST = "sha256:" + "ab" * 32
 KERNELS = VersionRange("5.15", "6.12")
 REQUIRED = (("dev", ("static-coverage",)), ("stable", ("static-coverage", "in-container", "gpu")))

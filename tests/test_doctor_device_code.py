@@ -10,9 +10,9 @@ import pytest
 
 import doctor_hosts as hosts
 from cairn.doctor import diagnose
-from conftest import need_tool
+from conftest import need_tool, requires
 
-pytestmark = [pytest.mark.hipcc, pytest.mark.skipif(os.geteuid() != 0, reason="fixture device nodes are chowned")]
+pytestmark = [pytest.mark.hipcc, requires(os.geteuid() == 0, "run as root: fixture device nodes are chowned to render/video gids")]
 KERNEL = """
 #include <hip/hip_runtime.h>
 __global__ void scale(float* x, float a, int n) { int i = blockIdx.x * blockDim.x + threadIdx.x; if (i < n) x[i] *= a; }

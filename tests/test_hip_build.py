@@ -15,6 +15,7 @@ from cairn.audit import audit_file
 from cairn.build.hip import check_coverage, compile_hip, hipcc_version
 from cairn.errors import CheckFailed, InputError
 from cairn.paths import recipes_dir
+from conftest import need, requires
 from fatbin_writer import bundle_for, section, write_elf
 
 DEVICE_LIBS = Path("/usr/lib/x86_64-linux-gnu/amdgcn/bitcode")
@@ -22,7 +23,7 @@ TARGETS = ("gfx90a", "gfx1030")
 SMOKE = recipes_dir() / "hip" / "smoke"
 KERNEL_UNITS = 3  # saxpy, gemm, reduce; runtime.hip has no kernels and so no bundle
 
-needs_hipcc = pytest.mark.skipif(not (shutil.which("hipcc") and DEVICE_LIBS.is_dir()), reason="needs hipcc and rocm-device-libs")
+needs_hipcc = requires(shutil.which("hipcc") and DEVICE_LIBS.is_dir(), "hipcc and rocm-device-libs (apt-get install hipcc rocm-device-libs)")
 
 
 def _build(root: Path) -> Path:
@@ -96,8 +97,7 @@ def test_ctypes_abi_reference_paths_and_clean_no_gpu_error(smoke_libs: tuple[Pat
     total = ctypes.c_double()
     lib.cairn_reduce_sum_cpu(6, x, ctypes.byref(total))
     assert total.value == 21.0
-    if os.path.exists("/dev/kfd"):
-        pytest.skip("a GPU is present: the no-device path cannot be observed here")
+    need(not os.path.exists("/dev/kfd"), "a host without an AMD GPU (the no-device path cannot be observed with one)")
     assert lib.cairn_device_count() == 0
     for code in (lib.cairn_saxpy_gpu(6, ctypes.c_float(2.0), x, y), lib.cairn_gemm_gpu(2, 2, 3, a, b, c),
                  lib.cairn_reduce_sum_gpu(6, x, ctypes.byref(total))):

@@ -10,9 +10,13 @@ import sys
 from datetime import UTC, datetime
 from pathlib import Path
 
+import pytest
+
 from cairn.publish import fastpath
 from cairn.publish.sample import write_sample_bundle
 from test_publish_s3 import BUCKET, env, keys, s3  # noqa: F401 - shared fixtures
+
+pytestmark = pytest.mark.s3
 
 
 def cairn(args: list[str], environ: dict[str, str], check: bool = True) -> subprocess.CompletedProcess[str]:

@@ -16,11 +16,13 @@ from tuf.api.serialization.json import JSONSerializer
 
 from cairn.publish.sample import write_sample_bundle
 from cairn.sign.keys import init_keys, make_root
+from conftest import need_module
 
-boto3 = pytest.importorskip("boto3")
-moto_server = pytest.importorskip("moto.server")
+boto3 = need_module("boto3")
+moto_server = need_module("moto.server")
 
 BUCKET = "cairn-releases"
+pytestmark = pytest.mark.s3
 
 
 def free_port() -> int:

@@ -15,6 +15,8 @@ COMMANDS.setdefault("services", ("cairn.services.command", "private Docker Engin
 
 
 @pytest.mark.slow
+@pytest.mark.docker
+@pytest.mark.registry
 def test_start_status_stop(capsys: pytest.CaptureFixture[str]) -> None:
     need_tool("dockerd", "docker.io")
     need_tool("docker-registry")

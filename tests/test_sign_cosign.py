@@ -27,6 +27,8 @@ from cairn.sign.keys import init_keys, make_root
 from conftest import need_tool
 from test_publish_s3 import free_port
 
+pytestmark = pytest.mark.registry
+
 
 @pytest.fixture(scope="module")
 def registry(tmp_path_factory):

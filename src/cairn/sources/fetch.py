@@ -1,7 +1,8 @@
 """Fetch and verify pinned inputs: deb, pypi, archive, git and path sources.
 
 Every fetcher writes into ``out`` (an empty work directory) and verifies before returning. Downloads use
-the host's own clients (apt, pip, git, urllib), so proxies and mirrors configured on the host apply.
+the host's own clients and settings (apt, git, pip's index configuration, urllib), so proxies and mirrors
+configured on the host apply.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from urllib.parse import urlparse
 from cairn import io, proc
 from cairn.errors import CairnError, PinMismatch
 from cairn.paths import repo_root
+from cairn.sources.pypi import download_pinned
 from cairn.store.base import file_sha256
 
 Fetcher = Callable[[Mapping[str, Any], Path, IO[str]], None]
@@ -129,37 +131,11 @@ def fetch_deb(source: Mapping[str, Any], out: Path, log: IO[str], store_mirror: 
 
 
 def fetch_pypi(source: Mapping[str, Any], out: Path, log: IO[str]) -> None:
-    """``pip download`` the exact file named by the pin, then verify its sha256."""
-    filename = source["filename"]
-    scratch = Path(tempfile.mkdtemp(prefix="cairn-pip-"))
-    try:
-        cmd = ["python3", "-m", "pip", "download", "--no-deps", "--disable-pip-version-check", "-d", str(scratch),
-               f"{source['name']}=={source['version']}"]
-        if filename.endswith(".whl"):
-            cmd += ["--only-binary=:all:", *_wheel_target_options(filename)]
-        else:
-            cmd += ["--no-binary=:all:", "--no-build-isolation"]
-        proc.run(cmd, log=log)
-        found = scratch / filename
-        if not found.is_file():
-            got = ", ".join(p.name for p in scratch.iterdir()) or "nothing"
-            raise CairnError(f"pip download {source['name']}=={source['version']} gave {got}, not {filename}")
-        _verify(found, "sha256", source["sha256"], filename)
-        shutil.move(str(found), out / filename)
-    finally:
-        shutil.rmtree(scratch, ignore_errors=True)
+    """The exact file named by the pin, from pip's configured index, verified before anything opens it.
 
-
-def _wheel_target_options(filename: str) -> list[str]:
-    """pip options that make ``pip download`` pick exactly the wheel with these tags, on any host."""
-    python, abi, platform = filename[: -len(".whl")].split("-")[-3:]
-    if abi == "none" and platform == "any":
-        return []  # a pure wheel: pip picks it for any interpreter
-    first = python.split(".")[0]
-    options = ["--implementation", first[:2], "--python-version", first[2:] or "3"]
-    options += [arg for tag in abi.split(".") for arg in ("--abi", tag)]
-    options += [arg for tag in platform.split(".") for arg in ("--platform", tag)]
-    return options
+    Not ``pip download``: for an sdist that runs the package's build backend before the hash is checked.
+    """
+    download_pinned(source["name"], source["filename"], source["sha256"], out, log)
 
 
 def fetch_archive(source: Mapping[str, Any], out: Path, log: IO[str]) -> None:

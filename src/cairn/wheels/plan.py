@@ -23,7 +23,7 @@ from typing import Any
 from packaging.version import Version
 
 from cairn.build import extra_runners
-from cairn.errors import CairnError, ManifestError
+from cairn.errors import ManifestError
 from cairn.model.manifest import Framework
 from cairn.plan.graph import Action
 from cairn.plan.planner import LAYOUT_VERSIONS, StageContext, build_id
@@ -282,28 +282,11 @@ def run_index(ctx: Any) -> None:
 
 
 def run_fetch_sdist(ctx: Any) -> None:
-    """``pip download`` one pinned sdist (metadata prepared in pip's own isolated environment), verified."""
-    import shutil
-    import sys
-    import tempfile
-    from pathlib import Path
-
-    from cairn import proc
-    from cairn.store.base import file_sha256
+    """One pinned sdist from pip's configured index, its sha256 checked before anything unpacks or builds it."""
+    from cairn.sources.pypi import download_pinned
 
     fields = ctx.action.inputs["source"]["pypi"]
-    with tempfile.TemporaryDirectory(prefix="cairn-sdist-", dir=ctx.out.parent) as scratch:
-        proc.run([sys.executable, "-m", "pip", "download", "--no-deps", "--no-binary=:all:", "--disable-pip-version-check",
-                  "--no-cache-dir", "-d", scratch, f"{fields['name']}=={fields['version']}"], log=ctx.log)
-        found = Path(scratch) / fields["filename"]
-        if not found.is_file():
-            raise CairnError(f"pip download {fields['name']}=={fields['version']} did not produce {fields['filename']}")
-        actual = file_sha256(found)
-        if actual != fields["sha256"]:
-            from cairn.errors import PinMismatch
-
-            raise PinMismatch(f"{fields['filename']}: sha256 is {actual}, the recipe pins {fields['sha256']} — re-pin only after checking why")
-        shutil.move(str(found), ctx.out / fields["filename"])
+    download_pinned(fields["name"], fields["filename"], fields["sha256"], ctx.out, ctx.log, pinned_by="the recipe")
 
 
 extra_runners.register("package", run_package)
