@@ -70,7 +70,7 @@ def main() -> int:
         "mirror_seconds": round(sum(s for a, s in seconds.items() if a.startswith("mirror:")), 3),
         "index_seconds": round(sum(s for a, s in seconds.items() if a.startswith("index:")), 3),
         "rebuild_wall_seconds": round(rebuild_seconds, 3),
-        "actions": seconds,
+        "action_seconds": seconds,
         "wheel_bytes": {w.name: w.stat().st_size for a in stage if a.kind in ("package", "mirror") and second.outcomes[a.id].output
                         for w in sorted((store.root / "trees" / second.outcomes[a.id].output / "wheels").glob("*.whl"))},
         "reproducible": not differing and not failed,
