@@ -265,7 +265,7 @@ def _unplanned_reason(inputs: dict[str, Any], gate: str, target: str) -> str:
     (whether this host has a GPU matters only to a GPU gate that was planned, and that gate says so itself)."""
     images = sorted(i for i in inputs["planned_images"] if i.endswith(f"@{target}"))
     if not images:
-        return f"not-run: no {gate} gate was planned for {target}: the plan has no image for {target} (containers stage not planned)"
+        return f"not-run: no {gate} gate was planned for {target}: the plan has no image for {target}"
     listing = [i for i in images if gate in inputs.get("image_gates", {}).get(i, [])]
     names = ", ".join(i.removeprefix("image:").split("@", 1)[0] for i in images)
     if not listing:
