@@ -27,6 +27,8 @@ import time
 import zipfile
 from pathlib import Path
 
+from machine import describe
+
 from cairn.audit import audit_file
 
 CACHE = Path(os.environ.get("CAIRN_TEST_CACHE", "~/.cache/cairn-test")).expanduser()
@@ -168,10 +170,9 @@ def main(argv: list[str] | None = None) -> int:
               f"{r['cairn_cli_seconds']:>8.3f} {r['speedup_cli']:>8.1f} {r['speedup_library']:>8.1f}  {r['peer_verdict']}")
     document = {
         "benchmark": "audit",
-        "command": "python bench/audit_bench.py --out " + str(args.out),
+        "command": "python bench/audit_bench.py " + " ".join(argv if argv is not None else sys.argv[1:]),
         "repeat": args.repeat,
-        "machine": {"platform": platform.platform(), "python": platform.python_version(), "cpus": os.cpu_count(),
-                    "load_average": list(os.getloadavg()), "python_startup_seconds": round(startup, 4)},
+        "machine": {**describe(), "platform": platform.platform(), "python_startup_seconds": round(startup, 4)},
         "tools": {"objcopy": tool_version(["objcopy", "--version"]), "bundler": tool_version([BUNDLER, "--version"])},
         "results": results,
     }

@@ -15,6 +15,8 @@ import sys
 import tempfile
 from pathlib import Path
 
+from machine import describe
+
 
 def recorded_seconds(store: Path) -> dict[tuple[str, str], float]:
     """(action, output) → seconds of the run that made it (a cached action's record keeps its first run's time)."""
@@ -69,7 +71,7 @@ def main() -> int:
     if not (args.store / "last-build.json").exists():
         print(f"no build in {args.store} — run `nox -s build` (or cairn build) first", file=sys.stderr)
         return 2
-    result = measure(args.store)
+    result = {**measure(args.store), "command": "python bench/containers_bench.py " + " ".join(sys.argv[1:]), "machine": describe()}
     args.out.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=args.out.parent, prefix=".containers.")
     with os.fdopen(fd, "w") as handle:

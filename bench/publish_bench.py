@@ -18,7 +18,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import platform
 import re
 import shutil
 import socket
@@ -28,6 +27,8 @@ import tempfile
 import time
 import urllib.request
 from pathlib import Path
+
+from machine import describe
 
 ROOT = Path(__file__).resolve().parents[1]
 BUCKET = "cairn-bench"
@@ -181,7 +182,7 @@ def main() -> int:
 
     doc = {
         "bench": "publish", "runs": runs,
-        "machine": {"python": platform.python_version(), "cpus": os.cpu_count(), "load": os.getloadavg()},
+        "command": "python bench/publish_bench.py " + " ".join(sys.argv[1:]), "machine": describe(),
         "tools": {"aws": " ".join(subprocess.run([aws, "--version"], capture_output=True, text=True).stdout.split()[:1])},
         "goals": {"first": ">= 1.5x", "unchanged": ">= 5x with zero PUTs"},
     }

@@ -2,9 +2,10 @@
 
     python bench/wheels_bench.py --out bench/results/wheels.json [--store DIR] [--family F ...]
 
-Builds the default release (with the frameworks it publishes: SGLang from its sdist, the mirrored JAX plugin)
-into ``--store``, then forgets the cache records of every wheel and index action and builds them again: the
-figure ``reproducible`` is true only when every rebuilt output tree has the same digest.
+Builds the default release's SDK and wheels stage (with the frameworks it publishes: SGLang from its sdist,
+the mirrored JAX plugin; no images) into ``--store``, then forgets the cache records of every wheel, mirror
+and index action and builds them again: the figure ``reproducible`` is true only when every rebuilt output
+tree has the same digest. The JSON records each rebuilt action's seconds, every wheel's size and the machine.
 """
 
 from __future__ import annotations
@@ -13,12 +14,12 @@ import argparse
 import json
 import os
 import sys
-import tempfile
 import time
 from pathlib import Path
 
+from machine import describe
+
 ROOT = Path(__file__).resolve().parents[1]
-FRAMEWORKS = '\n[frameworks.sglang]\nrecipe = "sglang"\nversion = "0.5.10.post1"\n\n[frameworks.jax]\nrecipe = "jax"\nversion = "0.10.0"\n'
 STAGE_KINDS = ("package", "mirror", "index", "fetch-sdist")
 
 
@@ -33,24 +34,20 @@ def main() -> int:
     from cairn.build.executor import execute
     from cairn.model.manifest import load_manifest
     from cairn.model.targets import load_registry
-    from cairn.plan import planner
     from cairn.plan.prepare import make_plan
     from cairn.store.local import LocalStore
 
-    if "cairn.wheels.plan" not in planner.STAGE_PLANNERS:
-        planner.STAGE_PLANNERS.append("cairn.wheels.plan")
     registry = load_registry()
-    with tempfile.TemporaryDirectory() as tmp:
-        manifest_path = Path(tmp) / "default.toml"
-        default = ROOT / "manifests" / "releases" / "default.toml"
-        text = default.read_text()
-        manifest_path.write_text(text if "[frameworks." in text else text + FRAMEWORKS)
-        plan = make_plan(load_manifest(manifest_path, registry), registry, args.family)
+    # the SDK and the wheels stage only: images, gates and the bundle are the containers and publish benches' part
+    plan = make_plan(load_manifest(ROOT / "manifests" / "releases" / "default.toml", registry), registry, args.family,
+                     stages=["cairn.wheels.plan"])
     store = LocalStore(args.store)
     stage = [a for a in plan.actions if a.kind in STAGE_KINDS and not a.blocked]
     store.lock()
     try:
+        started = time.monotonic()
         first = execute(plan, store, jobs=os.cpu_count() or 2)
+        first_seconds = time.monotonic() - started
         for action in stage:
             outcome = first.outcomes[action.id]
             if outcome.key:
@@ -65,12 +62,17 @@ def main() -> int:
     differing = sorted(a.id for a in stage if first.outcomes[a.id].output != second.outcomes[a.id].output)
     result = {
         "schema": "cairn.bench.wheels/v1",
+        "command": "python bench/wheels_bench.py " + " ".join(sys.argv[1:]),
+        "machine": describe(),
+        "first_build_wall_seconds": round(first_seconds, 3),
         "families": sorted({a.family for a in stage if a.family}),
         "wheel_build_seconds": round(sum(s for a, s in seconds.items() if a.startswith("package:")), 3),
         "mirror_seconds": round(sum(s for a, s in seconds.items() if a.startswith("mirror:")), 3),
         "index_seconds": round(sum(s for a, s in seconds.items() if a.startswith("index:")), 3),
         "rebuild_wall_seconds": round(rebuild_seconds, 3),
-        "actions": seconds,
+        "action_seconds": seconds,
+        "wheel_bytes": {w.name: w.stat().st_size for a in stage if a.kind in ("package", "mirror") and second.outcomes[a.id].output
+                        for w in sorted((store.root / "trees" / second.outcomes[a.id].output / "wheels").glob("*.whl"))},
         "reproducible": not differing and not failed,
         "differing": differing,
         "failed": failed,

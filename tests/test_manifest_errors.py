@@ -75,6 +75,17 @@ CASES = [
      "needs exactly one source kind", "use one of"),
     ("bad toml", VALID.replace('name = "t"', 'name = t'), "name = t", "invalid TOML", "fix the syntax"),
     ("unknown build kind", VALID.replace('kind = "cmake"', 'kind = "cmak"'), "cmak", "unknown build kind 'cmak'", "did you mean 'cmake'?"),
+    ("framework by bare version", VALID + '\n[frameworks.vllm]\nrecipe = "vllm"\nversion = "0.23.0"\n', "[frameworks.vllm]",
+     "framework 'vllm' 0.23.0 has no pinned source", 'pin_unknown = "why"'),
+    ("framework sdist without digest", VALID + '\n[frameworks.vllm]\nrecipe = "vllm"\nversion = "0.23.0"\n'
+     'source.pypi = { name = "vllm", version = "0.23.0", filename = "vllm-0.23.0.tar.gz" }\n', "source.pypi",
+     "source.pypi of 'vllm' is missing 'sha256'", "floating input"),
+    ("framework on a branch", VALID + '\n[frameworks.torch]\nrecipe = "pytorch"\nversion = "2.12.0"\n'
+     'source.git = { url = "https://github.com/ROCm/pytorch.git", ref = "release/2.12" }\n', "source.git = { url = \"https://github.com/ROCm",
+     "source.git of 'torch' is missing 'commit'", "pin_unknown"),
+    ("framework from a deb", VALID + '\n[frameworks.torch]\nrecipe = "pytorch"\nversion = "2.12.0"\n'
+     'source.deb = { package = "python3-torch", version = "2.1.0-1", sha256 = "' + "c" * 64 + '" }\n', "source.deb = { package = \"python3-torch",
+     "framework 'torch' cannot come from source.deb", "use one of source.{pypi,git,archive}"),
 ]
 
 
@@ -108,6 +119,22 @@ def test_pin_unknown_is_accepted_and_reported_by_plan(tmp_path: Path) -> None:
     assert proc.returncode == 0, proc.stderr
     assert "tool: pin unknown — no commit for this release is in our reference data" in proc.stdout
     assert "pin unknown for tool" in proc.stdout
+
+
+def test_framework_pin_unknown_is_accepted_with_its_reason(tmp_path: Path) -> None:
+    text = VALID + '\n[frameworks.torch]\nrecipe = "pytorch"\nversion = "2.12.0"\npin_unknown = "ROCm/pytorch release/2.12 is a branch"\n'
+    manifest = load_manifest(tmp_path / "m.toml", text=text)
+    (torch,) = manifest.frameworks
+    assert (torch.source, torch.pin_unknown) == (None, "ROCm/pytorch release/2.12 is a branch")
+
+
+def test_production_frameworks_are_pinned_or_say_why_not() -> None:
+    """Every framework of every committed manifest names its input by digest or commit, or says why it cannot."""
+    root = Path(__file__).resolve().parents[1] / "manifests" / "releases"
+    for path in sorted(root.glob("*.toml")):
+        for framework in load_manifest(path).frameworks:
+            pinned = framework.source is not None and (framework.source.get("sha256") or framework.source.get("commit"))
+            assert pinned or framework.pin_unknown, f"{path.name}: {framework.name}"
 
 
 def _mutations() -> st.SearchStrategy[str]:

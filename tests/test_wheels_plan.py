@@ -18,6 +18,12 @@ ROOT = Path(__file__).resolve().parents[1]
 HOST = Host(tools=frozenset({"git", "pip", "patchelf", "apt-get", "dpkg-deb", "hipcc"}),
             hipcc_version="hip 5.2.21153-0; clang 15.0.6", hip_targets=frozenset({"gfx908", "gfx90a", "gfx1030"}))
 PIN_REASON = "no commit of ROCm/pytorch release/2.12 is recorded here: pin it with git ls-remote on a host that reaches github.com"
+TORCH = '[frameworks.pytorch]\nrecipe = "pytorch"\nversion = "2.12.0"\npin_unknown = "ROCm/pytorch release/2.12 is a branch"\n'
+SGLANG = ('[frameworks.sglang]\nrecipe = "sglang"\nversion = "0.5.10.post1"\nsource.pypi = { name = "sglang", version = "0.5.10.post1", '
+          'filename = "sglang-0.5.10.post1.tar.gz", sha256 = "01f7adfe7cde85b238fb0e1bae4b31d494e19d1471cf35ff3c5489a02f9d2263" }\n')
+JAX_WHEEL = "jax_rocm7_plugin-0.10.0-cp311-cp311-manylinux_2_28_x86_64.whl"
+JAX = ('[frameworks.jax]\nrecipe = "jax"\nversion = "0.10.0"\nsource.pypi = { name = "jax-rocm7-plugin", version = "0.10.0", '
+       f'filename = "{JAX_WHEEL}", sha256 = "41fc46f1ce64207f8f144cb0d89f304dadd4a4f4de5c541ad44de380afad43bd" }}\n')
 
 
 @pytest.fixture(autouse=True)
@@ -90,19 +96,20 @@ def test_vllm_builds_on_the_same_family_torch(tmp_path):
                                   "ROCM_PATH": "{rocm_home}", "SETUPTOOLS_SCM_PRETEND_VERSION": "0.23.0+rocm.7.14.0",
                                   "VLLM_TARGET_DEVICE": "rocm"}
     assert vllm.inputs["wheel"] == "vllm-0.23.0+rocm.7.14.0-cp38-abi3-linux_x86_64.whl"
-    assert vllm.blocked.startswith("needs a pinned vllm 0.23.0 source (the commit of vllm tag v0.23.0 is not recorded here")
+    assert vllm.blocked.startswith("needs a ROCm ≥ 6 toolchain: rocm-sdk-devel 7.14.0 built from this manifest")
+    assert vllm.inputs["source"] == {"pypi": {"name": "vllm", "version": "0.23.0", "filename": "vllm-0.23.0.tar.gz",
+                                              "sha256": "760269db3d9611e12e524681df1bca0977d5d2f5fcb4481cc34d33efc4ae7ff5"}}
 
 
 def test_default_release_says_pytorch_needs_rocm_6(tmp_path):
-    manifest = _manifest_with(tmp_path, '[frameworks.pytorch]\nrecipe = "pytorch"\nversion = "2.12.0"\n')
+    manifest = _manifest_with(tmp_path, TORCH)
     torch = _plan(manifest, ["gfx90a"])["package:torch@gfx90a"]
     assert torch.blocked == (f"needs a pinned torch 2.12.0 source ({PIN_REASON}); "
                              "a ROCm ≥ 6 SDK (this release ships ROCm 5.2.3)")
 
 
 def test_default_release_stage_actions(tmp_path):
-    manifest = _manifest_with(tmp_path, '[frameworks.sglang]\nrecipe = "sglang"\nversion = "0.5.10.post1"\n'
-                                        '[frameworks.jax]\nrecipe = "jax"\nversion = "0.10.0"\n')
+    manifest = _manifest_with(tmp_path, SGLANG + JAX)
     actions = _plan(manifest, [])
     for fam in ("gfx908", "gfx90a", "gfx1030"):
         index = actions[f"index:{fam}"]
@@ -116,9 +123,34 @@ def test_default_release_stage_actions(tmp_path):
 
 
 def test_unknown_recipe_version_is_located(tmp_path):
-    manifest = _manifest_with(tmp_path, '[frameworks.jax]\nrecipe = "jax"\nversion = "0.9.9"\n')
+    manifest = _manifest_with(tmp_path, JAX.replace('version = "0.10.0"\nsource', 'version = "0.9.9"\nsource'))
     with pytest.raises(ManifestError, match=r"recipe 'jax' has no version 0.9.9 \(it pins: 0.10.0\)"):
         _plan(manifest, ["gfx90a"])
+
+
+@pytest.mark.parametrize(("case", "framework", "what"), [
+    ("other sdist", SGLANG.replace("01f7adfe", "01f7adff"),
+     "framework 'sglang' pins sglang-0.5.10.post1.tar.gz (sha256 01f7adff7cde85b2…) but recipes/wheels/sglang.toml has "
+     "sglang-0.5.10.post1.tar.gz (sha256 01f7adfe7cde85b2…)"),
+    ("unknown here, pinned there", '[frameworks.sglang]\nrecipe = "sglang"\nversion = "0.5.10.post1"\npin_unknown = "not looked up"\n',
+     "framework 'sglang' says no pin is known, but recipes/wheels/sglang.toml pins sglang-0.5.10.post1.tar.gz (sha256 01f7adfe7cde85b2…)"),
+    ("pinned here, unknown there", TORCH.replace('pin_unknown = "ROCm/pytorch release/2.12 is a branch"',
+                                                 'source.git = { url = "https://github.com/ROCm/pytorch.git", commit = "' + "c" * 40 + '" }'),
+     "framework 'pytorch' pins https://github.com/ROCm/pytorch.git@" + "c" * 40 + " but recipes/wheels/pytorch.toml has pin_unknown"),
+    ("other mirrored wheel", JAX.replace(JAX_WHEEL, JAX_WHEEL.replace("cp311", "cp312")),
+     f"framework 'jax' pins {JAX_WHEEL.replace('cp311', 'cp312')} (sha256 41fc46f1ce64207f…) but recipes/wheels/jax.toml "
+     f"mirrors {JAX_WHEEL} (sha256 41fc46f1ce64207f…)"),
+], ids=["other sdist", "unknown here, pinned there", "pinned here, unknown there", "other mirrored wheel"])
+def test_manifest_and_recipe_pin_the_same_framework_input(tmp_path, case, framework, what):
+    manifest = _manifest_with(tmp_path, framework)
+    with pytest.raises(ManifestError) as caught:
+        _plan(manifest, ["gfx90a"])
+    text = manifest.read_text()
+    start = text.index(framework)  # the error points at the manifest's pin, or at the table when it has none
+    marker = text.index("source.", start) if "source." in framework else start
+    line = text[:marker].count("\n") + 1
+    assert str(caught.value).startswith(f"{manifest}:{line}:"), str(caught.value)
+    assert what in str(caught.value)
 
 
 def test_recipe_rejects_floating_source(tmp_path):

@@ -17,7 +17,7 @@ from typing import Any
 
 from packaging.version import InvalidVersion, Version
 
-from cairn.errors import ManifestError, did_you_mean
+from cairn.errors import Location, ManifestError, did_you_mean
 from cairn.model import tomlpos
 from cairn.model.targets import Registry, load_registry
 
@@ -97,9 +97,19 @@ class Component:
 
 @dataclass(frozen=True)
 class Framework:
+    """``[frameworks.<name>]``: a recipe, its version and the pin of what it is built from (or why none is known).
+
+    ``source`` is the upstream input the recipe's version builds or mirrors — a PyPI sdist or wheel by
+    sha256, a git commit; ``pin_unknown`` says why there is none. The wheels stage checks the recipe's version
+    pins exactly this input, so the release manifest alone names everything a release is made of.
+    """
+
     name: str
     recipe: str
     version: str
+    source: Source | None = None
+    pin_unknown: str = ""
+    where: Location | None = field(default=None, compare=False, repr=False)  # of its pin, for later errors
 
 
 @dataclass(frozen=True)
@@ -153,7 +163,8 @@ _RELEASE = {"name", "version", "channel", "source_date_epoch", "base_os", "famil
 _SDK = {"description", "components", "unavailable"}
 _COMPONENT = {"name", "version", "source", "build", "depends", "exclude_targets", "project", "pin_unknown", "description"}
 _BUILD = {"kind", "args"}
-_FRAMEWORK = {"recipe", "version"}
+_FRAMEWORK = {"recipe", "version", "source", "pin_unknown"}
+FRAMEWORK_SOURCE_KINDS = ("pypi", "git", "archive")
 
 
 def load_manifest(path: Path, registry: Registry | None = None, text: str | None = None) -> Manifest:
@@ -348,7 +359,7 @@ class _Loader:
     @staticmethod
     def pin_fix(kind: str, key: str) -> str:
         if key == "commit":
-            return "pin the full 40-hex commit; if none is known, set pin_unknown = \"why\" on the component"
+            return "pin the full 40-hex commit; if none is known, set pin_unknown = \"why\" beside the source"
         if key == "sha256":
             return "add sha256 = \"<64 hex>\"; an input without a digest is a floating input"
         return f"add {key} = …"
@@ -366,7 +377,20 @@ class _Loader:
     def framework(self, name: str, table: Any) -> Framework:
         kp = ("frameworks", name)
         table = self.keys(table, _FRAMEWORK, kp, f"[frameworks.{name}]")
-        return Framework(name, self.string(table, "recipe", kp), self.pep440(self.string(table, "version", kp), (*kp, "version")))
+        recipe = self.string(table, "recipe", kp)
+        version = self.pep440(self.string(table, "version", kp), (*kp, "version"))
+        pin_unknown = self.string(table, "pin_unknown", kp, required=False)
+        if "source" not in table:
+            if not pin_unknown:
+                raise self.fail(kp, f"framework '{name}' {version} has no pinned source",
+                                "add source.pypi = { name, version, filename, sha256 } (its sdist, or the wheel a mirror "
+                                "recipe republishes) or source.git = { url, commit }; if none is known, set pin_unknown = \"why\"")
+            return Framework(name, recipe, version, None, pin_unknown, self.doc.where(kp))
+        source = self.source(table["source"], (*kp, "source"), name, bool(pin_unknown))
+        if source.kind not in FRAMEWORK_SOURCE_KINDS:
+            raise self.fail((*kp, "source", source.kind), f"framework '{name}' cannot come from source.{source.kind}",
+                            f"use one of source.{{{','.join(FRAMEWORK_SOURCE_KINDS)}}}")
+        return Framework(name, recipe, version, source, pin_unknown, self.doc.where((*kp, "source")))
 
     def gates(self, table: Any) -> dict[str, tuple[str, ...]]:
         table = self.keys(table, {"required"}, ("gates",), "[gates]")

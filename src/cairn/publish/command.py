@@ -69,6 +69,8 @@ def configure(parser: argparse.ArgumentParser) -> None:
 def configure_promote(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--version", required=True, help="the staged release version to promote")
     parser.add_argument("--as", dest="as_version", default="", help="promote an rc as this final version (re-signs, never rebuilds)")
+    parser.add_argument("--gates", type=Path, action="append", default=[], metavar="GATE_JSON",
+                        help="record this gate result first (a gate.json from the host that ran it, e.g. the GPU gate); repeatable")
     _common(parser)
 
 
@@ -134,13 +136,27 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
+def _read_gate_result(path: Path) -> dict:  # type: ignore[type-arg]
+    """One gate verdict reported after staging; checked against the staged release by ``record_gates``."""
+    from cairn.errors import InputError
+
+    try:
+        data = json.loads(Path(path).read_text())
+    except (OSError, ValueError) as exc:
+        raise InputError(path, f"cannot read the gate result ({exc})", "pass the gate.json a gate action wrote") from None
+    if not isinstance(data, dict):
+        raise InputError(path, "a gate result is a JSON object", "pass the gate.json a gate action wrote")
+    return data
+
+
 def run_promote(args: argparse.Namespace) -> int:
     from cairn.publish.backend import open_backend
     from cairn.publish.publisher import promote
 
+    results = [(path, _read_gate_result(path)) for path in args.gates]
     keys, root = _keys_and_root(args)
     backend = open_backend(args.to or default_destination(args.store))
-    report = promote(backend, keys, root, args.version, args.channel or "dev", as_version=args.as_version,
+    report = promote(backend, keys, root, args.version, args.channel or "dev", as_version=args.as_version, gate_results=results,
                      log=(lambda _: None) if args.json else print)
     _print(report.to_dict(), args.json)
     return 0

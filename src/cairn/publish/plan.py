@@ -30,7 +30,6 @@ from cairn.publish.bundle import write_bundle_json
 
 LAYOUT = 1
 ACTION_ID = "bundle:release"
-NO_GPU = "no AMD GPU on this host"
 DEFAULT_REQUIRED = {"dev": ["static-coverage"]}
 # Debian's ROCm 5.x runs on the amdgpu KFD of the distribution kernel; the manifest declares no range.
 REQUIREMENTS = {"driver_name": "amdgpu",
@@ -68,6 +67,8 @@ def extend_plan(context: StageContext) -> None:
         "not_built": dict(sorted(missing.items())),
         "planned_gates": sorted({a.id for a in wanted if a.kind == "gate"}),
         "planned_images": sorted({a.id for a in wanted if a.kind == "image-build"}),
+        "image_gates": {a.id: list(a.inputs["recipe"].get("gates", [])) for a in sorted(wanted, key=lambda a: a.id)
+                        if a.kind == "image-build"},
         "image_frameworks": _image_frameworks(context),
         "wheel_frameworks": _wheel_frameworks(context, deps),
         "requirements": REQUIREMENTS,
@@ -229,7 +230,7 @@ def _write_gates(ctx: Any, gates_dir: Path, images: dict[str, list[dict[str, str
             result = json.loads((tree / "gate.json").read_text())
             status, reason = result["status"], result.get("reason", "")
             if status == "not-run" and not reason:
-                reason = f"not-run: {NO_GPU}" if gate == "gpu" else "not-run: no reason recorded"
+                reason = "not-run: the gate recorded no reason"
             record = {"gate": gate, "status": status, "reason": reason, "image_digest": result.get("digest", ""),
                       "evidence": result.get("evidence", {})}
         else:
@@ -254,9 +255,22 @@ def _write_gates(ctx: Any, gates_dir: Path, images: dict[str, list[dict[str, str
         for target in targets:
             for gate in required:
                 if not any(g == gate and t == target for g, t, _f in seen):
-                    reason = f"not-run: {NO_GPU}" if gate == "gpu" else f"not-run: no {gate} gate was planned for {target}"
+                    reason = _unplanned_reason(inputs, gate, target)
                     _write_json(gates_dir / f"{gate}--none@{target}.json",
                                 {"gate": gate, "status": "not-run", "reason": reason, "gfx_target": target, "image_digest": ""})
+
+
+def _unplanned_reason(inputs: dict[str, Any], gate: str, target: str) -> str:
+    """Why a required gate has no action for ``target`` — what the plan lacked, never a guess about the host
+    (whether this host has a GPU matters only to a GPU gate that was planned, and that gate says so itself)."""
+    images = sorted(i for i in inputs["planned_images"] if i.endswith(f"@{target}"))
+    if not images:
+        return f"not-run: no {gate} gate was planned for {target}: the plan has no image for {target}"
+    listing = [i for i in images if gate in inputs.get("image_gates", {}).get(i, [])]
+    names = ", ".join(i.removeprefix("image:").split("@", 1)[0] for i in images)
+    if not listing:
+        return f"not-run: no {gate} gate was planned for {target}: no image recipe for it lists the {gate} gate ({names})"
+    return f"not-run: no {gate} gate was planned for {target}: its images ({names}) are not pushed to a registry"
 
 
 def _link(src: Path, dest: Path) -> None:

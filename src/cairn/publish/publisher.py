@@ -152,9 +152,12 @@ def sign_images(bundle: Bundle, keys: KeySet, log: Log = lambda _: None) -> dict
 
 
 def promote(backend: Backend, keys: KeySet, root: Metadata[Root], version: str, channel: str, *,
-            as_version: str = "", log: Log = lambda _: None) -> Report:
+            as_version: str = "", gate_results: list[tuple[Path, dict[str, Any]]] | None = None,
+            log: Log = lambda _: None) -> Report:
     """Move ``channel`` to staged ``version`` (only cells whose required gates passed); re-signs, never rebuilds.
 
+    ``gate_results`` are gate verdicts reported after staging — the GPU gate run on a GPU host — as
+    (file, ``gate.json``) pairs; they are merged into ``staging/<version>/gates.json`` first (``record_gates``).
     ``as_version`` promotes a release candidate as the final version: its staging record is copied under
     the new version number and the same blobs are re-signed.
     """
@@ -166,6 +169,9 @@ def promote(backend: Backend, keys: KeySet, root: Metadata[Root], version: str, 
         raise CairnError(f"{backend.url} has no staged release {version} — run cairn publish --stage-only first")
     stage = json.loads(raw)
     gates = json.loads(backend.get(f"staging/{version}/gates.json") or b"{}")
+    if gate_results:
+        gates = record_gates(stage, gates, gate_results)
+        run.upload("staging gates", [Obj(f"staging/{version}/gates.json", _json(gates), JSON, False)])
     if as_version and as_version != version:
         stage = {**stage, "release": {**stage["release"], "version": as_version, "promoted_from": version}}
         for cell in stage["cells"]:
@@ -182,15 +188,45 @@ def promote(backend: Backend, keys: KeySet, root: Metadata[Root], version: str, 
     return report
 
 
-def record_gates(backend: Backend, keys: KeySet, root: Metadata[Root], version: str, results: list[dict[str, Any]],
-                 *, log: Log = lambda _: None) -> None:
-    """Merge gate results reported after staging (e.g. the GPU gate) into ``staging/<version>/gates.json``."""
-    run = _Run(backend, keys, root, log)
-    gates = json.loads(backend.get(f"staging/{version}/gates.json") or b"{}")
-    for result in results:
-        gates.setdefault(result["gfx_target"], {})[result["gate"]] = {"status": result["status"], "reason": result.get("reason", "")}
-    run.upload("staging gates", [Obj(f"staging/{version}/gates.json", _json(gates), JSON, False)])
-    run.commit(Report(backend.url, version, ""))
+_RANK = {"passed": 0, "not-run": 1, "failed": 2}
+RECORDED = "recorded"  # gates.json key: image digest -> gate -> the verdict reported after staging
+
+
+def record_gates(stage: dict[str, Any], gates: dict[str, Any], results: list[tuple[Path, dict[str, Any]]]) -> dict[str, Any]:
+    """``gates`` with verdicts reported after staging (``gate.json`` of a gate run elsewhere) merged in.
+
+    A verdict is for one image: it counts for every staged cell of its target whose images include that
+    digest, and a gate passes for a cell only if it passed on every image of the cell (failed > not-run >
+    passed; an image with no verdict yet is not-run). A verdict for an image this release did not stage is
+    refused, naming its file: a gate run on other bytes proves nothing about these.
+    """
+    from cairn.gates.result import SCHEMA, STATUSES
+
+    gates = json.loads(json.dumps(gates))
+    recorded: dict[str, dict[str, dict[str, str]]] = gates.setdefault(RECORDED, {})
+    touched: set[tuple[str, str]] = set()  # (cell id, gate)
+    for path, result in results:
+        fields = ("gate", "target", "digest", "status")
+        if result.get("schema") != SCHEMA or not all(isinstance(result.get(k), str) and result[k] for k in fields):
+            raise InputError(path, f"not a gate result ({SCHEMA} with {', '.join(fields)})",
+                             "pass the gate.json a gate action wrote (cairn build on the host that ran the gate)")
+        if result["status"] not in STATUSES:
+            raise InputError(path, f"gate status {result['status']!r}", f"use one of {', '.join(STATUSES)}")
+        cells = [c for c in stage["cells"] if c["gfx_target"] == result["target"]
+                 and result["digest"] in {i["digest"] for i in c["images"]}]
+        if not cells:
+            raise InputError(path, f"{result['gate']} gate of {result['digest'][:19]}… ({result['target']}) is for an image "
+                             f"release {stage['release']['version']} did not stage", "run the gate on the staged image's digest")
+        recorded.setdefault(result["digest"], {})[result["gate"]] = {"status": result["status"], "reason": result.get("reason", "")}
+        touched.update((_cell_id(c), result["gate"]) for c in cells)
+    for cell in stage["cells"]:
+        cid = _cell_id(cell)
+        for gate in sorted(g for c, g in touched if c == cid):
+            verdicts = [recorded.get(i["digest"], {}).get(gate) or
+                        {"status": "not-run", "reason": f"no {gate} result recorded for {i['reference']}@{i['digest'][:19]}…"}
+                        for i in cell["images"]]
+            gates.setdefault(cid, {})[gate] = max(verdicts, key=lambda v: _RANK[v["status"]])
+    return gates
 
 
 # -- staging ---------------------------------------------------------------------------------------------------

@@ -131,7 +131,50 @@ def _recipe_for(framework: Framework, manifest_path: Any) -> Recipe:
     if framework.version not in recipe.versions:
         raise ManifestError(manifest_path, f"recipe '{recipe.name}' has no version {framework.version} "
                             f"(it pins: {', '.join(recipe.versions)})", f"add [versions.\"{framework.version}\"] to {recipe.path.name}")
+    _check_pin(framework, recipe, manifest_path)
     return recipe
+
+
+def _check_pin(framework: Framework, recipe: Recipe, manifest_path: Any) -> None:
+    """The manifest's pin of a framework is exactly what its recipe's version builds or mirrors (or both say
+    no pin is known): a release manifest names every input, and never one the build would not use."""
+    where = framework.where or manifest_path
+    version, recipe_file = framework.version, f"recipes/wheels/{recipe.path.name}"
+    mine = framework.source.as_dict() if framework.source and not framework.pin_unknown else None
+    if recipe.kind == "mirror":
+        theirs = [{"pypi": {"name": f.name, "version": f.version, "filename": f.filename, "sha256": f.sha256}}
+                  for f in recipe.mirror_files(version)]
+        if mine is None:
+            raise ManifestError(where, f"framework '{framework.name}' says no pin is known, but {recipe_file} mirrors "
+                                f"{', '.join(_pin_text(t) for t in theirs)} for {version}", "pin that file's sha256 in the manifest")
+        if mine not in theirs:
+            raise ManifestError(where, f"framework '{framework.name}' pins {_pin_text(mine)} "
+                                f"but {recipe_file} mirrors {', '.join(_pin_text(t) for t in theirs)} for {version}",
+                                "pin the same file and sha256 in both")
+        return
+    if recipe.kind != "source":
+        return
+    theirs_source, theirs_unknown = recipe.source(version), recipe.pin_unknown(version)
+    if mine is None:
+        if not theirs_unknown:
+            raise ManifestError(where, f"framework '{framework.name}' says no pin is known, but {recipe_file} pins "
+                                f"{_pin_text(theirs_source.as_dict()) if theirs_source else '?'} for {version}",
+                                "copy the recipe's pin into the manifest")
+        return
+    if theirs_unknown or theirs_source is None or theirs_source.as_dict() != mine:
+        pinned = f"pin_unknown ({theirs_unknown})" if theirs_unknown else (_pin_text(theirs_source.as_dict()) if theirs_source else "nothing")
+        raise ManifestError(where, f"framework '{framework.name}' pins {_pin_text(mine)} but {recipe_file} "
+                            f"has {pinned} for {version}", "pin the same source in both")
+
+
+def _pin_text(source: dict[str, Any]) -> str:
+    """A pin as a person compares it: the file and its digest, or the repository and commit."""
+    kind, fields = next(iter(source.items()))
+    if kind == "pypi":
+        return f"{fields.get('filename')} (sha256 {str(fields.get('sha256', '?'))[:16]}…)"
+    if kind == "git":
+        return f"{fields.get('url')}@{fields.get('commit', fields.get('ref', '?'))}"
+    return f"{fields.get('url')} ({fields.get('sha256') or fields.get('sha512') or '?'})"
 
 
 def _closure_blocked(actions: dict[str, Action], start: str) -> str:
