@@ -91,7 +91,9 @@ def test_a_rootfs_that_drifts_from_its_lock_fails_naming_the_packages() -> None:
 
 def test_compiles_wait_on_the_build_image_and_say_what_the_host_lacks() -> None:
     manifest = load_manifest(MANIFEST, load_registry())
-    plan = plan_release(manifest, load_registry(), Host(tools=frozenset({"mmdebstrap"})), ("gfx1151",), stages=[]).by_id()
+    every_deb = frozenset(str(c.source.get("sha256")) for c in manifest.components if c.source.kind == "deb")
+    host = Host(tools=frozenset({"mmdebstrap"}), mirrored=every_deb)  # sources are there; the engine is not
+    plan = plan_release(manifest, load_registry(), host, ("gfx1151",), stages=[]).by_id()
     assert plan["image:toolchain"].blocked == ("needs a Docker Engine to compile in the build image — "
                                                "run: cairn services start")
     assert plan[SMOKE].blocked.startswith("waits on image:toolchain (needs a Docker Engine")
