@@ -28,7 +28,7 @@ from test_containers_build import services  # noqa: F401 - the session's Docker 
 
 MANIFEST = ROOT / "manifests" / "releases" / "rocm-7.2.4.toml"
 SMOKE = "build:cairn-smoke@gfx1151"
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.docker, pytest.mark.registry]
 
 
 def _build(store: Path, tmpdir: Path, umask: int) -> dict[str, dict[str, str]]:

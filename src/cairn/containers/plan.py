@@ -70,7 +70,7 @@ def labels_for(context: StageContext, recipe: ImageRecipe | None, target: str, f
 
 def extend_plan(context: StageContext) -> None:
     recipes = load_recipes()
-    base = load_base()
+    base = load_base(name=context.manifest.release.base)
     engine_blocked = "" if engine_host() else f"needs a Docker Engine — {START_HINT}"
     registry, registry_id = registry_address()
     push_blocked = "" if registry else f"needs an OCI registry — {START_HINT}"
@@ -128,16 +128,19 @@ def _site(python: str) -> str:
 def _base_action(context: StageContext, base: BaseRecipe) -> Action:
     release = context.manifest.release
     blocked = "" if shutil.which("mmdebstrap") else "needs mmdebstrap (apt-get install mmdebstrap)"
-    if not blocked:
+    # the host's apt can only vouch for a recipe of its own kind of suite (bookworm); a sid recipe's lock is
+    # checked against the rootfs mmdebstrap produced (check_lock), which fails naming every difference
+    if not blocked and base.check_valid_until and not base.suites:
         pins = base.pins()
         have = apt_versions(pins)
         wrong = [f"{p}={v}" for p, v in pins.items() if have and v not in have.get(p, frozenset())]
         if wrong:
-            blocked = f"apt cannot fetch {', '.join(wrong)} (the Debian point release moved): update recipes/containers/base.toml"
+            blocked = f"apt cannot fetch {', '.join(wrong)} (the Debian point release moved): re-lock: cairn pins lock recipes/containers/{release.base}.toml"
     tag = f"{base.name}-{release.source_date_epoch}"
     return Action(
         id="image:base", kind="image-base", blocked=blocked,
-        inputs={"layout": LAYOUT_VERSION, "recipe": base.to_json(), "epoch": release.source_date_epoch, "tag": tag,
+        inputs={"layout": LAYOUT_VERSION, "recipe": base.to_json(), "recipe_file": release.base,
+                "epoch": release.source_date_epoch, "tag": tag,
                 "labels": {**labels_for(context, None, "", "", f"{base.repo}:{tag}"),
                            "org.opencontainers.image.version": base.name},
                 "tool": _tool_version("mmdebstrap")})

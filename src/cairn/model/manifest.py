@@ -123,6 +123,7 @@ class Release:
     python: tuple[str, ...] = ("3.11",)
     description: str = ""
     toolchain: str = ""  # rootfs recipe of the build image compiles run in ("" = the host's toolchain)
+    base: str = "base"  # rootfs recipe every image of the release starts FROM
 
 
 @dataclass(frozen=True)
@@ -159,7 +160,7 @@ def canonical_json(value: Any) -> str:
 
 # -- loading --------------------------------------------------------------------------------------------
 _TOP = {"release", "core", "expansion", "frameworks", "gates"}
-_RELEASE = {"name", "version", "channel", "source_date_epoch", "base_os", "families", "python", "description", "toolchain"}
+_RELEASE = {"name", "version", "channel", "source_date_epoch", "base_os", "families", "python", "description", "toolchain", "base"}
 _SDK = {"description", "components", "unavailable"}
 _COMPONENT = {"name", "version", "source", "build", "depends", "exclude_targets", "project", "pin_unknown", "description"}
 _BUILD = {"kind", "args"}
@@ -260,14 +261,16 @@ class _Loader:
             name=self.string(table, "name", kp), version=version, channel=channel, source_date_epoch=epoch,
             base_os=self.string(table, "base_os", kp), families=families, python=python,
             description=self.string(table, "description", kp, required=False),
-            toolchain=self.toolchain(table, kp),
+            toolchain=self.recipe_name(table, "toolchain", kp),
+            base=self.recipe_name(table, "base", kp) or "base",
         )
 
-    def toolchain(self, table: dict[str, Any], kp: tomlpos.KeyPath) -> str:
-        name = self.string(table, "toolchain", kp, required=False)
+    def recipe_name(self, table: dict[str, Any], key: str, kp: tomlpos.KeyPath) -> str:
+        """A rootfs recipe of recipes/containers/ (``toolchain``, ``base``): a plain name, never a path."""
+        name = self.string(table, key, kp, required=False)
         if name and not _NAME.match(name):
-            raise self.fail((*kp, "toolchain"), f"toolchain '{name}' is not a recipe name",
-                            'name a rootfs recipe of recipes/containers/, e.g. toolchain = "toolchain-rocm7"')
+            raise self.fail((*kp, key), f"{key} '{name}' is not a recipe name",
+                            f'name a rootfs recipe of recipes/containers/, e.g. {key} = "toolchain-rocm7"')
         return name
 
     def sdk(self, table: Any, kp: tomlpos.KeyPath, sdk_id: str, out: list[Component]) -> str:
