@@ -23,6 +23,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "plan": ("cairn.plan.command", "resolve a manifest into the action graph and show each action's status"),
     "build": ("cairn.build.command", "run the action graph into the content-addressed store"),
     "audit": ("cairn.audit.command", "which gfx targets does a binary, wheel, tree or image carry code for"),
+    "split": ("cairn.audit.split_command", "keep only the device code one gfx target runs, in a library or install tree"),
     "services": ("cairn.services.command", "start/stop/status the private Docker Engine and local registry"),
     "image": ("cairn.containers.command", "list built images or diff two builds down to the layer and file"),
     "gate": ("cairn.gates.command", "gate results per image, gating pass rate and parity"),
