@@ -171,3 +171,20 @@ def test_llvm22_bundler_checks_the_hash_and_unbundles_the_original_code_object(i
 def test_the_split_library_dlopens_in_a_clean_venv_of_the_build_image(in_image: Path) -> None:
     text = (in_image / "dlopen.txt").read_text()
     assert re.fullmatch(r"dlopen ok, rocblas 5\.2\.\d+\.\S*\n", text), text
+
+
+def test_the_package_tree_keeps_gfx1100_and_target_neutral_tensile_files(tmp_path: Path) -> None:
+    from cairn.audit import audit_paths
+    from cairn.audit.split_tree import split_tree
+
+    tree = pool_tree("librocblas5")
+    report = split_tree(tree, tmp_path / "out", "gfx1100")
+    library = Path(f"{LIBDIR}/rocblas/5/library")
+    before = {p.name for p in (tree / library).iterdir()}
+    after = {p.name for p in (tmp_path / "out" / library).iterdir()}
+    named = {name for name in before if "gfx" in name}
+    assert after == (before - named) | {name for name in named if re.search(r"[-_]gfx1100\.(dat|co|hsaco)$", name)}
+    assert len(after & named) == 96 and len(report.dropped) == len(named) - 96
+    assert audit_paths([tmp_path / "out"]).coverage("gfx1100").covered
+    assert audit_paths([tmp_path / "out"]).targets_everywhere == ("gfx1100",)
+    assert report.bytes_after < report.bytes_before / 3

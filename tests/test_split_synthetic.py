@@ -281,6 +281,7 @@ def test_split_tree_splits_libraries_and_drops_other_targets_data(tmp_path: Path
     assert main(["split", str(tree), "--target", "gfx1100", "--out", str(tmp_path / "out")]) == 0
     shown = capsys.readouterr().out
     assert "data files: 5 of other targets dropped, 4 kept" in shown
+    assert f"{tmp_path / 'out'}/usr/lib/x86_64-linux-gnu/librocblas.so.5.2 (from " in shown  # the final path
     out = tmp_path / "out"
     found = sorted(p.relative_to(out).as_posix() for p in out.rglob("*") if not p.is_dir())
     assert found == sorted([

@@ -18,7 +18,7 @@ import re
 import shutil
 import stat
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -147,6 +147,7 @@ def split_tree(tree: Path | str, dest: Path | str, target: str, *, registry: Reg
             shutil.copy2(path, out)
             counts["kept_data" if keep else "copied"] += 1
         os.rename(work, dest)
+        libraries = [replace(r, dest=str(dest / Path(r.dest).relative_to(work))) for r in libraries]
     finally:
         if work.exists():
             shutil.rmtree(work)
