@@ -312,3 +312,21 @@ def test_feature_of_data_file_names_matches_target_ids() -> None:
     (named,) = named_targets("TensileLibrary_x_gfx90a-xnack-.hsaco", registry)
     assert named == TargetId.parse("gfx90a:xnack-")
     assert registry.can_run(named, TargetId.parse("gfx90a")) and not registry.can_run(named, TargetId.parse("gfx90a:xnack+"))
+
+
+def test_a_bundle_that_would_grow_is_refused_and_nothing_is_written(tmp_path: Path, capsys) -> None:
+    """The original was compressed harder (zstd 19) than the split recompresses (LLVM's default 3): when the
+    smaller bundle still does not fit in the original's bytes, the file is refused rather than shifted."""
+    import random
+
+    rng = random.Random(7)
+    words = [bytes(rng.choice(b"abcdefghij") for _ in range(rng.randint(2, 9))) for _ in range(400)]
+    text = b" ".join(rng.choice(words) for _ in range(100_000))
+    plain = plain_bundle([(device_id("gfx1100"), code_object("gfx1100") + text), (device_id("gfx1030"), code_object("gfx1030"))])
+    payload = zstandard.ZstdCompressor(level=19).compress(plain)
+    blob = b"CCOB" + struct.pack("<HHQQ", 3, 1, 32 + len(payload), len(plain)) + hashlib.md5(plain).digest()[:8] + payload
+    source = write_elf(tmp_path / "hard.so", section([blob]))
+    _fails(["split", str(source), "--target", "gfx1100", "--out", str(tmp_path / "out.so")], capsys,
+           "hard.so: bundle 0 at +0x0: the rewritten bundle", "does not fit", "keep this file fat")
+    assert not (tmp_path / "out.so").exists()
+    assert not list(tmp_path.glob(".*cairn-split*"))
