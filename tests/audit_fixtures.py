@@ -74,3 +74,52 @@ def plugin_wheel(version: str = PLUGIN_VERSIONS[0]) -> Path:
     if not found:
         unavailable(f"pip download {name}=={version} produced no cp311 wheel")
     return found[0]
+
+
+# Debian experimental's ROCm 7.2 packages: fetched straight from the archive pool (the host's apt knows only
+# bookworm), each pinned by the sha256 the suite's signed Packages.xz lists for it.
+POOL_DEBS = {  # package -> (version, pool path, sha256)
+    "librocblas5": ("7.2.4-1~exp1", "pool/main/r/rocblas/librocblas5_7.2.4-1~exp1_amd64.deb",
+                    "d7b0bdb3ca744edc42894c0774c0f4d2341acb42190808dc49251c0d1319b685"),
+    "libroctx64-4": ("7.2.4-1~exp1", "pool/main/r/roctracer/libroctx64-4_7.2.4-1~exp1_amd64.deb",
+                     "a5e7dc76192e02a02dd4592762e394acfc800e2c956fb79ef7b0d01569455399"),
+}
+
+
+def pool_package(package: str) -> Path:
+    """The pinned ``.deb`` from the host's Debian archive pool, verified by sha256 (downloaded once)."""
+    import hashlib
+
+    from cairn.errors import CairnError
+    from cairn.io import download
+    from cairn.sources.debian import resolve_mirror
+
+    _, pool_path, sha256 = POOL_DEBS[package]
+    folder = CACHE / "debs"
+    folder.mkdir(parents=True, exist_ok=True)
+    deb = folder / pool_path.rsplit("/", 1)[1]
+    if not deb.is_file():
+        try:
+            download(f"{resolve_mirror('host')}/{pool_path}", deb, timeout=900)
+        except CairnError as exc:
+            unavailable(str(exc))
+    digest = hashlib.sha256()
+    with open(deb, "rb") as handle:
+        while chunk := handle.read(1 << 20):
+            digest.update(chunk)
+    if digest.hexdigest() != sha256:
+        deb.unlink()
+        pytest.fail(f"{deb.name}: sha256 {digest.hexdigest()} is not the pinned {sha256}")
+    return deb
+
+
+def pool_tree(package: str) -> Path:
+    """The pinned pool package unpacked with dpkg-deb (once)."""
+    version, _, _ = POOL_DEBS[package]
+    root = CACHE / "unpacked" / f"{package}_{version}"
+    done = root / ".unpacked"
+    if not done.is_file():
+        root.mkdir(parents=True, exist_ok=True)
+        _run(["dpkg-deb", "-x", str(pool_package(package)), str(root)], CACHE)
+        done.touch()
+    return root

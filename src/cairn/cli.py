@@ -24,6 +24,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "build": ("cairn.build.command", "run the action graph into the content-addressed store"),
     "coverage": ("cairn.coverage.command", "per family and gfx target, which libraries the audit shows really cover it"),
     "audit": ("cairn.audit.command", "which gfx targets does a binary, wheel, tree or image carry code for"),
+    "split": ("cairn.audit.split_command", "keep only the device code one gfx target runs, in a library or install tree"),
     "services": ("cairn.services.command", "start/stop/status the private Docker Engine and local registry"),
     "image": ("cairn.containers.command", "list built images or diff two builds down to the layer and file"),
     "gate": ("cairn.gates.command", "gate results per image, gating pass rate and parity"),

@@ -376,3 +376,27 @@ def zstd_frame_size(buf: memoryview | bytes, base: int = 0) -> int:
         if block & 1:
             break
     return pos + (4 if descriptor & 4 else 0)
+
+
+# -- whole bundles, for rewriting ------------------------------------------------------------------------
+def plain_bytes(region: memoryview | bytes, bundle: Bundle, path: str) -> bytes | bytearray:
+    """The complete plain bundle that ``region`` (the bundle's ``bundle.size`` bytes) holds: the bytes
+    themselves for a plain bundle, the inflated payload for a CCOB one (already checked by ``read_bundles``,
+    checked again here: size and MD5 prefix)."""
+    view = memoryview(region)
+    if bundle.format == "plain":
+        return bytes(view[: bundle.size])
+    version = int(bundle.format.removeprefix("ccob-v"))
+    header_size, layout = CCOB_LAYOUT[version]
+    (method,) = struct.unpack_from("<H", view, 6)
+    stored_hash = struct.unpack_from(layout, view, 8)[-1]
+    pieces, _ = _pieces(METHODS[method], view[header_size : bundle.size], header_size)
+    data = bytearray()  # grown in place: a list of pieces plus their join would hold the bundle twice
+    try:
+        for piece in pieces:
+            data += piece
+    except _Bad as bad:
+        raise CorruptBundle(path, f"{bundle.label}: {bad.what}") from None
+    if len(data) != bundle.uncompressed_size or hashlib.md5(data).digest()[:8] != struct.pack("<Q", stored_hash):
+        raise CorruptBundle(path, f"{bundle.label}: inflated bundle changed since it was read (size or MD5 prefix differ)")
+    return data

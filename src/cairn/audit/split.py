@@ -1,0 +1,212 @@
+"""Split a fat ROCm library per GPU target: keep, in every bundle of ``.hip_fatbin``, the host entry and only
+the device entries that run on one target; everything else in the file stays byte for byte.
+
+Why in place: the HIP runtime finds each bundle through a ``__hip_fatbin_wrapper`` whose pointer is a
+relocation into ``.hip_fatbin``, so a bundle may not move. Each rewritten bundle is written at its original
+offset and zero-padded to its original size; the section, its address, the section and program headers
+and every byte outside the rewritten bundles are unchanged, so the dynamic linker sees the same file.
+
+Which entries stay: those ``Registry.can_run`` accepts for the target — the exact processor with
+compatible xnack/sramecc settings (a bare ``gfx90a`` keeps both ``xnack+`` and ``xnack-``), a generic target
+holding it (``gfx11-generic`` for gfx1151), and SPIR-V (it runs everywhere). Entries are chosen by their ID,
+as the runtime chooses them. A bundle left with no device entry keeps only its host entry: its translation
+unit then has no code for the target, exactly as in the original, and the runtime reports that at the first
+launch of one of its kernels ("No compatible code objects found" / ``hipErrorNoBinaryForGpu``).
+
+Bundles keep their format: plain stays plain, CCOB keeps its version and method with a fresh size and MD5
+hash. A bundle whose entries all stay is not rewritten at all. The result is read back with the audit's
+parser and compared with what was meant before it replaces ``dest``; nothing half-written is left behind.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import mmap
+import os
+import shutil
+import time
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any
+
+from cairn.audit.binary import audit_file
+from cairn.audit.bundle import plain_bytes
+from cairn.audit.bundle_write import alignment_of, write_like, write_plain
+from cairn.audit.model import FATBIN, KPACK, BinaryAudit, Bundle, Entry
+from cairn.audit.report import parse_device
+from cairn.errors import CairnError, InputError
+from cairn.model.targets import Registry, TargetId, load_registry
+
+
+@dataclass(frozen=True)
+class BundleSplit:
+    """What happened to one bundle."""
+
+    index: int
+    offset: int  # in .hip_fatbin; the same before and after
+    format: str
+    compression: str | None
+    size_before: int  # bytes it occupies in the section (compressed for CCOB)
+    size_after: int  # the rest of the original size is zero padding
+    uncompressed_before: int
+    uncompressed_after: int
+    kept: tuple[str, ...]  # entry IDs, host entry included
+    dropped: tuple[str, ...]
+
+    @property
+    def host_only(self) -> bool:
+        return not any(not entry_id.startswith("host-") for entry_id in self.kept)
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "index": self.index,
+            "offset": self.offset,
+            "format": self.format,
+            "compression": self.compression,
+            "size_before": self.size_before,
+            "size_after": self.size_after,
+            "uncompressed_before": self.uncompressed_before,
+            "uncompressed_after": self.uncompressed_after,
+            "kept": list(self.kept),
+            "dropped": list(self.dropped),
+            "host_only": self.host_only,
+        }
+
+
+@dataclass(frozen=True)
+class SplitReport:
+    """One split file: targets and device-code bytes before and after."""
+
+    source: str
+    dest: str
+    target: str
+    file_size: int  # the same for source and dest
+    targets_before: tuple[str, ...]
+    targets_after: tuple[str, ...]
+    bundles: tuple[BundleSplit, ...]
+    seconds: float
+
+    @property
+    def device_bytes_before(self) -> int:
+        return sum(b.size_before for b in self.bundles)
+
+    @property
+    def device_bytes_after(self) -> int:
+        return sum(b.size_after for b in self.bundles)
+
+    @property
+    def host_only_bundles(self) -> tuple[int, ...]:
+        return tuple(b.index for b in self.bundles if b.host_only)
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "source": self.source,
+            "dest": self.dest,
+            "target": self.target,
+            "file_size": self.file_size,
+            "targets_before": list(self.targets_before),
+            "targets_after": list(self.targets_after),
+            "device_bytes_before": self.device_bytes_before,
+            "device_bytes_after": self.device_bytes_after,
+            "uncompressed_before": sum(b.uncompressed_before for b in self.bundles),
+            "uncompressed_after": sum(b.uncompressed_after for b in self.bundles),
+            "host_only_bundles": list(self.host_only_bundles),
+            "seconds": round(self.seconds, 3),
+            "bundles": [b.to_json() for b in self.bundles],
+        }
+
+
+def split_file(src: Path | str, dest: Path | str, target: str, *, registry: Registry | None = None) -> SplitReport:
+    """Write ``dest``: ``src`` with only the device code that runs on ``target`` (e.g. ``gfx1100``).
+
+    ``dest`` may be an existing directory (the file keeps its name there). Bad input raises InputError
+    (NotElf, CorruptBundle, a kpack binary, no device code, an unknown target) before anything is written.
+    """
+    started = time.monotonic()
+    registry = registry or load_registry()
+    device = parse_device(target, registry)
+    src = Path(src)
+    audit = audit_file(src, registry=registry)
+    report = split_audited(src, Path(dest), device, audit, registry)
+    return replace(report, seconds=time.monotonic() - started)
+
+
+def split_audited(src: Path, dest: Path, device: TargetId, audit: BinaryAudit, registry: Registry) -> SplitReport:
+    """``split_file`` for a file already audited (``split_tree`` audits each ELF once to know its kind);
+    ``seconds`` counts the rewrite and its check, not that first audit."""
+    started = time.monotonic()
+    if audit.kind == KPACK:
+        raise InputError(src, "kpack-split binary: its device code is in an external .kpack, not in .hip_fatbin",
+                         "split the .kpack archives instead")
+    if audit.kind != FATBIN or not audit.bundles:
+        raise InputError(src, "has no .hip_fatbin device code to split", "copy it as it is")
+    if dest.is_dir():
+        dest = dest / src.name
+    if dest.exists() and dest.resolve() == src.resolve():
+        raise InputError(dest, "is the input file", "give --out a different path")
+    plans = [(bundle, [e for e in bundle.entries if _runs(e, device, registry)]) for bundle in audit.bundles]
+    tmp = dest.with_name(f".{dest.name}.cairn-split-{os.getpid()}")
+    try:
+        shutil.copyfile(src, tmp)
+        shutil.copymode(src, tmp)
+        results = _rewrite(src, tmp, plans)
+        after = audit_file(tmp, display=str(dest), registry=registry)
+        _check(after, plans, src)
+        os.replace(tmp, dest)
+    finally:
+        tmp.unlink(missing_ok=True)
+    return SplitReport(str(src), str(dest), str(device), dest.stat().st_size, audit.targets, after.targets,
+                       tuple(results), time.monotonic() - started)
+
+
+def _runs(entry: Entry, device: TargetId, registry: Registry) -> bool:
+    """Keep host entries, and device/SPIR-V entries whose ID runs on ``device`` (the runtime picks by ID)."""
+    if entry.kind == "host":
+        return True
+    if entry.kind not in ("device", "spirv") or entry.target is None:
+        return False
+    return registry.can_run(TargetId.parse(entry.target), device) is not None
+
+
+def _rewrite(src: Path, tmp: Path, plans: list[tuple[Bundle, list[Entry]]]) -> list[BundleSplit]:
+    """Overwrite each bundle that loses entries in ``tmp`` (a copy of ``src``), at its offset, zero-padded."""
+    results = []
+    with open(src, "rb") as source, mmap.mmap(source.fileno(), 0, access=mmap.ACCESS_READ) as mapped, \
+            open(tmp, "r+b") as out:
+        for bundle, kept in plans:
+            size_after, usize_after = bundle.size, bundle.uncompressed_size
+            if len(kept) != len(bundle.entries):
+                with memoryview(mapped) as view:
+                    region = view[bundle.file_offset : bundle.file_offset + bundle.size]
+                    try:
+                        plain = plain_bytes(region, bundle, str(src))
+                    finally:
+                        region.release()
+                new_plain = write_plain([(e.id, plain[e.offset : e.offset + e.size]) for e in kept], alignment_of(bundle))
+                del plain
+                new = write_like(bundle, new_plain)
+                if len(new) > bundle.size:
+                    raise InputError(src, f"{bundle.label}: the rewritten bundle ({len(new)} bytes) does not fit in "
+                                          f"the original's {bundle.size} bytes", "keep this file fat")
+                out.seek(bundle.file_offset)
+                out.write(new + bytes(bundle.size - len(new)))
+                size_after, usize_after = len(new), len(new_plain)
+            kept_ids = {id(e) for e in kept}
+            results.append(BundleSplit(
+                bundle.index, bundle.offset, bundle.format, bundle.compression, bundle.size, size_after,
+                bundle.uncompressed_size, usize_after, tuple(e.id for e in kept),
+                tuple(e.id for e in bundle.entries if id(e) not in kept_ids),
+            ))
+        with contextlib.suppress(OSError):
+            mapped.madvise(mmap.MADV_DONTNEED)  # the page cache keeps what a second split would want
+    return results
+
+
+def _check(after: BinaryAudit, plans: list[tuple[Bundle, list[Entry]]], src: Path) -> None:
+    """The audit's parser must read back exactly the bundles meant: same places, formats, kept IDs."""
+    meant = [(b.offset, b.format, b.compression, tuple(e.id for e in kept)) for b, kept in plans]
+    found = [(b.offset, b.format, b.compression, tuple(e.id for e in b.entries)) for b in after.bundles]
+    if meant != found:
+        first = next((i for i, (m, f) in enumerate(zip(meant, found, strict=False)) if m != f), min(len(meant), len(found)))
+        raise CairnError(f"{src}: internal error: the rewritten .hip_fatbin reads back differently at bundle {first} "
+                         f"({len(found)} bundles read, {len(meant)} meant); nothing was written")
