@@ -127,8 +127,9 @@ def run(args: argparse.Namespace) -> int:
     from cairn.publish.bundle import load_bundle
     from cairn.publish.publisher import publish
 
+    bundle = load_bundle(bundle_dir)  # a bad bundle is refused before keys are made or anything is written
     keys, root = _keys_and_root(args)
-    report = publish(load_bundle(bundle_dir), open_backend(to), keys, root, channel=args.channel, stage_only=args.stage_only,
+    report = publish(bundle, open_backend(to), keys, root, channel=args.channel, stage_only=args.stage_only,
                      log=(lambda _: None) if args.json else print)
     _print(report.to_dict(), args.json)
     return 0

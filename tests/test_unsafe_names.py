@@ -1,0 +1,152 @@
+"""A name from an input file never becomes a path outside where it belongs.
+
+Each case is a real input file with one hostile name in it (``..``, an absolute path, a symlink out). The
+command the user runs must refuse it with one line naming the file, exit 2, and write nothing at all.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from cairn.errors import CairnError, InputError
+from cairn.names import relpath_problem, safe_name, safe_relpath
+from cairn.publish.backend import FileBackend
+from cairn.publish.sample import write_sample_bundle
+
+
+def cairn(*args: str, cwd: Path | None = None, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "cairn.cli", *args], capture_output=True, text=True, cwd=cwd,
+                          env={**os.environ, **(env or {})})
+
+
+def one_line(proc: subprocess.CompletedProcess[str], code: int = 2) -> str:
+    assert "Traceback" not in proc.stderr, proc.stderr
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1, proc.stderr
+    assert proc.returncode == code, proc.stderr
+    return lines[0]
+
+
+def files_under(path: Path) -> set[str]:
+    return {str(p.relative_to(path)) for p in path.rglob("*")} if path.exists() else set()
+
+
+# -- the rule itself ---------------------------------------------------------------------------------------
+@pytest.mark.parametrize("bad", ["", ".", "..", "../x", "a/../../x", "/etc/passwd", "a//b", "a/", "a\\..\\b", "a\0b", "a\nb", 7])
+def test_unsafe_relative_paths_are_refused(bad: Any) -> None:
+    assert relpath_problem(bad)
+    with pytest.raises(InputError) as caught:
+        safe_relpath(bad, "bundle.json", "artifact path")
+    assert str(caught.value).startswith("bundle.json: artifact path")
+    assert "\n" not in str(caught.value)
+
+
+@pytest.mark.parametrize("good", ["wheels/gfx90a/x-1.0-py3-none-any.whl", "Dockerfile", "a/b.c/..d", "5.2.3rc1"])
+def test_plain_relative_paths_pass(good: str) -> None:
+    assert safe_relpath(good, "f", "path") == good
+
+
+@pytest.mark.parametrize("bad", ["a/b", "..", ".", "", "x\\y"])
+def test_a_name_is_one_component(bad: str) -> None:
+    with pytest.raises(InputError):
+        safe_name(bad, "f", "family")
+
+
+def test_file_backend_refuses_a_key_outside_its_root(tmp_path: Path) -> None:
+    backend = FileBackend(tmp_path / "repo")
+    for key in ("../escape", "packages/../../escape", "/etc/x", "a//b"):
+        with pytest.raises(CairnError, match="object key"):
+            backend.put(key, b"x", content_type="text/plain", immutable=True)
+        with pytest.raises(CairnError, match="object key"):
+            backend.get(key)
+    assert files_under(tmp_path) == set()
+    assert backend.put("simple/fam/p/", b"page", content_type="text/html", immutable=False)  # the directory alias
+    assert (tmp_path / "repo" / "simple" / "fam" / "p" / "index.html").read_bytes() == b"page"
+
+
+# -- cairn publish on a hostile bundle -----------------------------------------------------------------------
+def _artifact(field: str, value: Any) -> Callable[[dict[str, Any]], None]:
+    def edit(data: dict[str, Any]) -> None:
+        data["artifacts"][0][field] = value
+    return edit
+
+
+def _release(field: str, value: Any) -> Callable[[dict[str, Any]], None]:
+    def edit(data: dict[str, Any]) -> None:
+        data["release"][field] = value
+    return edit
+
+
+def _cell(field: str, value: Any) -> Callable[[dict[str, Any]], None]:
+    def edit(data: dict[str, Any]) -> None:
+        data["cells"][0][field] = value
+    return edit
+
+
+HOSTILE = [
+    ("family climbs", _artifact("family", "../../escape"), "family '../../escape'"),
+    ("family absolute", _artifact("family", "/tmp/escape"), "family '/tmp/escape'"),
+    ("path climbs", _artifact("path", "../../bundle.json"), "path '../../bundle.json'"),
+    ("path absolute", _artifact("path", "/etc/hostname"), "path '/etc/hostname'"),
+    ("dockerfile path climbs", lambda d: d["artifacts"][1].update(path="../../../escape/Dockerfile"), "path '../../../escape/Dockerfile'"),
+    ("version climbs", _release("version", "../../escape"), "version '../../escape'"),
+    ("version is a path", _release("version", "5.2.3/../../x"), "version '5.2.3/../../x'"),
+    ("gfx target climbs", _cell("gfx_target", "../../escape"), "gfx_target '../../escape'"),
+    ("cell family climbs", _cell("family", ".."), "family '..'"),
+    ("wheel name is not a wheel", lambda d: d["artifacts"][0].update(path="wheels/x/-.whl"), "not a wheel file name"),
+]
+
+
+@pytest.fixture(scope="module")
+def sample(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return write_sample_bundle(tmp_path_factory.mktemp("sample") / "bundle", families=("gfx90a",))
+
+
+def _hostile_copy(sample: Path, tmp_path: Path, edit: Callable[[dict[str, Any]], None]) -> Path:
+    import shutil
+
+    bundle = tmp_path / "work" / "bundle"
+    shutil.copytree(sample, bundle)
+    data = json.loads((bundle / "bundle.json").read_text())
+    edit(data)
+    (bundle / "bundle.json").write_text(json.dumps(data, indent=1))
+    return bundle
+
+
+@pytest.mark.parametrize(("case", "edit", "what"), HOSTILE, ids=[c[0] for c in HOSTILE])
+def test_publish_refuses_a_hostile_bundle_and_writes_nothing(sample: Path, tmp_path: Path, case: str,
+                                                              edit: Callable[[dict[str, Any]], None], what: str) -> None:
+    bundle = _hostile_copy(sample, tmp_path, edit)
+    before = files_under(tmp_path)
+    proc = cairn("publish", str(bundle), "--dev-keys", "--to", (tmp_path / "work" / "repo").as_uri(),
+                 "--store", str(tmp_path / "work" / "store"))
+    line = one_line(proc)
+    assert line.startswith(f"cairn publish: {bundle / 'bundle.json'}: "), line
+    assert what in line
+    assert files_under(tmp_path) == before, "publish wrote something before refusing"
+
+
+def test_publish_refuses_an_artifact_that_is_a_symlink_out_of_the_bundle(sample: Path, tmp_path: Path) -> None:
+    bundle = _hostile_copy(sample, tmp_path, lambda d: None)
+    secret = tmp_path / "secret.txt"
+    secret.write_text("not for publishing\n")
+    dockerfile = bundle / "files" / "dockerfiles" / "gfx90a" / "Dockerfile"
+    dockerfile.unlink()
+    dockerfile.symlink_to(secret)
+    data = json.loads((bundle / "bundle.json").read_text())
+    import hashlib
+    data["artifacts"][1]["sha256"] = hashlib.sha256(secret.read_bytes()).hexdigest()
+    (bundle / "bundle.json").write_text(json.dumps(data))
+    before = files_under(tmp_path)
+    proc = cairn("publish", str(bundle), "--dev-keys", "--to", (tmp_path / "repo").as_uri(), "--store", str(tmp_path / "store"))
+    line = one_line(proc)
+    assert "dockerfiles/gfx90a/Dockerfile" in line and "outside the bundle" in line, line
+    assert files_under(tmp_path) == before
