@@ -6,13 +6,13 @@ image recipe. Unknown keys and bad values fail with ``file:line: what — fix`` 
 
 from __future__ import annotations
 
-import tomllib
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
 from typing import Any
 
-from cairn.errors import ManifestError, did_you_mean
+from cairn.errors import InputError, Location, ManifestError, did_you_mean
+from cairn.model import tomlpos
 from cairn.paths import recipes_dir, repo_root
 
 KINDS = ("runtime", "framework", "build")
@@ -80,9 +80,10 @@ def _fail(path: Path, what: str, fix: str) -> ManifestError:
 
 def _load(path: Path, table: str, allowed: set[str]) -> dict[str, Any]:
     try:
-        data = tomllib.loads(path.read_text())
-    except tomllib.TOMLDecodeError as exc:
-        raise _fail(path, f"not valid TOML: {exc}", "fix the syntax") from None
+        data = tomlpos.load(path).data
+    except InputError as exc:  # tomlpos gives the line and column; show the path as _fail does
+        shown = path.relative_to(repo_root()) if path.is_relative_to(repo_root()) else path
+        raise ManifestError(Location(shown, exc.where.line, exc.where.col), exc.what, exc.fix) from None
     if set(data) != {table}:
         raise _fail(path, f"expected exactly one [{table}] table", f"put every key under [{table}]")
     body = data[table]

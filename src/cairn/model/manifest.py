@@ -20,6 +20,7 @@ from packaging.version import InvalidVersion, Version
 from cairn.errors import ManifestError, did_you_mean
 from cairn.model import tomlpos
 from cairn.model.targets import Registry, load_registry
+from cairn.names import safe_name
 
 CHANNELS = ("dev", "nightly", "prerelease", "stable")
 SOURCE_KINDS = ("git", "archive", "deb", "pypi", "path")
@@ -342,7 +343,8 @@ class _Loader:
     def framework(self, name: str, table: Any) -> Framework:
         kp = ("frameworks", name)
         table = self.keys(table, _FRAMEWORK, kp, f"[frameworks.{name}]")
-        return Framework(name, self.string(table, "recipe", kp), self.pep440(self.string(table, "version", kp), (*kp, "version")))
+        recipe = safe_name(self.string(table, "recipe", kp), self.doc.where((*kp, "recipe")), "recipe")  # recipes/wheels/<recipe>.toml
+        return Framework(name, recipe, self.pep440(self.string(table, "version", kp), (*kp, "version")))
 
     def gates(self, table: Any) -> dict[str, tuple[str, ...]]:
         table = self.keys(table, {"required"}, ("gates",), "[gates]")
