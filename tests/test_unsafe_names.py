@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import json
 import os
+import re
+import shutil
 import subprocess
 import sys
 from collections.abc import Callable
@@ -111,8 +113,6 @@ def sample(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 def _hostile_copy(sample: Path, tmp_path: Path, edit: Callable[[dict[str, Any]], None]) -> Path:
-    import shutil
-
     bundle = tmp_path / "work" / "bundle"
     shutil.copytree(sample, bundle)
     data = json.loads((bundle / "bundle.json").read_text())
@@ -150,3 +150,95 @@ def test_publish_refuses_an_artifact_that_is_a_symlink_out_of_the_bundle(sample:
     line = one_line(proc)
     assert "dockerfiles/gfx90a/Dockerfile" in line and "outside the bundle" in line, line
     assert files_under(tmp_path) == before
+
+
+# -- manifests and recipes: names that become file names ---------------------------------------------------
+def _manifest_with(tmp_path: Path, source: str) -> Path:
+    from test_manifest_errors import VALID
+
+    text = VALID.replace('source.deb = { package = "libfoo1", version = "1.0-1", sha256 = "' + "a" * 64 + '" }', source)
+    path = tmp_path / "m.toml"
+    path.write_text(text)
+    return path
+
+
+@pytest.mark.parametrize(("source", "what"), [
+    ('source.pypi = { name = "x", version = "1.0", filename = "../../x-1.0.tar.gz", sha256 = "' + "a" * 64 + '" }',
+     "file name '../../x-1.0.tar.gz' contains a path separator"),
+    ('source.pypi = { name = "x", version = "1.0", filename = "..", sha256 = "' + "a" * 64 + '" }', "file name '..' is '..'"),
+    ('source.archive = { url = "https://example.invalid/x/..", sha256 = "' + "a" * 64 + '" }', "archive file name '..' is '..'"),
+])
+def test_a_manifest_source_saved_under_a_climbing_name_is_refused(tmp_path: Path, source: str, what: str) -> None:
+    path = _manifest_with(tmp_path, source)
+    line = one_line(cairn("check", str(path)))
+    assert line.startswith(f"{path}:13:"), line  # the source line
+    assert what in line, line
+
+
+def test_a_mirrored_file_name_that_climbs_is_refused(tmp_path: Path, repo_root: Path) -> None:
+    from cairn.wheels.recipes import load_recipe
+
+    text = (repo_root / "recipes" / "wheels" / "jax.toml").read_text()
+    assert 'filename = "jax_rocm7_plugin-' in text
+    path = tmp_path / "jax.toml"
+    path.write_text(text.replace('filename = "jax_rocm7_plugin-', 'filename = "../../jax_rocm7_plugin-', 1))
+    with pytest.raises(InputError, match=r"mirrored file name '\.\./\.\./jax_rocm7_plugin-.*' contains a path separator") as caught:
+        load_recipe("jax", path)
+    assert str(caught.value).startswith(f"{path}:{text[: text.index('filename = ')].count(chr(10)) + 1}:")
+
+
+@pytest.mark.parametrize(("key", "value"), [("template", "../../../etc/x"), ("wheels", '["../../x"]')])
+def test_a_container_recipe_name_that_climbs_is_refused(tmp_path: Path, repo_root: Path, key: str, value: str) -> None:
+    root = tmp_path / "checkout"
+    for sub in ("manifests", "recipes", "publish"):
+        shutil.copytree(repo_root / sub, root / sub)
+    recipe = root / "recipes" / "containers" / "smoke.toml"
+    lines = [line for line in recipe.read_text().splitlines() if not line.startswith(f"{key} =")]
+    lines.append(f'{key} = "{value}"' if key == "template" else f"{key} = {value}")
+    recipe.write_text("\n".join(lines) + "\n")
+    line = one_line(cairn("plan", env={"CAIRN_ROOT": str(root)}))
+    assert "recipes/containers/smoke.toml: " in line and "contains a path separator" in line, line
+
+
+# -- image layers and wheel indexes in the store ------------------------------------------------------------
+def test_a_docker_save_manifest_naming_files_outside_is_refused(tmp_path: Path) -> None:
+    from cairn.containers.image import read_saved
+
+    saved = tmp_path / "saved"
+    saved.mkdir()
+    (tmp_path / "outside.json").write_text("{}")
+    for layers, what in ((["../outside.json"], "has a part that is '..'"), (["/etc/passwd"], "is absolute")):
+        (saved / "manifest.json").write_text(json.dumps([{"Config": "config.json", "Layers": layers}]))
+        with pytest.raises(InputError, match=what):
+            read_saved(saved)
+    (saved / "manifest.json").write_text("[]")
+    with pytest.raises(InputError, match="not a docker save manifest"):
+        read_saved(saved)
+
+
+def test_a_layer_member_that_climbs_is_refused(tmp_path: Path) -> None:
+    import io
+    import tarfile
+
+    from cairn.containers.oci import normalize_layer
+
+    src = tmp_path / "layer.tar"
+    with tarfile.open(src, "w") as tar:
+        for name in ("usr/lib/ok", "usr/../../escape"):
+            info = tarfile.TarInfo(name)
+            info.size = 2
+            tar.addfile(info, io.BytesIO(b"hi"))
+    with pytest.raises(CairnError, match=r"layer member 'usr/../../escape' has a part that is '\.\.'"):
+        normalize_layer(src, tmp_path / "out.tar", 1700000000)
+
+
+def test_an_index_page_naming_a_file_outside_is_refused(tmp_path: Path) -> None:
+    from cairn.containers.wheels import stage
+
+    index = tmp_path / "index"
+    page = index / "gfx90a" / "simple" / "cairn-smoke" / "index.v1.json"
+    page.parent.mkdir(parents=True)
+    page.write_text(json.dumps({"files": [{"filename": "../../../../secret.whl", "hashes": {"sha256": "a" * 64}}]}))
+    with pytest.raises(InputError, match=re.escape("wheel file name '../../../../secret.whl' contains a path separator")):
+        stage(index, "gfx90a", ["cairn-smoke"], tmp_path / "context")
+    assert not (tmp_path / "context").exists() or not any((tmp_path / "context").iterdir())

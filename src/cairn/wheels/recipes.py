@@ -23,7 +23,7 @@ from packaging.version import InvalidVersion, Version
 
 from cairn.errors import ManifestError, did_you_mean
 from cairn.model import tomlpos
-from cairn.model.manifest import Source, _freeze
+from cairn.model.manifest import Source, _freeze, check_fetched_name
 from cairn.names import safe_name
 
 KINDS = ("source", "mirror", "hip-extension")
@@ -179,6 +179,7 @@ def load_recipe(name: str, path: Path | None = None) -> Recipe:
             if len(source_table) != 1 or not isinstance(next(iter(source_table.values())), dict):
                 raise fail((*kp, "source"), "needs exactly one source table", "write source.git = { url, commit } or source.pypi = { … }")
             (source_kind, fields), = source_table.items()
+            check_fetched_name(source_kind, fields, lambda key, kp=kp, kind=source_kind: doc.where((*kp, "source", kind, key)))
             pin = str(table.get("pin_unknown", ""))
             if source_kind == "git" and not _HEX40.match(str(fields.get("commit", ""))) and not pin:
                 raise fail((*kp, "source", "git"), f"floating source for {name} {version}",
