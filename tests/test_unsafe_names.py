@@ -242,3 +242,43 @@ def test_an_index_page_naming_a_file_outside_is_refused(tmp_path: Path) -> None:
     with pytest.raises(InputError, match=re.escape("wheel file name '../../../../secret.whl' contains a path separator")):
         stage(index, "gfx90a", ["cairn-smoke"], tmp_path / "context")
     assert not (tmp_path / "context").exists() or not any((tmp_path / "context").iterdir())
+
+
+# -- the store's action cache and a repository's signed names ------------------------------------------------
+def test_an_action_cache_record_naming_a_tree_outside_the_store_is_a_miss(tmp_path: Path) -> None:
+    from cairn.store.local import LocalStore
+
+    store = LocalStore(tmp_path / "store")
+    (tmp_path / "outside").mkdir()
+    for output in ("../../outside", "/tmp", 5):
+        (store.root / "ac" / "k.json").write_text(json.dumps({"key": "k", "action": "a", "output": output}))
+        assert store.lookup("k") is None
+
+
+def test_verify_refuses_a_signed_target_name_that_climbs_out_of_the_repository(tmp_path: Path, sample: Path) -> None:
+    import hashlib
+
+    from tuf.api.serialization.json import JSONSerializer
+
+    from cairn.errors import CheckFailed
+    from cairn.publish.bundle import load_bundle
+    from cairn.publish.publisher import publish
+    from cairn.sign.keys import init_keys, make_root
+    from cairn.sign.tuf import read_state, sign_state, target_file
+    from cairn.sign.verify import verify_repository
+
+    keys = init_keys(tmp_path / "keys")
+    root = make_root(keys)
+    repo = tmp_path / "site" / "repo"
+    publish(load_bundle(sample), FileBackend(repo), keys, root)
+    secret = b"a file next to the repository, not in it\n"
+    (tmp_path / "site" / "secret.txt").write_bytes(secret)
+    (tmp_path / "site" / f"{hashlib.sha256(secret).hexdigest()}.secret.txt").write_bytes(secret)
+    state = read_state(FileBackend(repo))
+    targets = {**state.target_files(), "../secret.txt": target_file("../secret.txt", secret)}
+    signed = sign_state(keys, root, state, targets, force=True)
+    assert signed is not None
+    for key, data, _immutable in signed.files:  # written as a compromised signer would, not through the backend
+        (repo / key).write_bytes(data)
+    with pytest.raises(CheckFailed, match=r"'\.\./secret\.txt': a signed target name that has a part that is '\.\.'"):
+        verify_repository(str(repo), root.to_bytes(JSONSerializer(compact=False)), tmp_path / "cache")

@@ -26,6 +26,7 @@ from tuf.api.serialization import DeserializationError
 from tuf.ngclient import FetcherInterface, Updater
 
 from cairn.errors import CairnError, CheckFailed
+from cairn.names import relpath_problem
 from cairn.sign.provenance import verify_attestation
 from cairn.sign.tuf import hashed_name
 
@@ -141,6 +142,10 @@ def verify_repository(url: str, root_bytes: bytes, cache: Path | None = None, *,
     if served_latest is not None and served_latest != (cache / "root.json").read_bytes() and latest["signed"]["version"] > 0:
         raise CheckFailed("metadata/root.json: differs from the trusted root — it was modified after signing")
     _check_metadata_form(cache)
+    for path in targets:  # a signed name that climbs would make this check read outside the repository
+        problem = relpath_problem(path)
+        if problem:
+            raise CheckFailed(f"{path!r}: a signed target name that {problem} — cairn never signs such a name; do not trust this repository")
     key = _provenance_key(base, targets)
     for path, info in sorted(targets.items()):
         sha = info["hashes"]["sha256"]
