@@ -10,6 +10,8 @@ import os
 import subprocess
 from pathlib import Path
 
+import pytest
+
 from conftest import need
 
 CACHE = Path(os.environ.get("CAIRN_TEST_CACHE", "~/.cache/cairn-test")).expanduser()

@@ -139,7 +139,7 @@ depends = []
 
 def test_cmake_kind_configures_builds_and_installs_a_pinned_git_source(two_builds: tuple[Path, dict, dict],
                                                                          tmp_path: Path) -> None:
-    store, first, _ = two_builds
+    store, _, _ = two_builds
     repo, commit = _git_fixture(tmp_path)
     manifest = _cmake_manifest(tmp_path, repo, commit)
     result = subprocess.run([sys.executable, "-m", "cairn.cli", "build", str(manifest), "--only", "build:cairn-scale@gfx1151",

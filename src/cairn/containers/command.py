@@ -43,12 +43,18 @@ def _layout(path: Path) -> Path:
 
 
 def images(store: Path) -> list[dict]:
-    build = json.loads((store / "last-build.json").read_text())
+    from cairn.build.report import read_actions, read_json
+
     found = []
-    for action_id, info in sorted(build["actions"].items()):
-        if action_id.startswith("image:") and info.get("output"):
-            record = json.loads((store / "trees" / info["output"] / "image.json").read_text())
-            record["tree"] = str(store / "trees" / info["output"])
+    for action_id, info in sorted(read_actions(store).items()):
+        if action_id.startswith("image:") and info.output:
+            path = store / "trees" / info.output / "image.json"
+            record = read_json(path, "image record", f"rebuild it (cairn build --only {action_id})")
+            layers, tags = record.get("layers"), record.get("tags")
+            if not (isinstance(record.get("name"), str) and isinstance(record.get("digest"), str) and isinstance(tags, list)
+                    and isinstance(layers, list) and all(isinstance(x, dict) and isinstance(x.get("size"), int) for x in layers)):
+                raise InputError(path, "not an image record (name, digest, tags, layers)", f"rebuild it (cairn build --only {action_id})")
+            record["tree"] = str(store / "trees" / info.output)
             found.append(record)
     return found
 
@@ -68,8 +74,9 @@ def show_dockerfile(image: str, manifest_arg: str | None, store: Path) -> int:
     action = actions.get(f"image:{name}@{target}")
     if action is None:
         raise InputError(image, "the plan has no such image", "see `cairn plan` for the image:* actions")
-    build = json.loads((store / "last-build.json").read_text()) if (store / "last-build.json").is_file() else {"actions": {}}
-    outputs = {k: v.get("output") for k, v in build["actions"].items() if v.get("output")}
+    from cairn.build.report import read_actions
+
+    outputs = {k: v.output for k, v in read_actions(store, missing_ok=True).items() if v.output}
     if outputs.get(action.id) and (store / "trees" / outputs[action.id] / "Dockerfile").is_file():
         print((store / "trees" / outputs[action.id] / "Dockerfile").read_text(), end="")
         return 0
@@ -114,6 +121,6 @@ def run(args: argparse.Namespace) -> int:
         table.add_column(column, overflow="fold")
     for r in found:
         size = sum(x["size"] for x in r["layers"]) / 1e6
-        table.add_row(r["name"], r.get("target", ""), r["digest"], ", ".join(r["tags"]), f"{size:.1f}")
+        table.add_row(r["name"], str(r.get("target", "")), r["digest"], ", ".join(map(str, r["tags"])), f"{size:.1f}")
     console.print(table)
     return 0

@@ -19,7 +19,8 @@ from pathlib import Path
 from typing import IO, Any
 
 from cairn.containers.oci import Layer, Layout, image_config, sha256_file
-from cairn.errors import ActionFailed
+from cairn.errors import ActionFailed, InputError
+from cairn.names import inside, safe_relpath
 from cairn.services import docker_client, registry_address
 from cairn.store.base import tree_entries
 
@@ -107,9 +108,25 @@ def save(client: Any, tag: str, dest: Path) -> tuple[dict[str, Any], list[Path]]
     with tarfile.open(archive) as tar:
         tar.extractall(dest / "saved", filter="tar")
     archive.unlink()
-    entry = json.loads((dest / "saved" / "manifest.json").read_text())[0]
-    config = json.loads((dest / "saved" / entry["Config"]).read_text())
-    return config, [dest / "saved" / layer for layer in entry["Layers"]]
+    return read_saved(dest / "saved")
+
+
+def read_saved(saved: Path) -> tuple[dict[str, Any], list[Path]]:
+    """The config and layer tars a ``docker save`` tree's ``manifest.json`` names — names that must stay inside it."""
+    where = saved / "manifest.json"
+    try:
+        entry = json.loads(where.read_text())[0]
+        config_name, layer_names = entry["Config"], entry["Layers"]
+    except (OSError, ValueError, KeyError, IndexError, TypeError) as exc:
+        raise InputError(where, f"not a docker save manifest ({type(exc).__name__}: {exc})", "save the image again") from None
+    if not isinstance(layer_names, list):
+        raise InputError(where, "'Layers' is not a list", "save the image again")
+    names = [safe_relpath(name, where, "file name") for name in (config_name, *layer_names)]
+    for name in names:
+        if not inside(saved, saved / name):
+            raise InputError(where, f"file name {name!r} resolves outside the saved image", "save the image again")
+    config = json.loads((saved / names[0]).read_text())
+    return config, [saved / layer for layer in names[1:]]
 
 
 def normalize_saved(config: Mapping[str, Any], layer_tars: list[Path], layout: Layout, epoch: int, scratch: Path,

@@ -23,6 +23,9 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import IO, Any
 
+from cairn.errors import CairnError
+from cairn.names import relpath_problem
+
 LAYOUT_VERSION = 1
 GZIP_LEVEL = 6
 MANIFEST_TYPE = "application/vnd.oci.image.manifest.v1+json"
@@ -79,6 +82,9 @@ def normalize_layer(src: Path, dest: Path, epoch: int) -> str:
             name = _clean_name(member.name)
             if not name or is_volatile(name):
                 continue
+            problem = relpath_problem(name)
+            if problem:  # a layer member that climbs out of the root filesystem (``..``): never write it into an image
+                raise CairnError(f"{src}: layer member {member.name!r} {problem} — the layer is not a plain filesystem tree; rebuild it")
             members[name] = member
         links = _hardlink_heads(members)
         with open(dest, "wb") as raw, tarfile.open(fileobj=raw, mode="w", format=tarfile.PAX_FORMAT) as out:

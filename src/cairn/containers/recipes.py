@@ -7,13 +7,14 @@ image recipe. Unknown keys and bad values fail with ``file:line: what — fix`` 
 from __future__ import annotations
 
 import re
-import tomllib
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
 from typing import Any
 
-from cairn.errors import ManifestError, did_you_mean
+from cairn.errors import InputError, Location, ManifestError, did_you_mean
+from cairn.model import tomlpos
+from cairn.names import safe_name
 from cairn.paths import recipes_dir, repo_root
 
 KINDS = ("runtime", "framework", "build")
@@ -82,15 +83,19 @@ def containers_dir() -> Path:
     return recipes_dir() / "containers"
 
 
+def _shown(path: Path) -> Path:
+    return path.relative_to(repo_root()) if path.is_relative_to(repo_root()) else path
+
+
 def _fail(path: Path, what: str, fix: str) -> ManifestError:
-    return ManifestError(path.relative_to(repo_root()) if path.is_relative_to(repo_root()) else path, what, fix)
+    return ManifestError(_shown(path), what, fix)
 
 
 def _load(path: Path, table: str, allowed: set[str]) -> dict[str, Any]:
     try:
-        data = tomllib.loads(path.read_text())
-    except tomllib.TOMLDecodeError as exc:
-        raise _fail(path, f"not valid TOML: {exc}", "fix the syntax") from None
+        data = tomlpos.load(path).data
+    except InputError as exc:  # tomlpos gives the line and column; show the path as _fail does
+        raise ManifestError(Location(_shown(path), exc.where.line, exc.where.col), exc.what, exc.fix) from None
     if set(data) != {table}:
         raise _fail(path, f"expected exactly one [{table}] table", f"put every key under [{table}]")
     body = data[table]
@@ -132,10 +137,6 @@ def read_lock(path: Path) -> tuple[str, ...]:
                                 f"regenerate it: cairn pins lock {_shown(path.with_suffix('.toml'))}")
         entries.append(line)
     return tuple(sorted(entries))
-
-
-def _shown(path: Path) -> Path:
-    return path.relative_to(repo_root()) if path.is_relative_to(repo_root()) else path
 
 
 def rootfs_names(directory: Path | None = None) -> list[str]:
@@ -187,6 +188,10 @@ def load_recipes(directory: Path | None = None) -> dict[str, ImageRecipe]:
             builder=_string(path, body, "builder", False), source_git=_string(path, body, "source_git", False),
             needs_components=_strings(path, body, "needs_components"), path=path.name,
         )
+        # names that become paths: templates/<template>.j2, the index's simple/<wheel>/ pages
+        safe_name(recipe.template, _shown(path), "template")
+        for wheel in recipe.wheels:
+            safe_name(wheel, _shown(path), "wheel project")
         if recipe.name != path.stem:
             raise _fail(path, f"recipe name '{recipe.name}' differs from its file name", f'write name = "{path.stem}"')
         recipes[recipe.name] = recipe

@@ -15,7 +15,8 @@ from pathlib import Path
 
 from packaging.utils import canonicalize_name, parse_wheel_filename
 
-from cairn.errors import CheckFailed
+from cairn.errors import CheckFailed, InputError
+from cairn.names import safe_name
 from cairn.store.base import file_sha256
 
 
@@ -44,7 +45,15 @@ def resolve(index_tree: Path, family: str, project: str) -> tuple[PinnedWheel, P
             if (index_tree / family / "simple").is_dir() else []
         raise CheckFailed(f"{project} is not in the {family} index (it has: {', '.join(have) or 'nothing'}) — "
                           f"build it in the wheels stage or drop it from the container recipe")
-    files = json.loads(page.read_text())["files"]
+    try:
+        files = json.loads(page.read_text())["files"]
+        if not isinstance(files, list) or not all(isinstance(f, dict) and isinstance(f.get("filename"), str)
+                                                  and isinstance(f.get("hashes", {}).get("sha256"), str) for f in files):
+            raise TypeError("files are not {filename, hashes.sha256} objects")
+    except (OSError, ValueError, KeyError, TypeError, AttributeError) as exc:
+        raise InputError(page, f"not a PEP 691 project page ({exc})", "rebuild the index") from None
+    for f in files:  # the file name becomes the path read from files/ and written into the build context
+        safe_name(f["filename"], page, "wheel file name")
     if len(files) != 1:
         raise CheckFailed(f"{project} has {len(files)} files in the {family} index ({', '.join(f['filename'] for f in files)}) "
                           f"— an image pins exactly one; fix the index")

@@ -20,6 +20,7 @@ from cairn.doctor import advice as adv
 from cairn.doctor import host as h
 from cairn.doctor.checks import Check, Facts, exit_code, run_checks
 from cairn.doctor.snapshot import HostSnapshot, read_snapshot
+from cairn.errors import InputError
 from cairn.model.targets import load_registry
 
 SCHEMA = "cairn.doctor/v1"
@@ -37,6 +38,10 @@ def configure(parser: argparse.ArgumentParser) -> None:
 
 def diagnose(root: str = "/", matrices: list[str] | None = None, *, audit: bool = True) -> dict[str, Any]:
     """The whole diagnosis as the ``--json`` document (library entry point for other stages)."""
+    if not os.path.isdir(root):
+        # a mistyped --root would otherwise read as an empty host: "no AMD GPU", which is not the problem
+        what = "not a directory" if os.path.exists(root) else "no such directory"
+        raise InputError(root, what, "give --root the directory a host capture wrote (docs/doctor.md), or leave it out for this host")
     registry = load_registry()
     loaded = [adv.load(source) for source in matrices or []]
     snap = read_snapshot(root, audit=audit)

@@ -37,6 +37,20 @@ class GateResult:
 
     @classmethod
     def read(cls, path: Path) -> GateResult:
-        data = json.loads(path.read_text())
+        """A gate's ``gate.json``; a damaged one is one InputError naming it, never a traceback."""
+        from cairn.build.report import read_json
+        from cairn.errors import InputError
+
+        fix = "rebuild the gate (cairn build --only gate:…)"
+        data = read_json(path, "gate result", fix)
         data.pop("schema", None)
+        for name in ("gate", "image", "target", "family", "digest", "status", "reason"):
+            if not isinstance(data.get(name), str):
+                raise InputError(path, f"'{name}' is missing or not a string", fix)
+        if data["status"] not in STATUSES:
+            raise InputError(path, f"gate status {data['status']!r}", f"use one of {', '.join(STATUSES)}")
+        evidence = data.get("evidence", {})
+        unknown = sorted(set(data) - {f for f in cls.__dataclass_fields__})
+        if unknown or not isinstance(evidence, dict):
+            raise InputError(path, f"unknown key '{unknown[0]}'" if unknown else "'evidence' is not an object", fix)
         return cls(**data)

@@ -9,11 +9,11 @@ record, a blocked or skipped one is not run.
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from cairn.build.report import read_actions
 from cairn.gates.result import GateResult
 
 
@@ -29,20 +29,19 @@ class Row:
 
 
 def collect(store: Path) -> list[Row]:
-    build = json.loads((store / "last-build.json").read_text())
     rows = []
-    for action_id, info in sorted(build["actions"].items()):
+    for action_id, info in sorted(read_actions(store).items()):
         if not action_id.startswith("gate:"):
             continue
-        _, gate, rest = action_id.split(":", 2)
-        image, target = rest.split("@", 1)
+        _, gate, rest = [*action_id.split(":", 2), "", ""][:3]
+        image, _, target = rest.partition("@")
         family = ""
-        if info.get("output"):
-            result = GateResult.read(store / "trees" / info["output"] / "gate.json")
+        if info.output:
+            result = GateResult.read(store / "trees" / info.output / "gate.json")
             rows.append(Row(gate, image, target, result.family, result.status, result.reason, result.digest))
             continue
-        status = "failed" if info["status"] == "failed" else "not-run"
-        rows.append(Row(gate, image, target, family, status, info.get("detail") or info["status"]))
+        status = "failed" if info.status == "failed" else "not-run"
+        rows.append(Row(gate, image, target, family, status, info.detail or info.status))
     return rows
 
 

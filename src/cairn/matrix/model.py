@@ -251,7 +251,7 @@ def _cell(r: _Reader, raw: Any, at: str) -> Cell:
         w = r.table(w, f"{at}.wheels[{n}]", {"filename", "url", "sha256", "size"})
         wheels.append(WheelFile(r.text(w, "filename", f"{at}.wheels[{n}]"), r.text(w, "url", f"{at}.wheels[{n}]"),
                                 r.pattern(w, "sha256", f"{at}.wheels[{n}]", _HEX64, "64 lower-case hex digits"),
-                                int(w.get("size", 0))))
+                                r.integer(w, "size", f"{at}.wheels[{n}]") if "size" in w else 0))
     images = []
     for n, i in enumerate(r.list(c, "images", at)):
         i = r.table(i, f"{at}.images[{n}]", {"reference", "digest"})
@@ -266,10 +266,13 @@ def _cell(r: _Reader, raw: Any, at: str) -> Cell:
 
     def rng(key: str) -> VersionRange:
         t = r.table(req.get(key, {}), f"{at}.requirements.{key}", {"minimum", "below", "note"})
+        for name in ("minimum", "below", "note"):
+            if not isinstance(t.get(name, ""), str):
+                raise r.fail(f"{at}.requirements.{key}.{name}", "must be a string", f"write \"{name}\": \"…\"")
         for end in ("minimum", "below"):
             if t.get(end):
                 r.version(t, end, f"{at}.requirements.{key}", release_only=True)
-        return VersionRange(str(t.get("minimum", "")), str(t.get("below", "")), str(t.get("note", "")))
+        return VersionRange(t.get("minimum", ""), t.get("below", ""), t.get("note", ""))
 
     cell = Cell(
         release=r.version(c, "release", at), channel=r.choice(c, "channel", at, CHANNELS),

@@ -12,14 +12,16 @@ import hashlib
 import json
 import re
 from dataclasses import dataclass, field
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 from typing import Any
+from urllib.parse import urlparse
 
 from packaging.version import InvalidVersion, Version
 
 from cairn.errors import Location, ManifestError, did_you_mean
 from cairn.model import tomlpos
 from cairn.model.targets import Registry, load_registry
+from cairn.names import safe_name
 
 CHANNELS = ("dev", "nightly", "prerelease", "stable")
 SOURCE_KINDS = ("git", "archive", "deb", "pypi", "path")
@@ -353,6 +355,7 @@ class _Loader:
             raise self.fail((*skp, "version"), f"'{fields['version']}' is not an exact Debian version", "pin the exact version, e.g. 5.2.3-8")
         if kind == "pypi":
             self.pep440(str(fields["version"]), (*skp, "version"))
+        check_fetched_name(kind, fields, lambda key: self.doc.where((*skp, key)))
         if kind == "path":
             rel = Path(str(fields["dir"]))
             if rel.is_absolute() or ".." in rel.parts:
@@ -380,7 +383,7 @@ class _Loader:
     def framework(self, name: str, table: Any) -> Framework:
         kp = ("frameworks", name)
         table = self.keys(table, _FRAMEWORK, kp, f"[frameworks.{name}]")
-        recipe = self.string(table, "recipe", kp)
+        recipe = safe_name(self.string(table, "recipe", kp), self.doc.where((*kp, "recipe")), "recipe")  # recipes/wheels/<recipe>.toml
         version = self.pep440(self.string(table, "version", kp), (*kp, "version"))
         pin_unknown = self.string(table, "pin_unknown", kp, required=False)
         if "source" not in table:
@@ -425,6 +428,19 @@ class _Loader:
         same_sdk = [c for c in components if c.sdk == comp.sdk]
         position = next(n for n, c in enumerate(same_sdk) if c is comp)
         return (*sdk_path, "components", position)
+
+
+def check_fetched_name(kind: str, fields: dict[str, Any], where: Any) -> None:
+    """The file a source is saved under comes from the pin (a pypi ``filename``, an archive URL's last part):
+    it must be a plain name, or the fetch would write outside its output directory."""
+    if kind == "pypi" and "filename" in fields:
+        safe_name(fields["filename"], where("filename"), "file name")
+    if kind == "archive" and "url" in fields:
+        if not isinstance(fields["url"], str):
+            raise ManifestError(where("url"), "url must be a string", 'write url = "https://…"')
+        last = PurePosixPath(urlparse(fields["url"]).path).name
+        if last:
+            safe_name(last, where("url"), "archive file name")
 
 
 def find_cycle(graph: dict[str, tuple[str, ...]]) -> list[str] | None:

@@ -50,14 +50,15 @@ def load(path: Path, text: str | None = None) -> Document:
     try:
         data = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
-        line, col, what = _split_toml_error(str(exc))
+        line, col, what = _split_toml_error(str(exc), text)
         raise InputError(Location(path, line, col), f"invalid TOML: {what}", "fix the syntax") from None
     positions = _Scanner(text).scan()
     return Document(path, data, positions)
 
 
-def _split_toml_error(message: str) -> tuple[int, int, str]:
-    """tomllib says ``Invalid value (at line 3, column 7)``: pull out the numbers."""
+def _split_toml_error(message: str, text: str = "") -> tuple[int, int, str]:
+    """tomllib says ``Invalid value (at line 3, column 7)``: pull out the numbers. At the end of the document
+    it gives none, so point just after the last character the file holds (where the fix goes)."""
     marker = " (at line "
     if marker in message:
         what, _, rest = message.partition(marker)
@@ -67,7 +68,8 @@ def _split_toml_error(message: str) -> tuple[int, int, str]:
         except ValueError:
             pass
     if message.endswith("(at end of document)"):
-        return 0, 0, message.replace(" (at end of document)", " at end of document")
+        lines = text.rstrip().split("\n") if text.strip() else [""]
+        return len(lines), len(lines[-1]) + 1, message.replace(" (at end of document)", " at end of document")
     return 0, 0, message
 
 

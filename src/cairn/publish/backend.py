@@ -22,6 +22,7 @@ from typing import Any, Protocol, TypeVar
 from urllib.parse import urlparse
 
 from cairn.errors import CairnError
+from cairn.names import relpath_problem
 
 IMMUTABLE_CACHE = "public, max-age=31536000, immutable"
 MUTABLE_CACHE = "no-cache"
@@ -97,6 +98,10 @@ class FileBackend:
         return self.root.absolute().as_uri()
 
     def _path(self, key: str) -> Path:
+        """The file of ``key``; a key that would leave the root (``..``, absolute, ``//``) is refused outright."""
+        problem = relpath_problem(key.removesuffix("/"))
+        if problem:
+            raise CairnError(f"refusing object key {key!r} under {self.root}: it {problem} — a repository key is a relative path of plain names")
         return self.root / (key + "index.html" if key.endswith("/") else key)
 
     def list(self, prefix: str = "") -> dict[str, Listed]:

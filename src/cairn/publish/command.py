@@ -36,16 +36,13 @@ def dev_keys_dir(store: Path) -> Path:
 
 def last_build_bundle(store: Path) -> Path:
     """The ``bundle:release`` tree of the store's last build, or a one-line error saying how to get one."""
-    report = Path(store) / "last-build.json"
-    try:
-        actions = json.loads(report.read_text())["actions"]
-    except (OSError, ValueError, KeyError):
-        raise CairnError(f"no build report at {report} — run cairn build --store {store} first (or pass a bundle directory)") from None
-    info = actions.get(BUNDLE_ACTION)
-    if not info or not info.get("output"):
-        why = f"{info['status']}: {info.get('detail') or ''}".rstrip(": ") if info else "not in the plan (cairn.publish.plan is not a stage planner)"
+    from cairn.build.report import read_actions
+
+    info = read_actions(store).get(BUNDLE_ACTION)
+    if not info or not info.output:
+        why = f"{info.status}: {info.detail}".rstrip(": ") if info else "not in the plan (cairn.publish.plan is not a stage planner)"
         raise CairnError(f"the last build has no {BUNDLE_ACTION} ({why}) — fix the build, or pass a bundle directory")
-    return Path(store) / "trees" / info["output"]
+    return Path(store) / "trees" / info.output
 
 
 def _common(parser: argparse.ArgumentParser) -> None:
@@ -129,8 +126,9 @@ def run(args: argparse.Namespace) -> int:
     from cairn.publish.bundle import load_bundle
     from cairn.publish.publisher import publish
 
+    bundle = load_bundle(bundle_dir)  # a bad bundle is refused before keys are made or anything is written
     keys, root = _keys_and_root(args)
-    report = publish(load_bundle(bundle_dir), open_backend(to), keys, root, channel=args.channel, stage_only=args.stage_only,
+    report = publish(bundle, open_backend(to), keys, root, channel=args.channel, stage_only=args.stage_only,
                      log=(lambda _: None) if args.json else print)
     _print(report.to_dict(), args.json)
     return 0

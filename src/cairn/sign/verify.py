@@ -26,6 +26,7 @@ from tuf.api.serialization import DeserializationError
 from tuf.ngclient import FetcherInterface, Updater
 
 from cairn.errors import CairnError, CheckFailed
+from cairn.names import relpath_problem
 from cairn.sign.provenance import verify_attestation
 from cairn.sign.tuf import hashed_name
 
@@ -79,6 +80,8 @@ def repository_url(url: str) -> str:
 def trusted_updater(url: str, root_bytes: bytes, cache: Path | None = None) -> tuple[Updater, Path]:
     """A refreshed TUF client for ``url``; any metadata problem is a CheckFailed naming the role file."""
     base = repository_url(url)
+    if base.startswith("file:"):
+        _check_is_repository(base)  # a local stat: say "not a repository" before making a cache for it
     cache = cache or cache_dir_for(base)
     (cache / "targets").mkdir(parents=True, exist_ok=True)
     updater = Updater(str(cache), base + "metadata/", str(cache / "targets"), base, fetcher=AnyFetcher(), bootstrap=root_bytes)
@@ -88,9 +91,24 @@ def trusted_updater(url: str, root_bytes: bytes, cache: Path | None = None) -> t
     except tuf_errors.BadVersionNumberError as exc:
         raise CheckFailed(f"metadata/timestamp.json: rollback rejected ({exc}) — the server replays old metadata; do not trust it") from None
     except (tuf_errors.RepositoryError, tuf_errors.DownloadError, DeserializationError) as exc:
+        if isinstance(exc, tuf_errors.DownloadError):
+            _check_is_repository(base)
         name = _failed_role(cache, started)
         raise CheckFailed(f"{name}: {type(exc).__name__}: {exc} — the repository's signed metadata does not verify") from None
     return updater, cache
+
+
+def _check_is_repository(base: str) -> None:
+    """A place with neither a timestamp nor a first root is no Cairn repository at all: saying its signatures
+    do not verify (exit 1) would read as tampering, when the user only pointed at the wrong place (exit 2)."""
+    parsed = urlparse(base)
+    fix = "point cairn verify at the directory or URL cairn publish wrote to"
+    if parsed.scheme == "file" and not Path(parsed.path).is_dir():
+        what = "not a directory" if Path(parsed.path).exists() else "no such directory"
+        raise CairnError(f"{parsed.path}: not a Cairn repository ({what}) — {fix}")
+    if fetch(base + "metadata/timestamp.json") is None and fetch(base + "metadata/1.root.json") is None:
+        shown = parsed.path if parsed.scheme == "file" else base
+        raise CairnError(f"{shown}: not a Cairn repository (no metadata/timestamp.json or metadata/1.root.json) — {fix}")
 
 
 def _failed_role(cache: Path, started: float) -> str:
@@ -124,6 +142,10 @@ def verify_repository(url: str, root_bytes: bytes, cache: Path | None = None, *,
     if served_latest is not None and served_latest != (cache / "root.json").read_bytes() and latest["signed"]["version"] > 0:
         raise CheckFailed("metadata/root.json: differs from the trusted root — it was modified after signing")
     _check_metadata_form(cache)
+    for path in targets:  # a signed name that climbs would make this check read outside the repository
+        problem = relpath_problem(path)
+        if problem:
+            raise CheckFailed(f"{path!r}: a signed target name that {problem} — cairn never signs such a name; do not trust this repository")
     key = _provenance_key(base, targets)
     for path, info in sorted(targets.items()):
         sha = info["hashes"]["sha256"]

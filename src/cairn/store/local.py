@@ -22,6 +22,7 @@ import tempfile
 from pathlib import Path
 
 from cairn.errors import CairnError
+from cairn.names import name_problem
 from cairn.store.base import ActionRecord, tree_digest
 
 
@@ -58,6 +59,8 @@ class LocalStore:
             record = ActionRecord(**data)
         except (OSError, ValueError, TypeError):
             return None
+        if not isinstance(record.output, str) or name_problem(record.output):
+            return None  # a damaged record names no tree of this store (``..`` would reach outside it): rerun
         return record if self.has_tree(record.output) else None
 
     def record(self, record: ActionRecord) -> None:

@@ -19,9 +19,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from packaging.version import InvalidVersion, Version
+
 from cairn.errors import ManifestError, did_you_mean
 from cairn.model import tomlpos
-from cairn.model.manifest import Source, _freeze
+from cairn.model.manifest import Source, _freeze, check_fetched_name
+from cairn.names import safe_name
 
 KINDS = ("source", "mirror", "hip-extension")
 _HEX40 = re.compile(r"^[0-9a-f]{40}$")
@@ -114,6 +117,18 @@ def load_recipe(name: str, path: Path | None = None) -> Recipe:
                 raise fail((*keypath, key), f"unknown key '{key}'", did_you_mean(key, allowed, "keys"))
         return table
 
+    def text(table: dict[str, Any], key: str, keypath: tuple[Any, ...], default: str = "") -> str:
+        value = table.get(key, default)
+        if not isinstance(value, str):
+            raise fail((*keypath, key), f"'{key}' must be a string", f'write {key} = "…"')
+        return value
+
+    def texts(table: dict[str, Any], key: str, keypath: tuple[Any, ...]) -> tuple[str, ...]:
+        value = table.get(key, [])
+        if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+            raise fail((*keypath, key), f"'{key}' must be a list of strings", f'write {key} = ["…"]')
+        return tuple(value)
+
     check_keys(data, _TOP, ())
     kind = data.get("kind")
     if kind not in KINDS:
@@ -122,19 +137,25 @@ def load_recipe(name: str, path: Path | None = None) -> Recipe:
     if not isinstance(project, str) or not project:
         raise fail((), "missing 'project'", 'add project = "<distribution name>"')
     raw_build = check_keys(data.get("build", {}), _BUILD, ("build",))
-    env = raw_build.get("env", {})
+    env = check_keys(raw_build.get("env", {}), set(raw_build.get("env", {}) if isinstance(raw_build.get("env"), dict) else ()), ("build", "env"))
+    min_rocm = raw_build.get("min_rocm", 0)
+    if not isinstance(min_rocm, int) or isinstance(min_rocm, bool):
+        raise fail(("build", "min_rocm"), "'min_rocm' must be an integer ROCm major version", "write min_rocm = 6")
+    commands = raw_build.get("commands", [])
+    if not isinstance(commands, list) or not all(isinstance(c, list) and all(isinstance(a, str) for a in c) for c in commands):
+        raise fail(("build", "commands"), "'commands' must be a list of argument lists", 'write commands = [["python", "-m", "build"]]')
     build = BuildSpec(
-        device_code=bool(raw_build.get("device_code", False)),
-        min_rocm=int(raw_build.get("min_rocm", 0)),
-        arch_env=str(raw_build.get("arch_env", "")),
-        arch_separator=str(raw_build.get("arch_separator", ";")),
-        exclude_targets=tuple(raw_build.get("exclude_targets", ())),
+        device_code=raw_build.get("device_code", False) is True,
+        min_rocm=min_rocm,
+        arch_env=text(raw_build, "arch_env", ("build",)),
+        arch_separator=text(raw_build, "arch_separator", ("build",), ";"),
+        exclude_targets=texts(raw_build, "exclude_targets", ("build",)),
         env=tuple(sorted((str(k), str(v)) for k, v in env.items())),
-        commands=tuple(tuple(str(a) for a in cmd) for cmd in raw_build.get("commands", ())),
-        wheel=str(raw_build.get("wheel", "")),
-        build_requires=tuple(raw_build.get("build_requires", ())),
-        requires=tuple(raw_build.get("requires", ())),
-        depends_frameworks=tuple(raw_build.get("depends_frameworks", ())),
+        commands=tuple(tuple(cmd) for cmd in commands),
+        wheel=text(raw_build, "wheel", ("build",)),
+        build_requires=texts(raw_build, "build_requires", ("build",)),
+        requires=texts(raw_build, "requires", ("build",)),
+        depends_frameworks=texts(raw_build, "depends_frameworks", ("build",)),
     )
     for n, pin in enumerate(build.build_requires):
         if "==" not in pin:
@@ -147,9 +168,18 @@ def load_recipe(name: str, path: Path | None = None) -> Recipe:
     files: list[tuple[str, tuple[MirrorFile, ...]]] = []
     for version, table in versions_table.items():
         kp = ("versions", version)
+        try:
+            Version(version)  # plans derive wheel versions from it; it also names files, so it must be a plain name
+        except InvalidVersion:
+            raise fail(kp, f"'{version}' is not a PEP 440 version", 'use e.g. [versions."2.4.1"]') from None
+        safe_name(version, doc.where(kp), "recipe version")
         table = check_keys(table, _VERSION, kp)
         if "source" in table:
-            (source_kind, fields), = check_keys(table["source"], {"git", "pypi", "archive"}, (*kp, "source")).items()
+            source_table = check_keys(table["source"], {"git", "pypi", "archive"}, (*kp, "source"))
+            if len(source_table) != 1 or not isinstance(next(iter(source_table.values())), dict):
+                raise fail((*kp, "source"), "needs exactly one source table", "write source.git = { url, commit } or source.pypi = { … }")
+            (source_kind, fields), = source_table.items()
+            check_fetched_name(source_kind, fields, lambda key, kp=kp, kind=source_kind: doc.where((*kp, "source", kind, key)))
             pin = str(table.get("pin_unknown", ""))
             if source_kind == "git" and not _HEX40.match(str(fields.get("commit", ""))) and not pin:
                 raise fail((*kp, "source", "git"), f"floating source for {name} {version}",
@@ -162,11 +192,18 @@ def load_recipe(name: str, path: Path | None = None) -> Recipe:
                 unknown.append((version, pin))
         if "files" in table:
             found = []
+            if not isinstance(table["files"], list):
+                raise fail((*kp, "files"), "'files' must be a list of tables", "write files = [{ name, version, filename, sha256 }]")
             for n, raw in enumerate(table["files"]):
-                raw = check_keys(raw, _FILE, (*kp, "files", n))
+                fkp = (*kp, "files", n)
+                raw = check_keys(raw, _FILE, fkp)
                 if not _HEX64.match(str(raw.get("sha256", ""))):
-                    raise fail((*kp, "files", n), "mirrored file without a sha256", "add sha256 = \"<64 hex>\" (sha256sum FILE)")
-                found.append(MirrorFile(raw["name"], raw["version"], raw["filename"], raw["sha256"], str(raw.get("python", ""))))
+                    raise fail(fkp, "mirrored file without a sha256", "add sha256 = \"<64 hex>\" (sha256sum FILE)")
+                for key in ("name", "version", "filename"):
+                    if not isinstance(raw.get(key), str) or not raw[key]:
+                        raise fail(fkp, f"mirrored file without a '{key}'", "write files = [{ name, version, filename, sha256 }]")
+                safe_name(raw["filename"], doc.where((*fkp, "filename")), "mirrored file name")  # the download is saved under it
+                found.append(MirrorFile(raw["name"], raw["version"], raw["filename"], raw["sha256"], text(raw, "python", fkp)))
             files.append((version, tuple(found)))
         if kind == "mirror" and "files" not in table:
             raise fail(kp, f"mirror version {version} lists no files", "add files = [{ name, version, filename, sha256 }]")

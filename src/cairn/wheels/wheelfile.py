@@ -170,13 +170,22 @@ def dist_info_dir(archive: zipfile.ZipFile) -> str:
 
 def read_metadata_bytes(wheel: Path) -> bytes:
     """The exact METADATA bytes of a wheel: what a PEP 658 sidecar must serve."""
-    with zipfile.ZipFile(wheel) as archive:
-        return archive.read(f"{dist_info_dir(archive)}/METADATA")
+    try:
+        with zipfile.ZipFile(wheel) as archive:
+            return archive.read(f"{dist_info_dir(archive)}/METADATA")
+    except KeyError:
+        raise CairnError(f"{wheel}: no .dist-info/METADATA — not a complete wheel; rebuild it") from None
+    except (zipfile.BadZipFile, OSError, EOFError, zlib.error) as exc:
+        raise CairnError(f"{wheel}: cannot read the wheel ({exc}) — rebuild or re-download it") from None
 
 
 def read_metadata(wheel: Path) -> dict[str, list[str]]:
     """METADATA headers as name → values (multi-valued fields keep their order)."""
-    message = HeaderParser().parsestr(read_metadata_bytes(wheel).decode("utf-8"))
+    try:
+        text = read_metadata_bytes(wheel).decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise CairnError(f"{wheel}: METADATA is not UTF-8 ({exc.reason} at byte {exc.start}) — rebuild the wheel") from None
+    message = HeaderParser().parsestr(text)
     result: dict[str, list[str]] = {}
     for key, value in message.items():
         result.setdefault(key, []).append(value)

@@ -1,0 +1,69 @@
+"""Reading ``<store>/last-build.json``, the record ``cairn build`` leaves for gate, image and publish.
+
+Three commands read it, so it is read here once, checked for its shape (``{"actions": {id: {"status",
+"output", "detail"}}}``) and for the one name in it that becomes a path: an action's ``output`` is the
+digest of a tree under ``<store>/trees/``, never a path that leaves it. A store that was never built, a
+truncated or hand-edited record: one line naming the file and what to run.
+
+Imports only the standard library: ``cairn publish`` reads this before its heavy imports.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from cairn.errors import InputError
+from cairn.names import name_problem
+
+FILENAME = "last-build.json"
+
+
+@dataclass(frozen=True)
+class ActionInfo:
+    status: str
+    output: str | None  # tree digest under <store>/trees/, or None when the action produced nothing
+    detail: str
+
+
+def read_actions(store: Path, *, missing_ok: bool = False) -> dict[str, ActionInfo]:
+    """Every action of the store's last build by id; ``missing_ok`` turns "never built" into no actions."""
+    path = Path(store) / FILENAME
+    rebuild = f"run cairn build --store {store} again"
+    if not path.is_file():
+        if missing_ok and not path.exists():
+            return {}
+        what = "no such store" if not Path(store).exists() else "no build report (the store was never built)"
+        raise InputError(path, what, f"run cairn build --store {store} first, or pass --store of a built store")
+    try:
+        data = json.loads(path.read_text())
+    except (OSError, ValueError) as exc:
+        raise InputError(path, f"cannot read the build report ({exc})", rebuild) from None
+    actions = data.get("actions") if isinstance(data, dict) else None
+    if not isinstance(actions, dict):
+        raise InputError(path, "not a build report: no 'actions' object", rebuild)
+    return {str(action_id): _info(path, str(action_id), raw, rebuild) for action_id, raw in actions.items()}
+
+
+def _info(path: Path, action_id: str, raw: Any, rebuild: str) -> ActionInfo:
+    if not isinstance(raw, dict) or not isinstance(raw.get("status"), str):
+        raise InputError(path, f"action {action_id!r} has no status", rebuild)
+    output, detail = raw.get("output"), raw.get("detail")
+    if output is not None and (not isinstance(output, str) or name_problem(output)):
+        raise InputError(path, f"action {action_id!r}: output {output!r} is not a tree digest of the store", rebuild)
+    if detail is not None and not isinstance(detail, str):
+        raise InputError(path, f"action {action_id!r}: detail is {type(detail).__name__}, not a string", rebuild)
+    return ActionInfo(raw["status"], output or None, detail or "")
+
+
+def read_json(path: Path, what: str, fix: str) -> dict[str, Any]:
+    """A JSON object from a store tree (``image.json``, ``gate.json``): unreadable or not an object is one line."""
+    try:
+        data = json.loads(Path(path).read_text())
+    except (OSError, ValueError) as exc:
+        raise InputError(path, f"cannot read the {what} ({exc})", fix) from None
+    if not isinstance(data, dict):
+        raise InputError(path, f"the {what} is {type(data).__name__}, not an object", fix)
+    return data

@@ -1,0 +1,163 @@
+"""Bad input and wrong places get one honest line and exit 2 — never a traceback, never a misleading answer.
+
+Each case runs the command a user would type, on a real file or directory that is wrong in one way.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+
+from cairn.publish.sample import write_sample_bundle
+from test_unsafe_names import cairn, files_under, one_line
+
+
+# -- cairn publish on a bundle.json missing a field ------------------------------------------------------
+@pytest.mark.parametrize(("drop", "what"), [
+    (("release", "version"), "'release.version' is missing"),
+    (("release", "source_date_epoch"), "'release.source_date_epoch' is missing"),
+    (("cells", 0, "os"), "'cells[0].os' is missing"),
+    (("artifacts", 0, "sha256"), "'artifacts[0].sha256' is missing"),
+    (("release",), "'release' is missing"),
+])
+def test_publish_names_the_missing_field(tmp_path: Path, drop: tuple, what: str) -> None:
+    bundle = write_sample_bundle(tmp_path / "bundle", families=("gfx90a",))
+    data = json.loads((bundle / "bundle.json").read_text())
+    parent = data
+    for key in drop[:-1]:
+        parent = parent[key]
+    del parent[drop[-1]]
+    (bundle / "bundle.json").write_text(json.dumps(data))
+    proc = cairn("publish", str(bundle), "--dev-keys", "--to", (tmp_path / "repo").as_uri(), "--store", str(tmp_path / "store"))
+    line = one_line(proc)
+    assert line == f"cairn publish: {bundle / 'bundle.json'}: {what} — regenerate the bundle (cairn build writes it)"
+    assert not (tmp_path / "repo").exists() and not (tmp_path / "store").exists()
+
+
+# -- a store that does not exist, or whose last-build.json is not a build report ---------------------------
+STORE_COMMANDS = [("gate",), ("image", "list"), ("publish", "--dev-keys")]
+
+
+@pytest.mark.parametrize("command", STORE_COMMANDS, ids=[" ".join(c) for c in STORE_COMMANDS])
+def test_a_store_that_does_not_exist_is_named(tmp_path: Path, command: tuple[str, ...]) -> None:
+    store = tmp_path / "nonexistent"
+    line = one_line(cairn(*command, "--store", str(store), cwd=tmp_path))
+    assert f"{store / 'last-build.json'}: no such store — run cairn build --store {store} first" in line
+    assert not store.exists()
+
+
+WRONG_SHAPES = [
+    ("a list", "[1, 2]", "not a build report: no 'actions' object"),
+    ("actions a list", '{"actions": []}', "not a build report: no 'actions' object"),
+    ("action a string", '{"actions": {"bundle:release": "ran", "gate:static-coverage:runtime@gfx90a": "ran", "image:runtime@gfx90a": "ran"}}',
+     "has no status"),
+    ("output climbs", '{"actions": {"bundle:release": {"status": "ran", "output": "../../etc"}, "gate:x:runtime@gfx90a": '
+     '{"status": "ran", "output": "../../etc"}, "image:runtime@gfx90a": {"status": "ran", "output": "../../etc"}}}',
+     "output '../../etc' is not a tree digest of the store"),
+    ("truncated", '{"actions": {', "cannot read the build report"),
+]
+
+
+@pytest.mark.parametrize("command", STORE_COMMANDS, ids=[" ".join(c) for c in STORE_COMMANDS])
+@pytest.mark.parametrize(("case", "text", "what"), WRONG_SHAPES, ids=[c[0] for c in WRONG_SHAPES])
+def test_a_build_report_of_the_wrong_shape_is_one_line(tmp_path: Path, command: tuple[str, ...], case: str, text: str, what: str) -> None:
+    store = tmp_path / "store"
+    store.mkdir()
+    (store / "last-build.json").write_text(text)
+    line = one_line(cairn(*command, "--store", str(store), cwd=tmp_path))
+    assert f"{store / 'last-build.json'}: " in line and what in line, line
+    assert files_under(store) == {"last-build.json"}
+
+
+def test_a_damaged_gate_result_in_the_store_is_one_line(tmp_path: Path) -> None:
+    store = tmp_path / "store"
+    (store / "trees" / "abc").mkdir(parents=True)
+    (store / "trees" / "abc" / "gate.json").write_text('{"gate": "static-coverage", "status": "passed"}')
+    (store / "last-build.json").write_text('{"actions": {"gate:static-coverage:runtime@gfx90a": {"status": "ran", "output": "abc"}}}')
+    line = one_line(cairn("gate", "--store", str(store), cwd=tmp_path))
+    assert f"{store / 'trees' / 'abc' / 'gate.json'}: 'image' is missing or not a string" in line
+
+
+# -- a wheel recipe whose version does not parse ---------------------------------------------------------
+@pytest.fixture
+def checkout(tmp_path: Path, repo_root: Path) -> Path:
+    """A copy of the checkout's data (manifests/, recipes/, publish/) to break one file of."""
+    root = tmp_path / "checkout"
+    for sub in ("manifests", "recipes", "publish"):
+        shutil.copytree(repo_root / sub, root / sub)
+    return root
+
+
+def test_a_recipe_version_that_does_not_parse_is_located(checkout: Path) -> None:
+    recipe = checkout / "recipes" / "wheels" / "cairn-smoke.toml"
+    text = recipe.read_text().replace('[versions."0.1.0"]', '[versions."zero.one"]')
+    recipe.write_text(text)
+    manifest = checkout / "manifests" / "releases" / "default.toml"
+    manifest.write_text(manifest.read_text().replace('version = "0.1.0"', 'version = "zero.one"'))
+    line = one_line(cairn("plan", str(manifest), env={"CAIRN_ROOT": str(checkout)}))
+    at = text[: text.index('"zero.one"')].count("\n") + 1
+    assert f"recipes/wheels/cairn-smoke.toml:{at}:" in line and "'zero.one' is not a PEP 440 version" in line, line
+
+
+def test_a_recipe_name_that_climbs_is_refused(checkout: Path) -> None:
+    manifest = checkout / "manifests" / "releases" / "default.toml"
+    text = manifest.read_text()
+    assert 'recipe = "jax"' in text
+    manifest.write_text(text.replace('recipe = "jax"', 'recipe = "../../../../etc/x"', 1))
+    line = one_line(cairn("check", str(manifest), env={"CAIRN_ROOT": str(checkout)}))
+    assert "default.toml:" in line and "recipe '../../../../etc/x' contains a path separator" in line, line
+
+
+# -- misleading answers -----------------------------------------------------------------------------------
+def test_doctor_on_a_root_that_does_not_exist_says_so(tmp_path: Path) -> None:
+    missing = tmp_path / "nonexistent"
+    line = one_line(cairn("doctor", "--root", str(missing)))
+    assert line.startswith(f"cairn doctor: {missing}: no such directory"), line
+    assert "GPU" not in line
+
+
+def test_doctor_on_a_file_as_root_says_so(tmp_path: Path) -> None:
+    (tmp_path / "f").write_text("x")
+    line = one_line(cairn("doctor", "--root", str(tmp_path / "f")))
+    assert f"{tmp_path / 'f'}: not a directory" in line
+
+
+@pytest.mark.parametrize("kind", ["empty", "other files", "missing"])
+def test_verify_on_a_directory_that_is_not_a_repository_says_so(tmp_path: Path, kind: str) -> None:
+    where = tmp_path / "dir"
+    if kind != "missing":
+        where.mkdir()
+    if kind == "other files":
+        (where / "README").write_text("hello\n")
+        (where / "metadata").mkdir()
+    line = one_line(cairn("verify", str(where), "--cache", str(tmp_path / "cache")))
+    assert "not a Cairn repository" in line, line
+    assert "does not verify" not in line
+    expect = "no such directory" if kind == "missing" else "no metadata/timestamp.json or metadata/1.root.json"
+    assert expect in line, line
+
+
+def test_a_toml_error_at_end_of_file_has_a_line(tmp_path: Path) -> None:
+    path = tmp_path / "m.toml"
+    path.write_text('[release]\nname = "t"\nversion =')
+    line = one_line(cairn("check", str(path)))
+    assert line.startswith(f"{path}:3:10: invalid TOML: Invalid value at end of document"), line
+
+
+def test_a_toml_error_at_end_of_file_with_trailing_newlines_points_at_the_last_line(tmp_path: Path) -> None:
+    path = tmp_path / "m.toml"
+    path.write_text('[release]\nname = "t"\nfamilies = ["gfx90a",\n\n')
+    line = one_line(cairn("check", str(path)))
+    assert line.startswith(f"{path}:3:22: invalid TOML: Invalid value at end of document"), line
+
+
+def test_a_container_recipe_syntax_error_has_a_line(checkout: Path) -> None:
+    recipe = checkout / "recipes" / "containers" / "smoke.toml"
+    lines = recipe.read_text().splitlines()
+    lines.insert(3, "broken = = 1")
+    recipe.write_text("\n".join(lines) + "\n")
+    line = one_line(cairn("plan", env={"CAIRN_ROOT": str(checkout)}))
+    assert "recipes/containers/smoke.toml:4:" in line and "invalid TOML" in line, line
