@@ -9,6 +9,7 @@ targets and the toolchain: inputs and targets are sorted, source and output dire
 
 from __future__ import annotations
 
+import hashlib
 import os
 import re
 import tempfile
@@ -107,17 +108,38 @@ def compile_hip_in_image(
     env = {"DOCKER_HOST": engine_host()}
     out.parent.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(prefix=".hipcc-", dir=out.parent) as work:
-        inner = hipcc_command([Path("/src") / n for n in sorted(names)], targets, Path("/out") / out.name,
-                              device_lib_path=Path(device_lib_path), include_dirs=(Path("/src"),))
-        # clang ≥ 19 emits a __hip_cuid_ symbol per TU that collides across TUs with -fuse-cuid=none; a hash of
-        # the (fixed, in-container) path and options is as reproducible and unique per TU
-        inner = ["-fuse-cuid=hash" if arg == "-fuse-cuid=none" else arg for arg in inner]
+        script = in_image_script(sorted(names), targets, out.name, device_lib_path)
+        log.write(script)
         epoch = os.environ.get("SOURCE_DATE_EPOCH", "0")
-        container_env = [arg for k, v in {**HIP_ENV, "SOURCE_DATE_EPOCH": epoch, "TMPDIR": "/out"}.items()
+        container_env = [arg for k, v in {**HIP_ENV, "SOURCE_DATE_EPOCH": epoch, "TMPDIR": "/tmp"}.items()
                          for arg in ("-e", f"{k}={v}")]
         run([docker, "run", "--rm", "--network", "none", *container_env, "-v", f"{sources_dir}:/src:ro",
-             "-v", f"{work}:/out", "-w", "/out", image, *inner], env=env, log=log, timeout=3600)
+             "-v", f"{work}:/out", "-w", "/out", image, "sh", "-c", script], env=env, log=log, timeout=3600)
         os.replace(Path(work) / out.name, out)
+
+
+def in_image_script(names: Sequence[str], targets: Sequence[str], library: str, device_lib_path: str) -> str:
+    """One hipcc compile per translation unit, then one link: the commands run inside the build image.
+
+    clang ≥ 19 gives every TU a ``__hip_cuid_<id>`` symbol: ``-fuse-cuid=none`` makes them collide at link
+    time, and ``-fuse-cuid=hash`` hashes a command line that holds random temp-file names (measured: two
+    builds differed only in those ids). So each TU is compiled alone with an explicit ``-cuid`` derived from its
+    file name, which is unique within the library and the same on every machine.
+    """
+    arch = [f"--offload-arch={t}" for t in sorted(set(targets))]
+    common = ["-O2", "-fPIC", "-std=c++17", "-ffile-prefix-map=/src=.", "-ffile-prefix-map=/out=.",
+              f"--rocm-device-lib-path={device_lib_path}", "-I/src", *arch]
+    lines = ["set -eu", "mkdir -p /out/obj"]
+    objects = []
+    for name in names:
+        cuid = hashlib.sha256(f"cairn-hip-tu:{name}".encode()).hexdigest()[:16]
+        obj = f"/out/obj/{Path(name).stem}.o"
+        objects.append(obj)
+        lines.append(" ".join(["hipcc", "-c", *common, f"-cuid={cuid}", f"/src/{name}", "-o", obj]))
+    lines.append(" ".join(["hipcc", "-shared", "-fPIC", *arch, "-Wl,--build-id=sha1", f"-Wl,-soname,{library}",
+                           *objects, "-o", f"/out/{library}"]))
+    lines.append("rm -rf /out/obj")
+    return "\n".join(lines) + "\n"
 
 
 def _check_targets(targets: Sequence[str]) -> None:
