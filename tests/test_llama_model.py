@@ -157,3 +157,13 @@ def test_vocab_from_a_wrong_sdist_or_name_is_one_line(cache_dir: Path, tmp_path:
     with pytest.raises(InputError, match=r"no llama_cpp_python-0\.3\.36/vendor/llama\.cpp/models/ggml-vocab-nope\.gguf"):
         extract_vocab(llama_sdist(cache_dir), "nope", tmp_path)
     assert sorted(p.name for p in tmp_path.iterdir()) == [fake.name]
+
+
+def test_a_vocab_that_is_not_gguf_is_one_line(tmp_path: Path) -> None:
+    junk = tmp_path / "ggml-vocab-junk.gguf"
+    junk.write_bytes(b"GGUX" + bytes(64))
+    with pytest.raises(InputError, match=r"ggml-vocab-junk\.gguf: not a readable GGUF file .* — pass a models/"):
+        model.write_tiny_llama(junk, tmp_path / "m.gguf", seed=1)
+    with pytest.raises(InputError, match=r"absent\.gguf: cannot read the vocab \(No such file or directory\)"):
+        model.write_tiny_llama(tmp_path / "absent.gguf", tmp_path / "m.gguf", seed=1)
+    assert sorted(p.name for p in tmp_path.iterdir()) == [junk.name]

@@ -13,6 +13,7 @@ which sends the matmuls through GGML's quantized dot products.
 
 from __future__ import annotations
 
+import functools
 import os
 import tempfile
 from dataclasses import asdict
@@ -96,7 +97,16 @@ def stored_weights(hp: Hparams, seed: int, quant: str) -> dict[str, np.ndarray]:
 
 
 def vocab_fields(vocab_gguf: Path) -> list[tuple[str, Any, gguf.GGUFValueType, gguf.GGUFValueType | None]]:
-    """Every ``tokenizer.*`` key of a vocab-only GGUF with its value and GGUF types, in file order."""
+    """Every ``tokenizer.*`` key of a vocab-only GGUF with its value and GGUF types, in file order.
+
+    ``gguf``'s reader takes seconds over 32000 token strings, so a file is read once per process (keyed by
+    its size and mtime as well as its path, so a replaced file is read again)."""
+    stat = vocab_gguf.stat()
+    return list(_read_vocab_fields(vocab_gguf, stat.st_size, stat.st_mtime_ns))
+
+
+@functools.lru_cache(maxsize=4)
+def _read_vocab_fields(vocab_gguf: Path, size: int, mtime_ns: int) -> tuple[Any, ...]:
     try:
         reader = gguf.GGUFReader(vocab_gguf)
     except (OSError, ValueError) as exc:
@@ -108,7 +118,7 @@ def vocab_fields(vocab_gguf: Path) -> list[tuple[str, Any, gguf.GGUFValueType, g
             fields.append((key, field.contents(), field.types[0], sub))
     if not any(key == "tokenizer.ggml.tokens" for key, *_ in fields):
         raise InputError(vocab_gguf, "has no tokenizer.ggml.tokens", "pass a models/ggml-vocab-*.gguf")
-    return fields
+    return tuple(fields)
 
 
 def write_tiny_llama(vocab_gguf: Path, out: Path, seed: int, quant: str = "F32", **arch: Any) -> dict[str, Any]:
@@ -117,7 +127,10 @@ def write_tiny_llama(vocab_gguf: Path, out: Path, seed: int, quant: str = "F32",
     ``arch`` overrides ``Hparams`` fields (n_layer, n_embd, …); ``n_vocab`` always comes from the vocab."""
     if quant not in QUANTS:
         raise CairnError(f"unknown quantization {quant!r}: choose one of {', '.join(QUANTS)}")
-    fields = vocab_fields(vocab_gguf)
+    try:
+        fields = vocab_fields(vocab_gguf)
+    except OSError as exc:
+        raise InputError(vocab_gguf, f"cannot read the vocab ({exc.strerror})", "pass a models/ggml-vocab-*.gguf") from None
     tokens = next(value for key, value, *_ in fields if key == "tokenizer.ggml.tokens")
     hp = Hparams(n_vocab=len(tokens), **arch)
     writer = _writer_with_header(hp, quant, fields)
