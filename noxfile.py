@@ -114,7 +114,7 @@ def install_llama_cpp(session: nox.Session) -> None:
                     env={"CMAKE_ARGS": "-DGGML_NATIVE=OFF -DLLAMA_BUILD_TESTS=OFF"})
 
 
-BENCHMARKS = ["audit", "wheels", "containers", "publish"]
+BENCHMARKS = ["audit", "wheels", "containers", "publish", "llama_gate"]
 
 
 @nox.session
@@ -123,6 +123,8 @@ def bench(session: nox.Session) -> None:
     ensure_host_packages(session, HOST_TOOLS, HOST_FILES)
     session.install("-e", ".[test]", "awscli")
     chosen = session.posargs or BENCHMARKS
+    if "llama_gate" in chosen:
+        install_llama_cpp(session)
     for name in chosen:
         script = f"bench/{name}_bench.py"
         if not os.path.exists(script):

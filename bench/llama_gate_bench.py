@@ -4,14 +4,18 @@ For each seed it writes the tiny models (F32 and Q8_0) and their references, run
 ``llama_cpp``, CPU, one thread) as the gate does, and records per encoding the worst absolute logit error,
 the worst error relative to its position's logit scale, and the tolerance's headroom over it. Usage:
 
-    python bench/llama_gate_bench.py --sdist llama_cpp_python-0.3.36.tar.gz --out bench/results/llama-gate.json [--seeds 5]
+    python bench/llama_gate_bench.py --out bench/results/llama_gate.json [--seeds 5] [--sdist SDIST]
+
+The sdist defaults to ``$CAIRN_TEST_CACHE/sdists/`` (default ~/.cache/cairn-test), where the tests cache it.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import platform
+import sys
 import tempfile
 import time
 from pathlib import Path
@@ -19,7 +23,9 @@ from pathlib import Path
 import numpy as np
 
 from cairn.engines.llama import build, compare, gate, reference
-from cairn.engines.llama.vocab import extract_vocab
+from cairn.engines.llama.vocab import SDIST, extract_vocab
+
+CACHE = Path(os.environ.get("CAIRN_TEST_CACHE", "~/.cache/cairn-test")).expanduser()
 
 
 def measure(sdist: Path, seeds: list[int]) -> dict[str, object]:
@@ -52,10 +58,13 @@ def measure(sdist: Path, seeds: list[int]) -> dict[str, object]:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--sdist", type=Path, required=True)
+    parser.add_argument("--sdist", type=Path, default=CACHE / "sdists" / SDIST["filename"])
     parser.add_argument("--out", type=Path, required=True)
     parser.add_argument("--seeds", type=int, default=5)
     args = parser.parse_args()
+    if not args.sdist.is_file():
+        sys.exit(f"error: {args.sdist}: no such file — pip download {SDIST['name']}=={SDIST['version']} "
+                 "--no-deps --no-binary=:all: (or run tests/test_llama_model.py once) and pass it with --sdist")
     doc = measure(args.sdist, [build.DEFAULT_SEED + i for i in range(args.seeds)])
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(doc, indent=2) + "\n")

@@ -7,6 +7,9 @@ The model is written for real from the vocab in the pinned llama-cpp-python sdis
 from __future__ import annotations
 
 import json
+import shutil
+import subprocess
+import sys
 import tarfile
 from pathlib import Path
 
@@ -61,9 +64,29 @@ def test_our_q8_0_decoder_agrees_with_gguf_s(vocab: Path) -> None:
             np.testing.assert_array_equal(ours, gguf.quants.dequantize(data, qtype), err_msg=name)
 
 
+def test_q8_0_round_trip_is_ggml_s_block_format() -> None:
+    x = np.linspace(-2.0, 1.0, 64, dtype=np.float32).reshape(2, 32)
+    x[1] = 0.0  # an all-zero block stays zero (GGML's scale 0, multiplier 0)
+    out = reference.q8_0_round_trip(x)
+    scale = np.float32(np.float16(2.0 / 127))  # the first block's amax is 2
+    np.testing.assert_array_equal(out[0], np.round(x[0] * np.float32(127 / 2.0)) * scale)
+    assert out[0, 0] == -127 * scale and not out[1].any()
+    assert 0 < np.max(np.abs(out[0] - x[0])) <= scale / 2 + 1e-7
+
+
+def test_the_q8_0_reference_multiplies_quantized_activations() -> None:
+    hp = reference.Hparams(n_vocab=64)
+    stored = model.stored_weights(hp, 9, "Q8_0")
+    assert "output.weight" in stored.q8_0 and "token_embd.weight" not in stored.q8_0
+    assert not any(name.endswith("norm.weight") for name in stored.q8_0)
+    plain = reference.forward(reference.Weights(stored.tensors), hp, [1, 2, 3])
+    quantized = reference.forward(stored, hp, [1, 2, 3])
+    assert 1e-3 < np.max(np.abs(plain - quantized)) < 0.5  # the activation rounding GGML does is modelled
+
+
 def test_reference_is_causal_and_rope_is_relative() -> None:
     hp = reference.Hparams(n_vocab=300)
-    weights = model.float_weights(hp, 11)
+    weights = reference.Weights(model.float_weights(hp, 11))
     logits = reference.forward(weights, hp, [1, 5, 9, 200, 7, 42])
     changed = reference.forward(weights, hp, [1, 5, 9, 200, 8, 42])
     np.testing.assert_array_equal(logits[:4], changed[:4])  # a later token never changes an earlier position
@@ -118,7 +141,7 @@ def test_compare_fails_a_swapped_top1_and_forgives_a_near_tie() -> None:
 
 def test_reference_file_round_trips_and_bad_ones_are_one_line(tmp_path: Path) -> None:
     hp = reference.Hparams(n_vocab=300)
-    tokens, logits = reference.greedy(model.float_weights(hp, 2), hp, [1, 2, 3], 2)
+    tokens, logits = reference.greedy(reference.Weights(model.float_weights(hp, 2)), hp, [1, 2, 3], 2)
     ref = reference.Reference("ab" * 32, "F32", 2, hp, tokens, 3, logits.astype(np.float32), "x")
     (tmp_path / "r.json").write_text(ref.to_json())
     back = reference.load_reference(tmp_path / "r.json")
@@ -167,3 +190,23 @@ def test_a_vocab_that_is_not_gguf_is_one_line(tmp_path: Path) -> None:
     with pytest.raises(InputError, match=r"absent\.gguf: cannot read the vocab \(No such file or directory\)"):
         model.write_tiny_llama(tmp_path / "absent.gguf", tmp_path / "m.gguf", seed=1)
     assert sorted(p.name for p in tmp_path.iterdir()) == [junk.name]
+
+
+def test_the_gate_runs_from_its_own_files_with_numpy_only(tmp_path: Path) -> None:
+    """The image gets the gate as these five files: nothing else of Cairn (nor gguf) may be imported."""
+    src = Path(__file__).resolve().parents[1] / "src"
+    for name in ["cairn/__init__.py", "cairn/engines/__init__.py", "cairn/engines/llama/__init__.py",
+                 "cairn/engines/llama/gate.py", "cairn/engines/llama/compare.py", "cairn/engines/llama/reference.py"]:
+        (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy(src / name, tmp_path / name)
+    probe = ("import sys; import cairn.engines.llama.gate as g; print(g.__file__); "
+             "print(sorted(m for m in sys.modules if m.startswith(('cairn', 'gguf', 'llama_cpp'))))")
+    done = subprocess.run([sys.executable, "-c", probe], cwd=tmp_path, capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    where, imported = done.stdout.splitlines()
+    assert where == str(tmp_path / "cairn/engines/llama/gate.py")  # the copies, not the installed package
+    assert imported == str(sorted(["cairn", "cairn.engines", "cairn.engines.llama", "cairn.engines.llama.gate",
+                                              "cairn.engines.llama.compare", "cairn.engines.llama.reference"]))
+    usage = subprocess.run([sys.executable, "-m", "cairn.engines.llama.gate", "--model", "m.gguf",
+                            "--reference", "none.json"], cwd=tmp_path, capture_output=True, text=True)
+    assert usage.returncode == 2 and usage.stderr.startswith("error: none.json: cannot read the reference")

@@ -10,10 +10,14 @@ The rule, per position ``i`` (its row of logits scores the token after ``tokens[
    ties a swap implies an error beyond rule 1, so this rule never fails a position alone; it is kept so a
    failure says which token llama.cpp would have generated, and so a forgiven tie is reported.
 
-The tolerances below were measured (``docs/engines.md``) and set a few times above the worst error seen, far
-below what a wrong weight, a broken kernel or a mismatched library produces (errors of order one logit).
-For Q8_0 the reference already runs on the dequantized weights, so the allowance only has to cover GGML
-quantizing the activations to 8 bits inside its Q8_0 dot product.
+The tolerances were measured (``bench/llama_gate_bench.py``, docs/engines.md): llama.cpp 0.3.36 on x86
+CPU stays within ~1.5e-6 of the reference for F32 and ~5e-7 for Q8_0 (whose integer dot products are exact
+once the reference quantizes activations as GGML does). F32 allows 1e-4 (+1e-4 × scale), a few hundred
+times the worst error seen: other CPUs sum in other orders. Q8_0 allows 2e-3 (+2e-3 × scale), which covers
+the one rare disagreement float rounding can still cause — an activation whose ``x * 127/amax`` sits within
+a float32 ulp of .5 rounds one step apart, moving a logit by up to ~1e-2 × its scale at worst, typically far
+less — and is still well below what a Q8_0 path that skipped or botched the activation quantization
+produces (~5e-2), let alone a wrong weight (order one).
 
 NumPy and the standard library only: the gate copies this file into the image.
 """
@@ -37,7 +41,7 @@ class Tolerance:
 
 TOLERANCES = {
     "F32": Tolerance(rtol=1e-4, atol=1e-4),
-    "Q8_0": Tolerance(rtol=2e-2, atol=1e-2),
+    "Q8_0": Tolerance(rtol=2e-3, atol=2e-3),
 }
 
 

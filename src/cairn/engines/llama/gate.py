@@ -72,7 +72,7 @@ def run_gate(model: Path, ref: Reference) -> tuple[list[Check], Comparison | Non
     """Every check's verdict, the logits comparison (None when llama.cpp could not run), llama_cpp's version."""
     sha = hashlib.sha256(model.read_bytes()).hexdigest()
     checks = [Check("model", sha == ref.model_sha256,
-                    f"sha256 {sha[:16]}… " + ("is" if sha == ref.model_sha256 else
+                    f"sha256 {sha[:16]}… " + ("is the reference's" if sha == ref.model_sha256 else
                                               f"is not the reference's {ref.model_sha256[:16]}…"))]
     try:
         logits, spelled, version = llama_logits(model, ref)

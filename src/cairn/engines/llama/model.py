@@ -23,7 +23,7 @@ from typing import Any
 import gguf
 import numpy as np
 
-from cairn.engines.llama.reference import Hparams, dequantize_q8_0
+from cairn.engines.llama.reference import Hparams, Weights, dequantize_q8_0
 from cairn.engines.llama.vocab import sha256_file
 from cairn.errors import CairnError, InputError
 
@@ -83,17 +83,21 @@ def encode(weights: dict[str, np.ndarray], quant: str) -> dict[str, tuple[np.nda
     return stored
 
 
-def stored_weights(hp: Hparams, seed: int, quant: str) -> dict[str, np.ndarray]:
-    """The float values the file holds: what llama.cpp multiplies by, and what the reference runs on.
+def stored_weights(hp: Hparams, seed: int, quant: str) -> Weights:
+    """The weights as the file holds them, for the reference: what llama.cpp multiplies by.
 
     Q8_0 blocks are decoded by ``reference.dequantize_q8_0`` (our own decoder, not the encoder's inverse),
-    so the reference measures llama.cpp against the quantized weights and the tolerance only has to
-    cover arithmetic, not the quantization error itself."""
-    out = {}
+    and the Q8_0 matrices are marked so the reference quantizes their inputs as GGML does; the
+    reference then measures llama.cpp against the quantized model itself, and the tolerance only has to
+    cover float rounding, not quantization error."""
+    tensors, q8_0 = {}, set()
     for name, (data, qtype) in encode(float_weights(hp, seed), quant).items():
-        shape = tensor_shapes(hp)[name]
-        out[name] = dequantize_q8_0(data, shape) if qtype == gguf.GGMLQuantizationType.Q8_0 else data
-    return out
+        if qtype == gguf.GGMLQuantizationType.Q8_0:
+            tensors[name] = dequantize_q8_0(data, tensor_shapes(hp)[name])
+            q8_0.add(name)
+        else:
+            tensors[name] = data
+    return Weights(tensors, frozenset(q8_0 - {"token_embd.weight"}))  # embeddings are looked up, not multiplied
 
 
 def vocab_fields(vocab_gguf: Path) -> list[tuple[str, Any, gguf.GGUFValueType, gguf.GGUFValueType | None]]:

@@ -11,6 +11,12 @@ The forward pass follows llama.cpp's LLAMA graph for the tensors exactly as ``mo
 - Attention is causal, scaled by ``1/sqrt(head_dim)``; with grouped-query attention query head ``h`` reads
   KV head ``h // (n_head // n_head_kv)`` (GGML's broadcast in ``mul_mat``).
 - The FFN is SwiGLU: ``ffn_down @ (silu(ffn_gate @ x) * (ffn_up @ x))``.
+- A Q8_0 matrix is a product of two Q8_0 operands: GGML's CPU matmul for Q8_0 weights (``vec_dot_type``
+  Q8_0) first quantizes each activation row into blocks of 32 — scale ``amax/127`` stored as float16,
+  values ``round(x * 127/amax)`` (nearest, ties to even, as ``_mm256_round_ps`` does) — so the reference
+  does the same to the inputs of exactly those matrices (``q8_0_matrices``). Without it the reference
+  would disagree with any correct Q8_0 engine by ~1 % of the logit scale and the tolerance would have to
+  be loose enough to hide a broken kernel.
 
 Matrices are NumPy ``(out, in)`` arrays (GGUF stores them as ``ne = {in, out}``), so every projection is
 ``W @ x``. The pass runs in float64: the reference is the exact math on the float32 weights as written, and
@@ -63,6 +69,16 @@ def dequantize_q8_0(raw: np.ndarray, shape: tuple[int, ...]) -> np.ndarray:
     return (scale * values).reshape(shape)
 
 
+def q8_0_round_trip(x: np.ndarray) -> np.ndarray:
+    """``x`` (float32 rows, length a multiple of 32) after GGML quantizes it to Q8_0 and back."""
+    blocks = np.asarray(x, dtype=np.float32).reshape(-1, Q8_0_BLOCK)
+    amax = np.max(np.abs(blocks), axis=1, keepdims=True)
+    with np.errstate(divide="ignore"):
+        inverse = np.where(amax > 0, np.float32(127.0) / amax, np.float32(0.0)).astype(np.float32)
+    scale = (amax / np.float32(127.0)).astype(np.float16).astype(np.float32)
+    return (np.round(blocks * inverse) * scale).reshape(np.shape(x)).astype(np.float64)
+
+
 def rms_norm(x: np.ndarray, weight: np.ndarray, eps: float) -> np.ndarray:
     return x / np.sqrt(np.mean(x * x, axis=-1, keepdims=True) + eps) * weight
 
@@ -80,12 +96,27 @@ def rope(x: np.ndarray, positions: np.ndarray, base: float) -> np.ndarray:
     return out
 
 
-def attention(x: np.ndarray, w: dict[str, np.ndarray], layer: int, hp: Hparams) -> np.ndarray:
+class Weights:
+    """The tensors as float64, and which matrices multiply Q8_0-quantized activations."""
+
+    def __init__(self, tensors: dict[str, np.ndarray], q8_0_matrices: frozenset[str] = frozenset()) -> None:
+        self.tensors = {name: np.asarray(value, dtype=np.float64) for name, value in tensors.items()}
+        self.q8_0 = q8_0_matrices
+
+    def __getitem__(self, name: str) -> np.ndarray:
+        return self.tensors[name]
+
+    def project(self, x: np.ndarray, name: str) -> np.ndarray:
+        """``W @ x`` for every row of ``x``, as GGML multiplies by matrix ``name``."""
+        return (q8_0_round_trip(x) if name in self.q8_0 else x) @ self.tensors[name].T
+
+
+def attention(x: np.ndarray, w: Weights, layer: int, hp: Hparams) -> np.ndarray:
     n, hd = x.shape[0], hp.head_dim
     positions = np.arange(n)
-    q = (x @ w[f"blk.{layer}.attn_q.weight"].T).reshape(n, hp.n_head, hd)
-    k = (x @ w[f"blk.{layer}.attn_k.weight"].T).reshape(n, hp.n_head_kv, hd)
-    v = (x @ w[f"blk.{layer}.attn_v.weight"].T).reshape(n, hp.n_head_kv, hd)
+    q = w.project(x, f"blk.{layer}.attn_q.weight").reshape(n, hp.n_head, hd)
+    k = w.project(x, f"blk.{layer}.attn_k.weight").reshape(n, hp.n_head_kv, hd)
+    v = w.project(x, f"blk.{layer}.attn_v.weight").reshape(n, hp.n_head_kv, hd)
     q, k = rope(q, positions, hp.rope_base), rope(k, positions, hp.rope_base)
     group = hp.n_head // hp.n_head_kv
     k, v = np.repeat(k, group, axis=1), np.repeat(v, group, axis=1)  # query head h reads KV head h // group
@@ -94,32 +125,31 @@ def attention(x: np.ndarray, w: dict[str, np.ndarray], layer: int, hp: Hparams) 
     scores = np.exp(scores - scores.max(axis=-1, keepdims=True))
     probs = scores / scores.sum(axis=-1, keepdims=True)
     heads = np.einsum("hqk,khd->qhd", probs, v).reshape(n, hp.n_head * hd)
-    return heads @ w[f"blk.{layer}.attn_output.weight"].T
+    return w.project(heads, f"blk.{layer}.attn_output.weight")
 
 
-def swiglu(x: np.ndarray, w: dict[str, np.ndarray], layer: int) -> np.ndarray:
-    gate = x @ w[f"blk.{layer}.ffn_gate.weight"].T
-    up = x @ w[f"blk.{layer}.ffn_up.weight"].T
-    return (gate / (1.0 + np.exp(-gate)) * up) @ w[f"blk.{layer}.ffn_down.weight"].T
+def swiglu(x: np.ndarray, w: Weights, layer: int) -> np.ndarray:
+    gate = w.project(x, f"blk.{layer}.ffn_gate.weight")
+    up = w.project(x, f"blk.{layer}.ffn_up.weight")
+    return w.project(gate / (1.0 + np.exp(-gate)) * up, f"blk.{layer}.ffn_down.weight")
 
 
-def forward(weights: dict[str, np.ndarray], hp: Hparams, tokens: list[int]) -> np.ndarray:
+def forward(w: Weights, hp: Hparams, tokens: list[int]) -> np.ndarray:
     """Logits ``[position, vocab]`` for ``tokens``: row ``i`` scores the token after ``tokens[i]``."""
-    w = {name: np.asarray(value, dtype=np.float64) for name, value in weights.items()}
     eps = float(np.float32(hp.rms_eps))  # the GGUF key is a float32: use the value llama.cpp reads
     x = w["token_embd.weight"][np.asarray(tokens)]
     for layer in range(hp.n_layer):
         x = x + attention(rms_norm(x, w[f"blk.{layer}.attn_norm.weight"], eps), w, layer, hp)
         x = x + swiglu(rms_norm(x, w[f"blk.{layer}.ffn_norm.weight"], eps), w, layer)
-    return rms_norm(x, w["output_norm.weight"], eps) @ w["output.weight"].T
+    return w.project(rms_norm(x, w["output_norm.weight"], eps), "output.weight")
 
 
-def greedy(weights: dict[str, np.ndarray], hp: Hparams, prompt: list[int], n_new: int) -> tuple[list[int], np.ndarray]:
+def greedy(w: Weights, hp: Hparams, prompt: list[int], n_new: int) -> tuple[list[int], np.ndarray]:
     """The prompt followed by ``n_new`` greedy tokens, and the logits of every position of that sequence."""
     tokens = list(prompt)
     for _ in range(n_new):
-        tokens.append(int(np.argmax(forward(weights, hp, tokens)[-1])))
-    return tokens, forward(weights, hp, tokens)
+        tokens.append(int(np.argmax(forward(w, hp, tokens)[-1])))
+    return tokens, forward(w, hp, tokens)
 
 
 @dataclass(frozen=True)
