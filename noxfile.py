@@ -93,10 +93,28 @@ def publish(session: nox.Session) -> None:
 def tests(session: nox.Session) -> None:
     """The whole suite, real tools included (see .ci/run for the services it expects)."""
     session.install("-e", ".[test]")
+    install_llama_cpp(session)
     session.run("pytest", *session.posargs)
 
 
-BENCHMARKS = ["audit", "wheels", "containers", "publish"]
+def install_llama_cpp(session: nox.Session) -> None:
+    """llama-cpp-python from the sdist pinned in ``cairn.engines.llama.vocab``, built for CPU: the llama gate
+    tests run it. The build takes many minutes, so a venv that already has the pinned version keeps it."""
+    pin = json.loads(session.run("python", "-c", "import json; from cairn.engines.llama.vocab import SDIST; "
+                                 "print(json.dumps(SDIST))", silent=True))
+    have = session.run("python", "-c", "import llama_cpp; print(llama_cpp.__version__)", silent=True,
+                       success_codes=[0, 1])
+    if str(have).strip() == pin["version"]:
+        return
+    requirement = os.path.join(session.create_tmp(), "llama-cpp-python.txt")
+    with open(requirement, "w") as handle:
+        handle.write(f"{pin['name']}=={pin['version']} --hash=sha256:{pin['sha256']}\n")
+    session.install("diskcache>=5.6", "typing-extensions>=4.5")
+    session.install("--no-deps", "--no-binary", pin["name"], "--require-hashes", "-r", requirement,
+                    env={"CMAKE_ARGS": "-DGGML_NATIVE=OFF -DLLAMA_BUILD_TESTS=OFF"})
+
+
+BENCHMARKS = ["audit", "wheels", "containers", "publish", "llama_gate"]
 
 
 @nox.session
@@ -105,6 +123,8 @@ def bench(session: nox.Session) -> None:
     ensure_host_packages(session, HOST_TOOLS, HOST_FILES)
     session.install("-e", ".[test]", "awscli")
     chosen = session.posargs or BENCHMARKS
+    if "llama_gate" in chosen:
+        install_llama_cpp(session)
     for name in chosen:
         script = f"bench/{name}_bench.py"
         if not os.path.exists(script):

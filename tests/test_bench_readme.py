@@ -26,7 +26,7 @@ UNITS: dict[str, list[tuple[str, float]]] = {
     "ms": [("seconds", 1e3)],
     "min": [("seconds", 1 / 60)],
     "minutes": [("seconds", 1 / 60)],
-    "×": [("speedup", 1.0), ("ratio", 1.0), ("_vs_", 1.0)],
+    "×": [("speedup", 1.0), ("ratio", 1.0), ("_vs_", 1.0), ("headroom", 1.0)],
     "MB": [("bytes", 1e-6)],
     "GB": [("bytes", 1e-9)],
     "kB": [("bytes", 1e-3)],
