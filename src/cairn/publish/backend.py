@@ -5,6 +5,9 @@ multipart upload whose completion is conditional too — s3transfer cannot pass 
 an idempotent re-run only when the object already there has the same sha256; otherwise the write is
 refused. Every object carries its sha256 (``ChecksumSHA256`` and ``x-amz-meta-sha256``) so a re-publish
 can skip it after one LIST. Connection failures (a restarted server) are retried with backoff.
+
+``copy`` makes a second key of bytes already in the bucket with one server-side ``CopyObject`` (no bytes
+sent again); the publisher uses it only for content-addressed names, whose name fixes their content.
 """
 
 from __future__ import annotations
@@ -31,6 +34,7 @@ MUTABLE_CACHE = "no-cache"
 MULTIPART_THRESHOLD = int(os.environ.get("CAIRN_MULTIPART_THRESHOLD", str(1 << 30)))
 PART_SIZE = max(5 << 20, int(os.environ.get("CAIRN_MULTIPART_PART", str(64 << 20))))
 PART_THREADS = 4
+COPY_MAX = 5 << 30  # CopyObject's limit; larger objects are uploaded again instead
 T = TypeVar("T")
 
 
@@ -68,6 +72,8 @@ class Backend(Protocol):
     def head_sha256(self, key: str) -> str | None: ...
 
     def put(self, key: str, data: bytes, *, content_type: str, immutable: bool, sha256: str = "") -> bool: ...
+
+    def copy(self, source: str, key: str, *, content_type: str, immutable: bool, sha256: str) -> bool: ...
 
     def delete(self, key: str) -> None: ...
 
@@ -145,6 +151,14 @@ class FileBackend:
         self.counters.puts += 1
         return True
 
+    def copy(self, source: str, key: str, *, content_type: str, immutable: bool, sha256: str) -> bool:
+        """A second file with ``source``'s bytes (a real copy: tampering one file never changes the other)."""
+        wrote = self.put(key, self._path(source).read_bytes(), content_type=content_type, immutable=immutable, sha256=sha256)
+        if wrote:
+            self.counters.puts -= 1
+            self.counters.copies += 1
+        return wrote
+
     def delete(self, key: str) -> None:
         self._path(key).unlink(missing_ok=True)
 
@@ -159,10 +173,10 @@ class S3Backend:
         self.prefix = prefix + "/" if prefix else ""
         self.endpoint = endpoint
         self.counters = Counters()
-        # checksums: this wrapper sends its own (SHA256 of the whole object, MD5 per part), so botocore need not
-        # compute a CRC32 of every byte again
+        # checksums: this wrapper sends its own (SHA256 of the whole object, which S3 checks, and MD5 per part),
+        # so botocore need not hash every byte again — neither a CRC32 nor, over plain http, a SigV4 payload sha256
         config = Config(retries={"max_attempts": 3, "mode": "standard"}, max_pool_connections=32,
-                        connect_timeout=5, read_timeout=60, s3={"addressing_style": "path"},
+                        connect_timeout=5, read_timeout=60, s3={"addressing_style": "path", "payload_signing_enabled": False},
                         request_checksum_calculation="when_required")
         self.client = boto3.client("s3", endpoint_url=endpoint, config=config,
                                    region_name=os.environ.get("AWS_DEFAULT_REGION", "us-east-1"))
@@ -250,18 +264,46 @@ class S3Backend:
                 self._retry("put", lambda: self.client.put_object(
                     Body=data, ChecksumSHA256=base64.b64encode(bytes.fromhex(digest)).decode(), **args))
         except ClientError as exc:
-            code = exc.response["Error"]["Code"]
-            if code in ("PreconditionFailed", "412", "ConditionalRequestConflict", "409"):
-                have = self.head_sha256(key)
-                if have == digest:
-                    self.counters.skipped += 1
-                    return False
-                if code in ("ConditionalRequestConflict", "409"):
-                    return self.put(key, data, content_type=content_type, immutable=immutable, sha256=digest)
-                raise RefusedOverwrite(f"{key} already exists with different bytes (sha256 {have or '?'}) — a published version is never replaced; bump the version") from None
-            raise CairnError(f"S3 put {key}: {exc}") from None
+            if self._already_there(exc, key, digest, "put"):
+                return False
+            return self.put(key, data, content_type=content_type, immutable=immutable, sha256=digest)
         self.counters.puts += 1
         return True
+
+    def copy(self, source: str, key: str, *, content_type: str, immutable: bool, sha256: str) -> bool:
+        """``key`` becomes a server-side copy of ``source`` (which must hold ``sha256``), with its own headers;
+        conditional (``If-None-Match: *``) like a PUT when ``immutable``."""
+        from botocore.exceptions import ClientError
+
+        args: dict[str, Any] = {
+            "Bucket": self.bucket, "Key": self.prefix + key, "CopySource": {"Bucket": self.bucket, "Key": self.prefix + source},
+            "MetadataDirective": "REPLACE", "ContentType": content_type,
+            "CacheControl": IMMUTABLE_CACHE if immutable else MUTABLE_CACHE, "Metadata": {"sha256": sha256},
+        }
+        if immutable:
+            args["IfNoneMatch"] = "*"
+        try:
+            self._retry("copy", lambda: self.client.copy_object(**args))
+        except ClientError as exc:
+            if self._already_there(exc, key, sha256, "copy"):
+                return False
+            return self.copy(source, key, content_type=content_type, immutable=immutable, sha256=sha256)
+        self.counters.copies += 1
+        return True
+
+    def _already_there(self, exc: Any, key: str, digest: str, what: str) -> bool:
+        """A refused conditional write: True when ``key`` already holds ``digest`` (an idempotent re-run), False
+        for a conflict with a concurrent write (try again); raises when it holds other bytes or on any other error."""
+        code = exc.response["Error"]["Code"]
+        if code not in ("PreconditionFailed", "412", "ConditionalRequestConflict", "409"):
+            raise CairnError(f"S3 {what} {key}: {exc}") from None
+        have = self.head_sha256(key)
+        if have == digest:
+            self.counters.skipped += 1
+            return True
+        if code in ("ConditionalRequestConflict", "409"):
+            return False
+        raise RefusedOverwrite(f"{key} already exists with different bytes (sha256 {have or '?'}) — a published version is never replaced; bump the version") from None
 
     def _multipart(self, args: dict[str, Any], data: bytes) -> None:
         """A conditional multipart upload: parts, then ``CompleteMultipartUpload(IfNoneMatch='*')``."""

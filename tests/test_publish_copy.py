@@ -1,0 +1,51 @@
+"""Big objects cross the wire once: the content-addressed copy of a wheel is made by the server (CopyObject),
+conditional like every immutable write, with the headers and bytes a client expects of that name."""
+
+from __future__ import annotations
+
+import os
+
+from cairn.publish.backend import IMMUTABLE_CACHE, S3Backend
+from cairn.publish.bundle import load_bundle
+from cairn.publish.publisher import COPY_MIN, load_root, publish
+from cairn.publish.sample import write_sample_bundle
+from cairn.sign.keys import load_keys
+from cairn.sign.tuf import hashed_name
+from cairn.sign.verify import verify_repository
+from test_publish_s3 import BUCKET, keys, s3  # noqa: F401 - shared fixtures
+
+
+def test_big_wheel_is_uploaded_once_and_copied_by_the_server(s3, keys, tmp_path, monkeypatch):  # noqa: F811
+    for name, value in (("AWS_ACCESS_KEY_ID", "test"), ("AWS_SECRET_ACCESS_KEY", "test"), ("AWS_DEFAULT_REGION", "us-east-1")):
+        monkeypatch.setenv(name, value)
+    bundle = load_bundle(write_sample_bundle(tmp_path / "b", version="9.0.0", families=("gfx90a",), payload_bytes=COPY_MIN + (1 << 20)))
+    wheel = next(a for a in bundle.artifacts if a.kind == "wheel")
+    assert os.path.getsize(bundle.file(wheel)) >= COPY_MIN
+    backend = S3Backend(BUCKET, "copied", s3["endpoint"])
+    sent: list[tuple[str, str, dict[str, str]]] = []  # (operation, url, headers) as they leave for the server
+    backend.client.meta.events.register("before-send.s3.*", lambda request, **_: sent.append(
+        ("CopyObject" if "x-amz-copy-source" in request.headers else request.method, request.url,
+         {k: v.decode() if isinstance(v, bytes) else v for k, v in request.headers.items()})))
+
+    publish(bundle, backend, load_keys(keys), load_root(keys / "root.json"))
+
+    plain = f"packages/gfx90a/{wheel.name}"
+    hashed = hashed_name(plain, wheel.sha256)
+    copies = [h for op, _url, h in sent if op == "CopyObject"]
+    assert backend.counters.copies == len(copies) == 1  # the one big object; small ones keep two PUTs (cheaper)
+    copy = copies[0]
+    assert copy["x-amz-copy-source"].endswith(f"copied/{plain}") and copy["If-None-Match"] == "*"
+    # the wheel's bytes went up once (its plain name), not a second time under its content-addressed name
+    big_puts = [url for op, url, h in sent if op == "PUT" and int(h.get("Content-Length", 0)) >= COPY_MIN]
+    assert len(big_puts) == 1 and big_puts[0].endswith(plain)
+    head = s3["client"].head_object(Bucket=BUCKET, Key=f"copied/{hashed}")
+    assert head["CacheControl"] == IMMUTABLE_CACHE and head["ContentType"] == "application/octet-stream"
+    assert head["Metadata"]["sha256"] == wheel.sha256
+    body = s3["client"].get_object(Bucket=BUCKET, Key=f"copied/{hashed}")["Body"].read()
+    assert body == bundle.file(wheel).read_bytes()
+    verify_repository(f"{s3['endpoint']}/{BUCKET}/copied/", (keys / "root.json").read_bytes(), tmp_path / "cache")
+
+    # unchanged re-publish: nothing copied or written again
+    again = S3Backend(BUCKET, "copied", s3["endpoint"])
+    report = publish(bundle, again, load_keys(keys), load_root(keys / "root.json"))
+    assert report.uploaded == 0 and again.counters.copies == 0 and again.counters.puts == 0
