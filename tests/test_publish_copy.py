@@ -1,11 +1,13 @@
 """Big objects cross the wire once: the content-addressed copy of a wheel is made by the server (CopyObject),
-conditional like every immutable write, with the headers and bytes a client expects of that name."""
+conditional like every immutable write, with the headers and bytes a client expects of that name; and pages
+are written only after everything they link."""
 
 from __future__ import annotations
 
 import os
+import re
 
-from cairn.publish.backend import IMMUTABLE_CACHE, S3Backend
+from cairn.publish.backend import IMMUTABLE_CACHE, FileBackend, S3Backend
 from cairn.publish.bundle import load_bundle
 from cairn.publish.publisher import COPY_MIN, load_root, publish
 from cairn.publish.sample import write_sample_bundle
@@ -13,6 +15,8 @@ from cairn.sign.keys import load_keys
 from cairn.sign.tuf import hashed_name
 from cairn.sign.verify import verify_repository
 from test_publish_s3 import BUCKET, keys, s3  # noqa: F401 - shared fixtures
+
+HASHED = re.compile(r"/[0-9a-f]{64}\.")
 
 
 def test_big_wheel_is_uploaded_once_and_copied_by_the_server(s3, keys, tmp_path, monkeypatch):  # noqa: F811
@@ -49,3 +53,34 @@ def test_big_wheel_is_uploaded_once_and_copied_by_the_server(s3, keys, tmp_path,
     again = S3Backend(BUCKET, "copied", s3["endpoint"])
     report = publish(bundle, again, load_keys(keys), load_root(keys / "root.json"))
     assert report.uploaded == 0 and again.counters.copies == 0 and again.counters.puts == 0
+
+
+class _Recording(FileBackend):
+    """A real file backend that also notes the order in which writes complete."""
+
+    def __init__(self, root) -> None:  # type: ignore[no-untyped-def]
+        super().__init__(root)
+        self.order: list[str] = []
+
+    def put(self, key, data, **kwargs):  # type: ignore[no-untyped-def, override]
+        wrote = super().put(key, data, **kwargs)
+        self.order.append(key)
+        return wrote
+
+
+def test_pages_are_written_after_what_they_link(keys, tmp_path):  # noqa: F811
+    # sixteen projects per family: the family root page is then bigger than a project page, so "largest first"
+    # alone would write it before the pages it links
+    bundle = load_bundle(write_sample_bundle(tmp_path / "b", version="9.1.0", families=("gfx90a",), wheels_per_family=16))
+    backend = _Recording(tmp_path / "repo")
+    publish(bundle, backend, load_keys(keys), load_root(keys / "root.json"))
+    at = {key: n for n, key in enumerate(backend.order)}
+    for prefix in ("staging/9.1.0", "channels/dev"):
+        base = f"{prefix}/simple/gfx90a/"
+        root = at[base + "index.html"]
+        projects = [n for key, n in at.items() if key.startswith(base) and key.count("/") == base.count("/") + 1
+                    and key.endswith("/index.html") and not HASHED.search(key)]
+        assert len(projects) == 16 and max(projects) < root, f"{base}index.html was written before a project page it links"
+        wheels = [n for key, n in at.items() if key.startswith("packages/") and key.endswith(".whl")]
+        assert max(wheels) < min(projects), "a project page was written before a wheel it links"
+    assert backend.order[-1] == "metadata/timestamp.json"

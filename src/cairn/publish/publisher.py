@@ -431,9 +431,11 @@ class _Run:
             self.listing[fastpath.RECORD_KEY] = Listed(len(fastpath.IN_PROGRESS))
 
     def upload_in_order(self, blobs: list[Obj], indexes: list[Obj]) -> None:
-        """Blobs and every content-addressed copy first; then the plain names of ``indexes``, which link the blobs."""
+        """Blobs and every content-addressed copy first; then the plain names of ``indexes``, which link the
+        blobs; the family root pages, which link the project pages, last."""
         self.upload("blobs and content-addressed copies", blobs, extra=indexes)
-        self.upload("indexes", indexes, names="plain")
+        self.upload("indexes", [o for o in indexes if not _family_root(o.key)], names="plain")
+        self.upload("family root pages", [o for o in indexes if _family_root(o.key)], names="plain")
 
     def upload(self, phase: str, objs: list[Obj], *, names: str = "all", extra: Sequence[Obj] = ()) -> None:
         """Write what ``objs`` (all names) and ``extra`` (content-addressed copies only) still need, concurrently.
@@ -534,6 +536,12 @@ def _read_checked(bundle: Bundle, artifact: Any) -> bytes:
     if digest != artifact.sha256:
         raise CheckFailed(f"{path}: sha256 is {digest}, bundle.json says {artifact.sha256} — the bundle was modified; rebuild it")
     return data
+
+
+def _family_root(key: str) -> bool:
+    """``<prefix>/simple/<family>/index.html`` (or ``.json``): the page that links every project page."""
+    parts = key.split("/")
+    return len(parts) >= 3 and parts[-3] == "simple"
 
 
 def _json(value: Any) -> bytes:
