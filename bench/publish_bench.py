@@ -12,7 +12,8 @@ the medians reported (every run is kept in the JSON with the load average after 
 the whole command, interpreter start-up included on both sides (both are the real scripts of this
 interpreter, no pyenv shim). Requests of those same runs are counted from the server's access log (one line
 per request): PUTs (objects, multipart parts and cairn's server-side copies, which are PUTs with a copy
-source), GETs, HEADs, LISTs.
+source), GETs, HEADs, LISTs; and the CPU seconds of each first upload: the command's (with its children)
+and the server process's.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ import json
 import os
 import platform
 import re
+import resource
 import shutil
 import socket
 import subprocess
@@ -79,13 +81,22 @@ def _client(endpoint: str):  # type: ignore[no-untyped-def]
     return boto3.client("s3", endpoint_url=endpoint, region_name="us-east-1", aws_access_key_id="b", aws_secret_access_key="b")
 
 
-def timed(cmd: list[str], env: dict[str, str]) -> tuple[float, str]:
+def timed(cmd: list[str], env: dict[str, str]) -> tuple[float, str, float]:
+    """Wall seconds, stdout and the CPU seconds (user + system) of the command and its children."""
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
     started = time.monotonic()
     proc = subprocess.run(cmd, env=env, capture_output=True, text=True)
     elapsed = time.monotonic() - started
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
     if proc.returncode != 0:
         raise SystemExit(f"{' '.join(cmd[:6])} failed: {proc.stderr[-2000:]}")
-    return elapsed, proc.stdout
+    return elapsed, proc.stdout, after.ru_utime + after.ru_stime - before.ru_utime - before.ru_stime
+
+
+def server_cpu(pid: int) -> float:
+    """CPU seconds (user + system) the server process has used so far (Linux /proc)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def peer_aws() -> str:
@@ -98,7 +109,7 @@ def peer_aws() -> str:
 
 
 def bench_one(name: str, bundle_dir: Path, work: Path, keys_dir: Path, aws: str, endpoint: str, log: Path,
-              env: dict[str, str], repeat: int = 1) -> dict[str, object]:
+              env: dict[str, str], repeat: int = 1, server_pid: int = 0) -> dict[str, object]:
     """Both sides, first upload then unchanged re-publish, each into its own fresh prefix, ``repeat`` times
     (medians reported, every run kept); requests counted from the server's access log of the timed runs."""
     from cairn.publish.backend import FileBackend
@@ -132,22 +143,26 @@ def bench_one(name: str, bundle_dir: Path, work: Path, keys_dir: Path, aws: str,
         for side in (list(sides) if n % 2 == 0 else list(sides)[::-1]):
             prefix = f"{name}-{'c' if side == 'cairn' else 'a'}{n}"
             offset = log.stat().st_size
-            first, _ = timed(sides[side](prefix), env)
-            time.sleep(0.5)  # let the server flush its log
+            server_before = server_cpu(server_pid)
+            first, _, first_cpu = timed(sides[side](prefix), env)
+            time.sleep(0.5)  # let the server flush its log (and finish the requests' work)
+            first_server_cpu = server_cpu(server_pid) - server_before
             first_counts, offset = count_requests(log, offset, prefix)
-            again, out = timed(sides[side](prefix), env)
+            again, out, _ = timed(sides[side](prefix), env)
             time.sleep(0.5)
             again_counts, _ = count_requests(log, offset, prefix)
             if side == "cairn":
                 report = json.loads(out)
                 assert report["uploaded"] == 0 and not report["signed"], report
             runs[side].append({"first_seconds": round(first, 3), "unchanged_seconds": round(again, 3),
+                               "first_cpu_seconds": {"client": round(first_cpu, 2), "server": round(first_server_cpu, 2)},
                                "first_requests": first_counts, "unchanged_requests": again_counts,
                                "load": round(os.getloadavg()[0], 2)})
             drop(prefix)  # untimed: keeps the server's memory and spool files to one repository at a time
     results = {side: {"first_seconds": _median([r["first_seconds"] for r in rs]),
                       "unchanged_seconds": _median([r["unchanged_seconds"] for r in rs]),
                       "first_requests": rs[0]["first_requests"], "unchanged_requests": rs[0]["unchanged_requests"],
+                      "first_cpu_seconds": {part: _median([r["first_cpu_seconds"][part] for r in rs]) for part in ("client", "server")},
                       "runs": rs} for side, rs in runs.items()}
     c, a = results["cairn"], results["aws s3 sync"]
     copied = [p for p in files if HASHED.match(p.name) and p.stat().st_size >= COPY_MIN]
@@ -224,7 +239,8 @@ def main() -> int:
     runs: dict[str, dict[str, object]] = {}
     try:
         for name, (bundle_dir, source) in bundles.items():
-            runs[name] = {"source": source, **bench_one(name, bundle_dir, work, keys.directory, aws, endpoint, log, env, args.repeat)}
+            runs[name] = {"source": source, **bench_one(name, bundle_dir, work, keys.directory, aws, endpoint, log, env,
+                                                     args.repeat, moto.pid)}
     finally:
         moto.terminate()
         moto.wait(timeout=10)
@@ -243,10 +259,11 @@ def main() -> int:
     args.out.write_text(json.dumps(doc, indent=2, sort_keys=True) + "\n")
     for run in runs.values():
         print(f"{run['source']}: {run['objects']} objects, {int(run['bytes']) / 1e6:.1f} MB")  # type: ignore[call-overload]
-        print(f"  {'':14}{'first upload':>14}{'unchanged':>12}{'PUTs first':>12}{'PUTs again':>12}{'GET/HEAD/LIST again':>22}")
+        print(f"  {'':14}{'first upload':>14}{'CPU client/server':>20}{'unchanged':>12}{'PUTs first':>12}{'PUTs again':>12}"
+              f"{'GET/HEAD/LIST again':>22}")
         for side, r in run["results"].items():  # type: ignore[attr-defined]
-            q = r["unchanged_requests"]
-            print(f"  {side:14}{r['first_seconds']:>13.2f}s{r['unchanged_seconds']:>11.2f}s"
+            q, cpu = r["unchanged_requests"], r["first_cpu_seconds"]
+            print(f"  {side:14}{r['first_seconds']:>13.2f}s{cpu['client']:>13.2f}/{cpu['server']:.2f}s{r['unchanged_seconds']:>11.2f}s"
                   f"{r['first_requests']['PUT']:>12}{q['PUT']:>12}{q['GET']:>10}/{q['HEAD']}/{q['LIST']}")
         print(f"  speed-up: first {run['speedup_first']}x (goal 1.5x; per run {run['speedup_first_per_run']}), "
               f"unchanged {run['speedup_unchanged']}x (goal 5x)")
