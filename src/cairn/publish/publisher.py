@@ -33,8 +33,11 @@ from io import BytesIO
 from pathlib import Path
 from typing import Any
 
+# isort: off
+import cairn.sign  # noqa: F401 - first, so that tuf's securesystemslib loads without boto3 (see cairn.sign)
 from tuf.api.metadata import Metadata, Root, TargetFile
 from tuf.api.serialization.json import JSONSerializer
+# isort: on
 
 from cairn.errors import CairnError, CheckFailed, InputError
 from cairn.matrix.model import CHANNELS, Cell, Framework, GateResult, ImageRef, Matrix, Release, WheelFile
