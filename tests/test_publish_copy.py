@@ -83,3 +83,14 @@ def test_pages_are_written_after_what_they_link(keys, tmp_path):  # noqa: F811
         wheels = [n for key, n in at.items() if key.startswith("packages/") and key.endswith(".whl")]
         assert max(wheels) < min(projects), "a project page was written before a wheel it links"
     assert backend.order[-1] == "metadata/timestamp.json"
+
+
+def test_an_object_shared_by_several_cells_is_written_once(keys, tmp_path):  # noqa: F811
+    from cairn.publish.publisher import JSON, Obj, _Run
+
+    backend = _Recording(tmp_path / "repo")
+    run = _Run(backend, load_keys(keys), load_root(keys / "root.json"), lambda _: None)
+    record = Obj("images/1.0.0/gfx90a-0.json", b'{"reference": "r@sha256:00"}\n', JSON, True)
+    run.upload("images", [record, record, Obj(record.key, record.data, JSON, True)])
+    assert backend.order.count(record.key) == 1 and len(backend.order) == 2  # the plain name and its content-addressed copy
+    assert run.uploaded == 2

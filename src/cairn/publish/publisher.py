@@ -446,7 +446,9 @@ class _Run:
         One task per object, largest first, so every big object starts at once and small ones fill in; a task
         writes the plain name before the server copies it to the content-addressed name.
         """
-        wanted = [(obj, names) for obj in objs] + [(obj, "hashed") for obj in extra]
+        # cells of one target share its image records: the same key with the same bytes is written once
+        unique = {(obj.key, obj.sha256, part): (obj, part) for obj, part in [(o, names) for o in objs] + [(o, "hashed") for o in extra]}
+        wanted = list(unique.values())
         if not wanted:
             return
         tasks = [writes for obj, part in wanted if (writes := self._writes(obj, part))]
