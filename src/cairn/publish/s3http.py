@@ -1,9 +1,9 @@
 """The S3 REST calls the publisher makes, signed (SigV4) and sent over kept-alive ``http.client`` connections.
 
-Why not botocore for these: creating its S3 client parses the service model (≈0.1 s of CPU per publish) and
-each call costs ≈1.6 ms of CPU in its request pipeline, against ≈0.3 ms here — on a publish of a few hundred
-small objects that is most of the client's work. Only ``S3Backend`` (``cairn.publish.backend``, the one S3
-wrapper) uses this module; credentials come from the environment, else from botocore's credential chain
+Why not botocore for these: creating its S3 client parses the service model, and each call goes through its
+request pipeline (serialisation, events, parsing) — on a publish of a few hundred small objects that was most
+of the client's CPU (bench/README.md: 0.88 s before, 0.35 s after, for the sample bundle). Only ``S3Backend``
+(``cairn.publish.backend``, the one S3 wrapper) uses this module; credentials come from the environment, else from botocore's credential chain
 (profiles, SSO, instance roles), which loads no service model.
 
 Bodies are sent with ``UNSIGNED-PAYLOAD``: every write carries its checksum instead (``x-amz-checksum-sha256``
