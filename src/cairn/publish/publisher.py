@@ -113,10 +113,11 @@ def publish(bundle: Bundle, backend: Backend, keys: KeySet, root: Metadata[Root]
             stage_only: bool = False, log: Log = lambda _: None) -> Report:
     """Stage ``bundle`` and (unless ``stage_only``) promote it to ``channel``; returns what happened.
 
-    Two upload phases and the commit: (1) every blob with its content-addressed copy, and the content-addressed
+    Three upload phases and the commit: (1) every blob with its content-addressed copy, and the content-addressed
     copies of the staging record, gates, pages and matrices (nothing links those until the metadata is signed);
-    (2) the plain names of the record, gates, pages and matrices, which link the blobs of (1); then the signed
-    metadata, timestamp last. Image signatures are pushed to their registry meanwhile.
+    (2) the plain names of the record, gates, project pages and matrices, which link the blobs of (1); (3) the
+    family root pages, which link the project pages; then the signed metadata, timestamp last. Image signatures
+    are pushed to their registry meanwhile.
     """
     channel = channel or bundle.channel
     if channel not in CHANNELS:
