@@ -1,28 +1,33 @@
-"""Where a repository lives: a local directory with the bucket's exact layout, or an S3 prefix (boto3).
+"""Where a repository lives: a local directory with the bucket's exact layout, or an S3 prefix.
 
-The one S3 wrapper. Immutable objects are written with ``IfNoneMatch='*'`` (single PUT or a manual
-multipart upload whose completion is conditional too — s3transfer cannot pass the condition), and a 412 is
+The one S3 wrapper (its requests are signed and sent by ``cairn.publish.s3http``). Immutable objects are
+written with ``If-None-Match: *`` (single PUT or a multipart upload whose completion is conditional too), and a 412 is
 an idempotent re-run only when the object already there has the same sha256; otherwise the write is
 refused. Every object carries its sha256 (``ChecksumSHA256`` and ``x-amz-meta-sha256``) so a re-publish
 can skip it after one LIST. Connection failures (a restarted server) are retried with backoff.
+
+``copy`` makes a second key of bytes already in the bucket with one server-side ``CopyObject`` (no bytes
+sent again); the publisher uses it only for content-addressed names, whose name fixes their content.
 """
 
 from __future__ import annotations
 
 import base64
+import contextlib
 import hashlib
 import os
 import tempfile
 import time
-from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Protocol, TypeVar
-from urllib.parse import urlparse
+from typing import Any, Protocol
+from urllib.parse import quote, urlparse
+from xml.sax.saxutils import escape
 
 from cairn.errors import CairnError
 from cairn.names import relpath_problem
+from cairn.publish.s3http import ConnectionFailed, Response, S3Error, xml_text
 
 IMMUTABLE_CACHE = "public, max-age=31536000, immutable"
 MUTABLE_CACHE = "no-cache"
@@ -32,7 +37,7 @@ MUTABLE_CACHE = "no-cache"
 MULTIPART_THRESHOLD = int(os.environ.get("CAIRN_MULTIPART_THRESHOLD", str(1 << 30)))
 PART_SIZE = max(5 << 20, int(os.environ.get("CAIRN_MULTIPART_PART", str(64 << 20))))
 PART_THREADS = 4
-T = TypeVar("T")
+COPY_MAX = 5 << 30  # CopyObject's limit; larger objects are uploaded again instead
 
 
 class RefusedOverwrite(CairnError):
@@ -69,6 +74,8 @@ class Backend(Protocol):
     def head_sha256(self, key: str) -> str | None: ...
 
     def put(self, key: str, data: bytes, *, content_type: str, immutable: bool, sha256: str = "") -> bool: ...
+
+    def copy(self, source: str, key: str, *, content_type: str, immutable: bool, sha256: str) -> bool: ...
 
     def delete(self, key: str) -> None: ...
 
@@ -150,6 +157,14 @@ class FileBackend:
         self.counters.puts += 1
         return True
 
+    def copy(self, source: str, key: str, *, content_type: str, immutable: bool, sha256: str) -> bool:
+        """A second file with ``source``'s bytes (a real copy: tampering one file never changes the other)."""
+        wrote = self.put(key, self._path(source).read_bytes(), content_type=content_type, immutable=immutable, sha256=sha256)
+        if wrote:
+            self.counters.puts -= 1
+            self.counters.copies += 1
+        return wrote
+
     def delete(self, key: str) -> None:
         self._path(key).unlink(missing_ok=True)
 
@@ -157,20 +172,13 @@ class FileBackend:
 # -- S3 -------------------------------------------------------------------------------------------------------
 class S3Backend:
     def __init__(self, bucket: str, prefix: str, endpoint: str | None) -> None:
-        import boto3
-        from botocore.config import Config
+        from cairn.publish.s3http import S3Client, find_credentials, find_region
 
         self.bucket = bucket
         self.prefix = prefix + "/" if prefix else ""
         self.endpoint = endpoint
         self.counters = Counters()
-        # checksums: this wrapper sends its own (SHA256 of the whole object, MD5 per part), so botocore need not
-        # compute a CRC32 of every byte again
-        config = Config(retries={"max_attempts": 3, "mode": "standard"}, max_pool_connections=32,
-                        connect_timeout=5, read_timeout=60, s3={"addressing_style": "path"},
-                        request_checksum_calculation="when_required")
-        self.client = boto3.client("s3", endpoint_url=endpoint, config=config,
-                                   region_name=os.environ.get("AWS_DEFAULT_REGION", "us-east-1"))
+        self.client = S3Client(endpoint, find_region(), find_credentials())
 
     @property
     def url(self) -> str:
@@ -181,16 +189,15 @@ class S3Backend:
         base = (self.endpoint or f"https://{self.bucket}.s3.amazonaws.com").rstrip("/")
         return f"{base}/{self.bucket}/{self.prefix}" if self.endpoint else f"{base}/{self.prefix}"
 
-    def _retry(self, what: str, call: Callable[[], T]) -> T:
-        """Retry connection-level failures (server restarting) with exponential backoff, up to ~60 s."""
-        from botocore.exceptions import ConnectionClosedError, EndpointConnectionError, ReadTimeoutError
-
+    def _call(self, what: str, method: str, key: str = "", **kwargs: Any) -> Response:
+        """One request; connection-level failures (a server restarting) and 5xx are retried with exponential
+        backoff for up to ``CAIRN_S3_RETRY_SECONDS`` (60)."""
         delay = 0.2
         deadline = time.monotonic() + float(os.environ.get("CAIRN_S3_RETRY_SECONDS", "60"))
         while True:
             try:
-                return call()
-            except (EndpointConnectionError, ConnectionClosedError, ReadTimeoutError) as exc:
+                return self.client.request(method, self.bucket, self.prefix + key if key else "", **kwargs)
+            except ConnectionFailed as exc:
                 if time.monotonic() > deadline:
                     raise CairnError(f"S3 {what} failed: {exc} — check that {self.endpoint or 'S3'} is reachable and retry") from None
                 self.counters.retries += 1
@@ -199,97 +206,127 @@ class S3Backend:
 
     def list(self, prefix: str = "") -> dict[str, Listed]:
         out: dict[str, Listed] = {}
-        token: dict[str, Any] = {}
+        query = {"list-type": "2", "prefix": self.prefix + prefix}
         while True:
             self.counters.lists += 1
-            page = self._retry("list", lambda token=token: self.client.list_objects_v2(Bucket=self.bucket, Prefix=self.prefix + prefix, **token))
-            for obj in page.get("Contents", []):
-                out[obj["Key"][len(self.prefix):]] = Listed(int(obj["Size"]))
-            if not page.get("IsTruncated"):
+            body = self._checked("list", "GET", query=query).body
+            for key, size in xml_text(body, "Contents", "Key", "Size"):
+                out[key[len(self.prefix):]] = Listed(int(size))
+            truncated, token = xml_text(body, "IsTruncated")[0][0], xml_text(body, "NextContinuationToken")[0][0]
+            if truncated != "true" or not token:
                 return out
-            token = {"ContinuationToken": page["NextContinuationToken"]}
+            query = {**query, "continuation-token": token}
 
     def get(self, key: str) -> bytes | None:
-        from botocore.exceptions import ClientError
-
         self.counters.gets += 1
         try:
-            return self._retry("get", lambda: self.client.get_object(Bucket=self.bucket, Key=self.prefix + key)["Body"].read())
-        except ClientError as exc:
-            if exc.response["Error"]["Code"] in ("NoSuchKey", "404"):
+            return self._call("get", "GET", key).body
+        except S3Error as exc:
+            if exc.code in ("NoSuchKey", "NotFound") or exc.status == 404:
                 return None
             raise CairnError(f"S3 get {key}: {exc}") from None
 
     def head_sha256(self, key: str) -> str | None:
-        from botocore.exceptions import ClientError
-
         self.counters.heads += 1
         try:
-            head = self._retry("head", lambda: self.client.head_object(Bucket=self.bucket, Key=self.prefix + key, ChecksumMode="ENABLED"))
-        except ClientError as exc:
-            if exc.response["Error"]["Code"] in ("NoSuchKey", "404", "NotFound"):
+            head = self._call("head", "HEAD", key, headers={"x-amz-checksum-mode": "ENABLED"}).headers
+        except S3Error as exc:
+            if exc.status == 404:
                 return None
             raise CairnError(f"S3 head {key}: {exc}") from None
-        meta = head.get("Metadata", {}).get("sha256")
+        meta = head.get("x-amz-meta-sha256")
         if meta:
-            return str(meta)
-        checksum = head.get("ChecksumSHA256")
+            return meta
+        checksum = head.get("x-amz-checksum-sha256")
         return base64.b64decode(checksum).hex() if checksum and "-" not in checksum else ""
+
+    def _checked(self, what: str, method: str, key: str = "", **kwargs: Any) -> Response:
+        try:
+            return self._call(what, method, key, **kwargs)
+        except S3Error as exc:
+            raise CairnError(f"S3 {what} {key}: {exc}") from None
+
+    def _headers(self, content_type: str, immutable: bool, digest: str) -> dict[str, str]:
+        headers = {"Content-Type": content_type, "Cache-Control": IMMUTABLE_CACHE if immutable else MUTABLE_CACHE,
+                   "x-amz-meta-sha256": digest}
+        if immutable:
+            headers["If-None-Match"] = "*"
+        return headers
 
     def put(self, key: str, data: bytes, *, content_type: str, immutable: bool, sha256: str = "") -> bool:
         """Write ``data`` (``sha256``: its digest when the caller already has it — never trusted blindly:
         S3 recomputes it from the bytes of a single PUT and refuses a mismatch)."""
-        from botocore.exceptions import ClientError
-
         digest = sha256 or sha256_hex(data)
-        args: dict[str, Any] = {
-            "Bucket": self.bucket, "Key": self.prefix + key, "ContentType": content_type,
-            "CacheControl": IMMUTABLE_CACHE if immutable else MUTABLE_CACHE, "Metadata": {"sha256": digest},
-        }
-        if immutable:
-            args["IfNoneMatch"] = "*"
+        headers = self._headers(content_type, immutable, digest)
         try:
             if len(data) >= MULTIPART_THRESHOLD:
-                self._multipart(args, data)
+                self._multipart(key, headers, data)
             else:
-                self._retry("put", lambda: self.client.put_object(
-                    Body=data, ChecksumSHA256=base64.b64encode(bytes.fromhex(digest)).decode(), **args))
-        except ClientError as exc:
-            code = exc.response["Error"]["Code"]
-            if code in ("PreconditionFailed", "412", "ConditionalRequestConflict", "409"):
-                have = self.head_sha256(key)
-                if have == digest:
-                    self.counters.skipped += 1
-                    return False
-                if code in ("ConditionalRequestConflict", "409"):
-                    return self.put(key, data, content_type=content_type, immutable=immutable, sha256=digest)
-                raise RefusedOverwrite(f"{key} already exists with different bytes (sha256 {have or '?'}) — a published version is never replaced; bump the version") from None
-            raise CairnError(f"S3 put {key}: {exc}") from None
+                headers["x-amz-checksum-sha256"] = base64.b64encode(bytes.fromhex(digest)).decode()
+                self._call("put", "PUT", key, headers=headers, body=data)
+        except S3Error as exc:
+            if self._already_there(exc, key, digest, "put"):
+                return False
+            return self.put(key, data, content_type=content_type, immutable=immutable, sha256=digest)
         self.counters.puts += 1
         return True
 
-    def _multipart(self, args: dict[str, Any], data: bytes) -> None:
-        """A conditional multipart upload: parts, then ``CompleteMultipartUpload(IfNoneMatch='*')``."""
-        condition = {k: args.pop(k) for k in ("IfNoneMatch",) if k in args}
-        upload = self._retry("create multipart", lambda: self.client.create_multipart_upload(**args))
-        upload_id = upload["UploadId"]
+    def copy(self, source: str, key: str, *, content_type: str, immutable: bool, sha256: str) -> bool:
+        """``key`` becomes a server-side copy of ``source`` (which must hold ``sha256``), with its own headers;
+        conditional (``If-None-Match: *``) like a PUT when ``immutable``."""
+        headers = {**self._headers(content_type, immutable, sha256), "x-amz-metadata-directive": "REPLACE",
+                   "x-amz-copy-source": quote(f"{self.bucket}/{self.prefix}{source}", safe="/~")}
+        try:
+            self._call("copy", "PUT", key, headers=headers)
+        except S3Error as exc:
+            if self._already_there(exc, key, sha256, "copy"):
+                return False
+            return self.copy(source, key, content_type=content_type, immutable=immutable, sha256=sha256)
+        self.counters.copies += 1
+        return True
+
+    def _already_there(self, exc: S3Error, key: str, digest: str, what: str) -> bool:
+        """A refused conditional write: True when ``key`` already holds ``digest`` (an idempotent re-run), False
+        for a conflict with a concurrent write (try again); raises when it holds other bytes or on any other error."""
+        if exc.code not in ("PreconditionFailed", "ConditionalRequestConflict") and exc.status not in (409, 412):
+            raise CairnError(f"S3 {what} {key}: {exc}") from None
+        have = self.head_sha256(key)
+        if have == digest:
+            self.counters.skipped += 1
+            return True
+        if exc.code == "ConditionalRequestConflict" or exc.status == 409:
+            return False
+        raise RefusedOverwrite(f"{key} already exists with different bytes (sha256 {have or '?'}) — a published version is never replaced; bump the version") from None
+
+    def _multipart(self, key: str, headers: dict[str, str], data: bytes) -> None:
+        """A conditional multipart upload: parts (each with its Content-MD5), then a completion carrying
+        ``If-None-Match: *``."""
+        condition = {k: headers.pop(k) for k in ("If-None-Match",) if k in headers}
+        created = self._call("create multipart", "POST", key, query={"uploads": ""}, headers=headers)
+        upload_id = xml_text(created.body, "UploadId")[0][0]
         view = memoryview(data)
 
-        def part(number: int) -> dict[str, Any]:
+        def part(number: int) -> tuple[int, str]:
             chunk = bytes(view[(number - 1) * PART_SIZE:number * PART_SIZE])
             md5 = base64.b64encode(hashlib.md5(chunk).digest()).decode()
-            result = self._retry("upload part", lambda: self.client.upload_part(
-                Bucket=args["Bucket"], Key=args["Key"], UploadId=upload_id, PartNumber=number, Body=chunk, ContentMD5=md5))
-            return {"ETag": result["ETag"], "PartNumber": number}
+            sent = self._call("upload part", "PUT", key, query={"partNumber": str(number), "uploadId": upload_id},
+                              headers={"Content-MD5": md5}, body=chunk)
+            return number, sent.headers["etag"]
 
         try:
             with ThreadPoolExecutor(max_workers=PART_THREADS) as pool:
                 parts = list(pool.map(part, range(1, (len(data) + PART_SIZE - 1) // PART_SIZE + 1)))
-            self._retry("complete multipart", lambda: self.client.complete_multipart_upload(
-                Bucket=args["Bucket"], Key=args["Key"], UploadId=upload_id, MultipartUpload={"Parts": parts}, **condition))
+            body = "<CompleteMultipartUpload>" + "".join(
+                f"<Part><PartNumber>{n}</PartNumber><ETag>{escape(etag)}</ETag></Part>" for n, etag in parts) + "</CompleteMultipartUpload>"
+            self._call("complete multipart", "POST", key, query={"uploadId": upload_id}, headers=condition, body=body.encode())
         except Exception:
-            self.client.abort_multipart_upload(Bucket=args["Bucket"], Key=args["Key"], UploadId=upload_id)
+            with contextlib.suppress(S3Error, CairnError):  # the failure that matters is the one being raised
+                self._call("abort multipart", "DELETE", key, query={"uploadId": upload_id})
             raise
 
     def delete(self, key: str) -> None:
-        self._retry("delete", lambda: self.client.delete_object(Bucket=self.bucket, Key=self.prefix + key))
+        try:
+            self._call("delete", "DELETE", key)
+        except S3Error as exc:
+            if exc.status != 404:
+                raise CairnError(f"S3 delete {key}: {exc}") from None
