@@ -32,6 +32,7 @@ from cairn.plan.graph import Action
 from cairn.plan.planner import StageContext
 from cairn.plan.probe import apt_versions
 from cairn.services import engine_host, registry_address
+from cairn.store.local import normalize_modes
 from cairn.services.engine import START_HINT
 
 SCRIPTS = {"opt/cairn/bin/cairn-check": "cairn_check", "opt/cairn/bin/cairn-smoke": "cairn_smoke"}
@@ -229,6 +230,8 @@ def run_image(ctx: Any) -> None:
         for dest, points_to in inputs.get("links", {}).items():
             (rootfs / dest).parent.mkdir(parents=True, exist_ok=True)
             (rootfs / dest).symlink_to(points_to)
+        # files staged here were created under the builder's umask: the image gets 0644/0755 whatever it was
+        normalize_modes(rootfs)
         pinned = []
         if inputs["wheels"]:
             pinned = index_wheels.stage(ctx.deps[inputs["index"]], inputs["family"], inputs["wheels"], context_dir / "wheels")
