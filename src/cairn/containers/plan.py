@@ -32,8 +32,8 @@ from cairn.plan.graph import Action
 from cairn.plan.planner import StageContext
 from cairn.plan.probe import apt_versions
 from cairn.services import engine_host, registry_address
-from cairn.store.local import normalize_modes
 from cairn.services.engine import START_HINT
+from cairn.store.local import normalize_modes
 
 SCRIPTS = {"opt/cairn/bin/cairn-check": "cairn_check", "opt/cairn/bin/cairn-smoke": "cairn_smoke"}
 _SCRIPTS_DIR = Path(__file__).parent / "scripts"
