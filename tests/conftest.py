@@ -82,3 +82,25 @@ def cache_dir() -> Path:
     path = Path(os.environ.get("CAIRN_TEST_CACHE", Path.home() / ".cache" / "cairn-test"))
     path.mkdir(parents=True, exist_ok=True)
     return path
+
+
+@pytest.fixture(scope="session")
+def toolchain_image(tmp_path_factory: pytest.TempPathFactory) -> str:
+    """``registry/cairn/toolchain@sha256:…``: the ROCm 7.2 release's build image, built and pushed by Cairn
+    itself (``cairn build --only push:toolchain``) into the services' registry, once per session."""
+    import json
+    import subprocess
+
+    from cairn.services.engine import engine_host, registry_address
+
+    registry, _ = registry_address()
+    need(bool(engine_host() and registry), "no Docker Engine and registry (start them: cairn services start)")
+    need_tool("mmdebstrap")
+    store = tmp_path_factory.mktemp("toolchain-store")
+    manifest = ROOT / "manifests" / "releases" / "rocm-7.2.4.toml"
+    result = subprocess.run([sys.executable, "-m", "cairn.cli", "build", str(manifest), "--only", "push:toolchain",
+                             "--store", str(store)], capture_output=True, text=True, cwd=ROOT, timeout=3000)
+    assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-2000:]
+    actions = json.loads((store / "last-build.json").read_text())["actions"]
+    pushed = json.loads((store / "trees" / actions["push:toolchain"]["output"] / "push.json").read_text())
+    return f"{registry}/{pushed['reference']}"

@@ -4,8 +4,8 @@ by tools that are not Cairn's: binutils' ``readelf`` (section and program header
 the gfx1100 code object byte-identical to the original's), and ``dlopen`` of the split library in a clean
 venv inside that image (ROCm 7.2 needs glibc 2.43, which the Debian 12 host does not have).
 
-The image is the project's toolchain image, pinned by digest, pulled through the private registry of the
-shared services; a missing Docker Engine or image skips on a developer machine and fails under CI=true.
+The image is the project's toolchain image, built by Cairn from its lock (the ``toolchain_image`` fixture) and
+pulled through the private registry of the shared services; a missing Docker Engine or image skips on a developer machine and fails under CI=true.
 """
 
 from __future__ import annotations
@@ -27,7 +27,6 @@ pytestmark = [pytest.mark.network, pytest.mark.slow]
 
 LIBDIR = "usr/lib/x86_64-linux-gnu"
 ROCBLAS = f"{LIBDIR}/librocblas.so.5.2"
-TOOLCHAIN_DIGEST = "sha256:99fc43d8059c73109b3658582cb348cb4299bc1d8a9063c461b6af682fc6b092"
 HOST = "host-x86_64-unknown-linux-gnu-"
 GFX1100 = "hipv4-amdgcn-amd-amdhsa--gfx1100"
 
@@ -89,15 +88,14 @@ def test_the_wheel_compressed_size_drops(split, tmp_path: Path) -> None:
     assert after < before / 5
 
 
-def _docker() -> tuple[str, dict[str, str], str]:
-    from cairn.services.engine import engine_host, registry_address
+def _docker(toolchain_image: str) -> tuple[str, dict[str, str], str]:
+    from cairn.services.engine import engine_host
 
     docker = shutil.which("docker")
     host = engine_host()
-    registry, _ = registry_address()
-    if not (docker and host and registry):
+    if not (docker and host):
         unavailable("no Docker Engine and registry (start them: cairn services start)")
-    image = os.environ.get("CAIRN_TOOLCHAIN_IMAGE", f"{registry}/cairn/toolchain@{TOOLCHAIN_DIGEST}")
+    image = os.environ.get("CAIRN_TOOLCHAIN_IMAGE", toolchain_image)
     return docker, {**os.environ, "DOCKER_HOST": host}, image  # type: ignore[return-value]
 
 
@@ -125,11 +123,11 @@ print('dlopen ok, rocblas', text.value.decode())
 
 
 @pytest.fixture(scope="module")
-def in_image(split, tmp_path_factory) -> Path:
+def in_image(split, tmp_path_factory, toolchain_image: str) -> Path:
     """Run LLVM 22's bundler on every rewritten (and original) bundle and dlopen the split library, in one
     container; returns the directory of its outputs."""
     source, dest, _ = split
-    docker, env, image = _docker()
+    docker, env, image = _docker(toolchain_image)
     work = tmp_path_factory.mktemp("image")
     (work / "bundles").mkdir()
     (work / "out").mkdir()
