@@ -108,7 +108,7 @@ def test_sigv4_headers_match_botocore(monkeypatch):
     signer = S3SigV4Auth(Credentials("AKID", "SECRET", "TOKEN"), "s3", "eu-west-1")
     monkeypatch.setattr("botocore.auth.get_current_datetime", lambda: now.replace(tzinfo=None))
     signer.add_auth(request)
-    assert mine["Authorization"] == request.headers["Authorization"]
+    assert mine["authorization"] == request.headers["Authorization"]
 
 
 def test_copied_constants_match_their_sources():

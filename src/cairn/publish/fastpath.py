@@ -24,7 +24,6 @@ cryptography and boto3 are imported (together ≈0.5 s of an unchanged re-publis
 from __future__ import annotations
 
 import hashlib
-import hmac
 import json
 import os
 from datetime import UTC, datetime, timedelta
@@ -155,22 +154,11 @@ EMPTY_SHA256 = hashlib.sha256(b"").hexdigest()
 
 
 def sigv4_get_headers(host: str, path: str, region: str, access: str, secret: str, token: str, now: datetime) -> dict[str, str]:
-    """AWS Signature Version 4 headers for an S3 GET of ``path`` (no query, empty body)."""
-    amz_date, day = now.strftime("%Y%m%dT%H%M%SZ"), now.strftime("%Y%m%d")
-    headers = {"host": host, "x-amz-content-sha256": EMPTY_SHA256, "x-amz-date": amz_date}
-    if token:
-        headers["x-amz-security-token"] = token
-    signed = ";".join(sorted(headers))
-    canonical = "\n".join(["GET", quote(path, safe="/~"), "", *(f"{k}:{headers[k]}" for k in sorted(headers)), "",
-                           signed, EMPTY_SHA256])
-    scope = f"{day}/{region}/s3/aws4_request"
-    to_sign = "\n".join(["AWS4-HMAC-SHA256", amz_date, scope, hashlib.sha256(canonical.encode()).hexdigest()])
-    key = f"AWS4{secret}".encode()
-    for part in (day, region, "s3", "aws4_request"):
-        key = hmac.new(key, part.encode(), hashlib.sha256).digest()
-    signature = hmac.new(key, to_sign.encode(), hashlib.sha256).hexdigest()
-    headers["Authorization"] = f"AWS4-HMAC-SHA256 Credential={access}/{scope}, SignedHeaders={signed}, Signature={signature}"
-    return {k: v for k, v in headers.items() if k != "host"}
+    """AWS Signature Version 4 headers for an S3 GET of ``path`` (no query, empty body): the publisher's own
+    signer (``cairn.publish.s3http``, no botocore), with the empty body's sha256 as the payload hash."""
+    from cairn.publish.s3http import Credentials, sign
+
+    return sign("GET", host, path, {}, {}, region, Credentials(access, secret, token), now, payload=EMPTY_SHA256)
 
 
 def _http_get(scheme: str, host: str, path: str, headers: dict[str, str]) -> bytes | None:

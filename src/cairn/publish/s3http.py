@@ -149,16 +149,17 @@ def _query(query: dict[str, str]) -> str:
 
 
 def sign(method: str, host: str, path: str, query: dict[str, str], headers: dict[str, str], region: str,
-         credentials: Credentials, now: datetime) -> dict[str, str]:
-    """``headers`` plus the SigV4 ones (every header sent is signed; the payload is UNSIGNED-PAYLOAD)."""
+         credentials: Credentials, now: datetime, payload: str = UNSIGNED) -> dict[str, str]:
+    """``headers`` plus the SigV4 ones (every header sent is signed; the payload is UNSIGNED-PAYLOAD unless
+    ``payload`` gives its sha256, as the fast path's empty-bodied GETs do)."""
     amz_date, day = now.strftime("%Y%m%dT%H%M%SZ"), now.strftime("%Y%m%d")
-    out = {**headers, "host": host, "x-amz-date": amz_date, "x-amz-content-sha256": UNSIGNED}
+    out = {**headers, "host": host, "x-amz-date": amz_date, "x-amz-content-sha256": payload}
     if credentials.token:
         out["x-amz-security-token"] = credentials.token
     names = sorted(out)
     signed_names = ";".join(names)
     canonical = "\n".join([method, quote(path, safe="/~"), _query(query),
-                           *(f"{k}:{' '.join(out[k].split())}" for k in names), "", signed_names, UNSIGNED])
+                           *(f"{k}:{' '.join(out[k].split())}" for k in names), "", signed_names, payload])
     scope = f"{day}/{region}/s3/aws4_request"
     to_sign = "\n".join(["AWS4-HMAC-SHA256", amz_date, scope, hashlib.sha256(canonical.encode()).hexdigest()])
     key = f"AWS4{credentials.secret_key}".encode()
