@@ -23,6 +23,7 @@ from hypothesis import strategies as st
 from tuf.api.serialization.json import JSONSerializer
 
 from cairn.errors import CairnError
+from mutations import line_mutations
 
 SETTINGS = settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 JUNK: list[Any] = [None, 0, -1, 2**70, True, 1.5, "", ".", "..", "../../escape", "/etc/passwd", "a/b", "x\u0000y", "\ufeff",
@@ -78,27 +79,16 @@ def json_mutations(doc: Any) -> st.SearchStrategy[str]:
     return st.one_of(structural, structural, textual)
 
 
-def toml_mutations(text: str) -> st.SearchStrategy[str]:
-    lines = text.splitlines()
-    junk = st.sampled_from(["", "[", "]", "=", '"', "x = 1", "kind = 3", "versions = 1", '[versions."x.y"]', '[versions."../a"]',
+TOML_JUNK = ["", "[", "]", "=", '"', "x = 1", "kind = 3", "versions = 1", '[versions."x.y"]', '[versions."../a"]',
                             "files = 1", "files = [1]", 'files = [{ name = "a", sha256 = "' + "a" * 64 + '" }]',
                             'files = [{ name = "a", version = "1", filename = "../../x", sha256 = "' + "a" * 64 + '" }]',
                             "source = {}", "source.git = 1", "min_rocm = 'six'", "env = 1", "commands = [1]", "commands = 'x'",
                             "device_code = 'yes'", "exclude_targets = 1", "tags = 1", "gates = ['gpu', 1]", "from = 'nope'",
-                            "name = 1", "[image]", "[build]", "template = 1", "\t", "\ufeff"])
-    return st.lists(st.tuples(st.integers(0, len(lines)), junk, st.booleans()), min_size=1, max_size=4).map(
-        lambda edits: _apply_lines(lines, edits))
+                            "name = 1", "[image]", "[build]", "template = 1", "\t", "\ufeff"]
 
 
-def _apply_lines(lines: list[str], edits: list[tuple[int, str, bool]]) -> str:
-    out = list(lines)
-    for index, text, replace in edits:
-        index = min(index, len(out))
-        if replace and index < len(out):
-            out[index] = text
-        else:
-            out.insert(index, text)
-    return "\n".join(out) + "\n"
+def toml_mutations(text: str) -> st.SearchStrategy[str]:
+    return line_mutations(text, TOML_JUNK)
 
 
 # -- recipes ---------------------------------------------------------------------------------------------------

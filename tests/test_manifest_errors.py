@@ -13,6 +13,7 @@ from hypothesis import strategies as st
 
 from cairn.errors import InputError
 from cairn.model.manifest import load_manifest
+from mutations import line_mutations
 
 VALID = '''\
 [release]
@@ -137,24 +138,13 @@ def test_production_frameworks_are_pinned_or_say_why_not() -> None:
             assert pinned or framework.pin_unknown, f"{path.name}: {framework.name}"
 
 
-def _mutations() -> st.SearchStrategy[str]:
-    lines = VALID.splitlines()
-    junk = st.sampled_from(["", "[", "]", "=", '"', "{", "}", "x = 1", "[[core.components]]", "name = 3", "depends = 'a'",
+MANIFEST_JUNK = ["", "[", "]", "=", '"', "{", "}", "x = 1", "[[core.components]]", "name = 3", "depends = 'a'",
                             "families = []", "source.git = {}", "build = 5", "[expansion.x]", "source_date_epoch = -1",
-                            "version = \"1.0.0\"", "commit = \"abc\"", "\ufeff", "\t", "[frameworks.torch]", "recipe = 1"])
-    return st.lists(st.tuples(st.integers(0, len(lines)), junk, st.booleans()), min_size=1, max_size=4).map(
-        lambda edits: _apply(lines, edits))
+                            "version = \"1.0.0\"", "commit = \"abc\"", "\ufeff", "\t", "[frameworks.torch]", "recipe = 1"]
 
 
-def _apply(lines: list[str], edits: list[tuple[int, str, bool]]) -> str:
-    out = list(lines)
-    for index, text, replace in edits:
-        index = min(index, len(out))
-        if replace and index < len(out):
-            out[index] = text
-        else:
-            out.insert(index, text)
-    return "\n".join(out) + "\n"
+def _mutations() -> st.SearchStrategy[str]:
+    return line_mutations(VALID, MANIFEST_JUNK)
 
 
 @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
