@@ -330,3 +330,29 @@ def test_a_bundle_that_would_grow_is_refused_and_nothing_is_written(tmp_path: Pa
            "hard.so: bundle 0 at +0x0: the rewritten bundle", "does not fit", "keep this file fat")
     assert not (tmp_path / "out.so").exists()
     assert not list(tmp_path.glob(".*cairn-split*"))
+
+
+def test_a_family_split_keeps_every_member_and_nothing_else(lib, tmp_path: Path) -> None:
+    """``--target gfx1100,gfx1101`` (a family's targets): an entry stays when it runs on any of them."""
+    source = lib([ccob(bundle_for(["gfx1030", "gfx1100", "gfx1101", "gfx942"])), bundle_for(["gfx11-generic", "gfx90a"])])
+    report = split_file(source, tmp_path / "out.so", "gfx1100,gfx1101")
+    after = audit_file(tmp_path / "out.so")
+    assert report.target == "gfx1100,gfx1101"
+    assert [b.targets for b in after.bundles] == [("gfx1100", "gfx1101"), ("gfx11-generic",)]
+    assert set(report.targets_after) == {"gfx1100", "gfx1101", "gfx11-generic"}
+
+
+def test_a_family_split_of_a_tree_keeps_each_members_data_files(tmp_path: Path) -> None:
+    tree = tmp_path / "tree"
+    library = tree / "lib/rocblas/library"
+    library.mkdir(parents=True)
+    for name in ("TensileLibrary_gfx1100.dat", "TensileLibrary_gfx1101.dat", "TensileLibrary_gfx942.dat"):
+        (library / name).write_bytes(b"x")
+    report = split_tree(tree, tmp_path / "out", "gfx1100,gfx1101")
+    assert sorted(p.name for p in (tmp_path / "out/lib/rocblas/library").iterdir()) == \
+        ["TensileLibrary_gfx1100.dat", "TensileLibrary_gfx1101.dat"]
+    assert report.dropped == ("lib/rocblas/library/TensileLibrary_gfx942.dat",)
+
+
+def test_an_empty_target_set_is_refused_in_one_line(tmp_path: Path, capsys) -> None:
+    _fails(["split", str(tmp_path), "--target", ",", "--out", str(tmp_path / "o")], capsys, "names no gfx target")
