@@ -25,7 +25,8 @@ def actions() -> dict:
 def test_images_install_from_the_family_index(actions: dict) -> None:
     runtime, smoke = actions["image:runtime@gfx90a"], actions["image:smoke@gfx90a"]
     assert "index:gfx90a" in runtime.deps and "index:gfx90a" in smoke.deps
-    assert runtime.inputs["wheels"] == ["rocm-sdk-core"] and smoke.inputs["wheels"] == ["cairn-smoke"]
+    assert runtime.inputs["wheels"] == ["rocm-sdk-core", "rocm-sdk-libraries-gfx90a"]  # the family's math libraries
+    assert smoke.inputs["wheels"] == ["cairn-smoke"]
     assert runtime.inputs["links"] == {"opt/rocm": "/usr/local/lib/python3.11/dist-packages/_rocm_sdk_core"}
 
 

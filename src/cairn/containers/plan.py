@@ -176,7 +176,7 @@ def _image_action(context: StageContext, recipe: ImageRecipe, target: str, famil
             "tags": tags, "labels": labels_for(context, recipe, target, family, f"{recipe.repo}:{tags[0]}"),
             "parent": deps[0], "parent_image": deps[1] if len(deps) > 1 else "", "parts": parts,
             "script_files": scripts, "links": dict(sorted((links or {}).items())),
-            "index": next((d for d in deps if d.startswith("index:")), ""), "wheels": list(recipe.wheels),
+            "index": next((d for d in deps if d.startswith("index:")), ""), "wheels": list(recipe.wheels_for(family)),
             "engine": "docker legacy builder, --no-cache, --network host",
         })
 

@@ -60,6 +60,7 @@ class BundleCell:
     framework_version: str
     images: tuple[ImageRef, ...] = ()
     requirements: Requirements = field(default_factory=Requirements)
+    partial: tuple[str, ...] = ()  # libraries shipped without this target's code (the audit says so)
 
 
 @dataclass(frozen=True)
@@ -241,7 +242,8 @@ def _cell(read: _Fields, raw: dict[str, Any], n: int) -> BundleCell:
 
     return BundleCell(target, family, read.text(raw, "os", ctx), read.text(raw, "python", ctx), read.text(raw, "framework", ctx),
                       read.text(raw, "framework_version", ctx), images,
-                      Requirements(version_range("driver"), version_range("kernel"), read.text(req, "driver_name", f"{ctx}.requirements", "amdgpu")))
+                      Requirements(version_range("driver"), version_range("kernel"), read.text(req, "driver_name", f"{ctx}.requirements", "amdgpu")),
+                      tuple(safe_name(n, where, f"{ctx} partial library") for n in read.strings(raw, "partial", ctx)))
 
 
 def _gate(path: Path) -> GateRecord:

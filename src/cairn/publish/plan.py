@@ -183,6 +183,7 @@ def run_bundle(ctx: Any) -> None:
     cells = []
     for fam, targets in sorted(inputs["families"].items()):
         frameworks = inputs["frameworks"].get(fam) or [["rocm-sdk", rel["version"]]]
+        partial = _partial(ctx, fam)
         for target in targets:
             for python in rel["python"]:
                 for project, version in frameworks:
@@ -190,6 +191,7 @@ def run_bundle(ctx: Any) -> None:
                                   "framework": project, "framework_version": version,
                                   "images": [{"reference": i["reference"], "digest": i["digest"]} for i in images.get(target, [])
                                              if inputs["image_frameworks"].get(i["image"], "") in ("", project)],
+                                  "partial": partial.get(target, []),
                                   "requirements": inputs["requirements"]})
     write_bundle_json(out, {
         "release": {k: rel[k] for k in ("name", "version", "channel", "source_date_epoch", "manifest_sha256", "required_gates")},
@@ -201,6 +203,16 @@ def run_bundle(ctx: Any) -> None:
     })
     ctx.log.write(f"bundle: {len(artifacts)} artifact(s), {len(cells)} cell(s), "
                   f"{len(list((out / 'gates').glob('*.json')))} gate result(s)\n")
+
+
+def _partial(ctx: Any, family: str) -> dict[str, list[str]]:
+    """Target → the expansion libraries the family's libraries wheel ships without that target's code, as
+    the wheel's own audit recorded them (a cell with any is *partial*: shown, never called complete)."""
+    tree = ctx.deps.get(f"package:rocm-sdk-libraries@{family}")
+    if tree is None or not (tree / "report.json").is_file():
+        return {}
+    audit = json.loads((tree / "report.json").read_text()).get("audit", {})
+    return {t: sorted(Path(p).name for p in paths) for t, paths in sorted(audit.get("partial", {}).items())}
 
 
 def _wheel_recipes(ctx: Any) -> dict[str, str]:

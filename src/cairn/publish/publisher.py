@@ -310,6 +310,7 @@ def _stage_objects(bundle: Bundle, keys: KeySet) -> list[Obj]:
             "os": cell.os, "python": cell.python, "framework": {"name": cell.framework, "version": cell.framework_version},
             "images": images,
             "wheels": sorted(wheel_keys[a.path] for a in bundle.artifacts_for(cell) if a.kind == "wheel"),
+            "partial": list(cell.partial),
             "requirements": {"driver_name": cell.requirements.driver_name,
                              "driver": _range(cell.requirements.driver), "kernel": _range(cell.requirements.kernel)},
         })
@@ -399,7 +400,7 @@ def build_matrix(stage: dict[str, Any], cells: list[dict[str, Any]], gates: dict
             index_url=f"{index_prefix}/simple/{c['family']}/",
             wheels=tuple(WheelFile(posixpath.basename(k), k, stage["files"][k]["sha256"], stage["files"][k]["size"]) for k in c["wheels"]),
             images=tuple(ImageRef(i["reference"], i["digest"]) for i in c["images"]),
-            gates=tuple(gate_list),
+            gates=tuple(gate_list), partial=tuple(c.get("partial", ())),
             requirements=Requirements(VersionRange(**req["driver"]), VersionRange(**req["kernel"]), req["driver_name"]),
         ))
     release = Release(rel["name"], rel["version"], channel, rel["source_date_epoch"], rel.get("manifest_sha256", ""),
