@@ -287,6 +287,32 @@ def test_wrong_target_library_fails_naming_it(runtime_layout: Path, tmp_path: Pa
 
 
 @pytest.mark.slow
+def test_a_library_debian_built_without_the_target_is_partial_only_where_its_audit_said_so(
+        runtime_layout: Path, tmp_path: Path) -> None:
+    """The libraries wheel's audit names what the release built without a target (``partial``): the gate then
+    passes naming it, and the matrix marks the cell partial. The same bytes anywhere else still fail."""
+    hipcc = need_tool("hipcc")
+    (tmp_path / "k.hip").write_text('#include <hip/hip_runtime.h>\n__global__ void k(float* x) { x[0] = 1; }\n')
+    subprocess.run([hipcc, "-fPIC", "-shared", "--rocm-device-lib-path=/usr/lib/x86_64-linux-gnu/amdgcn/bitcode",
+                    "--offload-arch=gfx1030", "-o", tmp_path / "libother.so", tmp_path / "k.hip"],
+                   check=True, env={**os.environ, "HIP_PLATFORM": "amd"})
+    code = (tmp_path / "libother.so").read_bytes()
+    shipped = derive(runtime_layout, tmp_path / "partial", {f"{SITE}/_rocm_sdk_libraries/lib/libother.so": code})
+
+    status, reason, evidence = static_gate(shipped, FAMILY, "5.2.3", partial=("lib/libother.so",))
+    assert status == "passed", reason
+    assert "partial — the release's libother.so was built without gfx90a code" in reason
+    assert evidence["coverage"]["partial"] == ["libother.so"]
+
+    status, reason, _ = static_gate(shipped, FAMILY, "5.2.3")  # the audit never said so: a plain failure
+    assert status == "failed" and "libother.so" in reason
+
+    elsewhere = derive(runtime_layout, tmp_path / "elsewhere", {"/opt/cairn/lib/libother.so": code})
+    status, reason, _ = static_gate(elsewhere, FAMILY, "5.2.3", partial=("lib/libother.so",))
+    assert status == "failed" and "/opt/cairn/lib/libother.so" in reason
+
+
+@pytest.mark.slow
 def test_wheel_for_another_rocm_fails_naming_it(runtime_layout: Path, tmp_path: Path) -> None:
     metadata = b"Metadata-Version: 2.1\nName: torch\nVersion: 2.3.0+rocm6.1\n"
     broken = derive(runtime_layout, tmp_path / "broken",

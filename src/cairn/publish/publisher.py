@@ -288,7 +288,8 @@ def _stage_objects(bundle: Bundle, keys: KeySet) -> list[Obj]:
             wheel_keys[artifact.path] = key
         else:
             top = "dockerfiles" if artifact.kind == "dockerfile" else "files"
-            key = f"{top}/{bundle.version}/{artifact.path}"
+            # a source is content-addressed and shared by every release: sources/sha256/<digest>, a mirror base
+            key = artifact.path if artifact.kind == "source" else f"{top}/{bundle.version}/{artifact.path}"
             objs.append(Obj(key, data, artifact.content_type, True, digest=artifact.sha256))
             attest(key, artifact.name, artifact.sha256, artifact.recipe)
             files[key] = {"sha256": artifact.sha256, "size": len(data)}
