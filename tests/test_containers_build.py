@@ -34,7 +34,7 @@ from cairn.plan import planner
 from cairn.plan.prepare import load, make_plan
 from cairn.services import current, docker_client, services_dir, start, stop
 from cairn.store.local import LocalStore
-from conftest import need, need_tool
+from conftest import LEGACY, need, need_tool
 
 FAMILY = "gfx90a"
 STAGES = ["cairn.wheels.plan", "cairn.containers.plan", "cairn.gates.plan"]
@@ -78,7 +78,7 @@ def stages() -> Iterator[None]:
 @pytest.fixture(scope="session")
 def built(services: object, stages: None, tmp_path_factory: pytest.TempPathFactory) -> Path:
     store = tmp_path_factory.mktemp("store-a")
-    code = main(["build", "--store", str(store), "--family", FAMILY, "--jobs", "2"])
+    code = main(["build", LEGACY, "--store", str(store), "--family", FAMILY, "--jobs", "2"])
     need(code == 0 or (store / "last-build.json").exists(), "the build ran")
     return store
 
@@ -141,7 +141,7 @@ def test_gates_pass_and_gpu_is_not_run(built: Path, capsys: pytest.CaptureFixtur
 
 
 def test_two_clean_builds_give_identical_digests(built: Path, tmp_path: Path, stages: None) -> None:
-    manifest, registry = load(None)
+    manifest, registry = load(LEGACY)
     plan = make_plan(manifest, registry, [FAMILY])
     store = LocalStore(tmp_path / "another" / "place" / "store-b")
     seed(built, store.root)

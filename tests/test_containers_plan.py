@@ -7,6 +7,7 @@ import pytest
 
 from cairn.plan import planner
 from cairn.plan.prepare import load, make_plan
+from conftest import LEGACY
 
 STAGES = ["cairn.wheels.plan", "cairn.containers.plan", "cairn.gates.plan"]
 
@@ -16,7 +17,7 @@ def actions() -> dict:
     saved = list(planner.STAGE_PLANNERS)
     planner.STAGE_PLANNERS[:] = STAGES
     try:
-        manifest, registry = load(None)
+        manifest, registry = load(LEGACY)
         return make_plan(manifest, registry, ["gfx90a"]).by_id()
     finally:
         planner.STAGE_PLANNERS[:] = saved
@@ -47,7 +48,7 @@ def test_without_the_wheels_stage_images_say_what_is_missing() -> None:
     saved = list(planner.STAGE_PLANNERS)
     planner.STAGE_PLANNERS[:] = ["cairn.containers.plan"]
     try:
-        manifest, registry = load(None)
+        manifest, registry = load(LEGACY)
         plan = make_plan(manifest, registry, ["gfx90a"]).by_id()
     finally:
         planner.STAGE_PLANNERS[:] = saved

@@ -26,7 +26,7 @@ from cairn.sources.debversion import compare
 from cairn.sources.fetch import fetch_deb_from_suite
 from conftest import ROOT
 
-MANIFEST = ROOT / "manifests" / "releases" / "rocm-7.2.4.toml"
+MANIFEST = ROOT / "manifests" / "releases" / "default.toml"
 GONE = "http://127.0.0.1:9"  # the discard port: nothing answers, like an archive that is gone
 
 
