@@ -79,6 +79,8 @@ class Backend(Protocol):
 
     def delete(self, key: str) -> None: ...
 
+    def grant_public_read(self) -> bool: ...
+
 
 def sha256_hex(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()
@@ -168,6 +170,10 @@ class FileBackend:
     def delete(self, key: str) -> None:
         self._path(key).unlink(missing_ok=True)
 
+    def grant_public_read(self) -> bool:
+        """Nothing to grant: every file is written world-readable (0644), for whichever server serves the directory."""
+        return False
+
 
 # -- S3 -------------------------------------------------------------------------------------------------------
 class S3Backend:
@@ -178,7 +184,8 @@ class S3Backend:
         self.prefix = prefix + "/" if prefix else ""
         self.endpoint = endpoint
         self.counters = Counters()
-        self.client = S3Client(endpoint, find_region(), find_credentials())
+        self.region = find_region()
+        self.client = S3Client(endpoint, self.region, find_credentials())
 
     @property
     def url(self) -> str:
@@ -323,6 +330,32 @@ class S3Backend:
             with contextlib.suppress(S3Error, CairnError):  # the failure that matters is the one being raised
                 self._call("abort multipart", "DELETE", key, query={"uploadId": upload_id})
             raise
+
+    def grant_public_read(self) -> bool:
+        """Make the bucket policy let anyone read the repository over HTTP (``cairn.publish.access`` says what
+        it grants and why); True when the policy had to be written. One GET when it already does."""
+        from cairn.publish import access
+
+        where = f"s3://{self.bucket}"
+        try:
+            existing: bytes | None = self._call("get policy", "GET", query={"policy": ""}).body
+        except S3Error as exc:
+            if exc.code != "NoSuchBucketPolicy":
+                raise CairnError(f"{where}: cannot read its bucket policy ({exc}) — the publishing credentials need "
+                                 "s3:GetBucketPolicy and s3:PutBucketPolicy on the bucket") from None
+            existing = None
+        policy = access.merged(existing, self.bucket, self.prefix, self.region)
+        if policy is None:
+            return False
+        md5 = base64.b64encode(hashlib.md5(policy).digest()).decode()
+        try:
+            self._call("put policy", "PUT", query={"policy": ""}, body=policy,
+                       headers={"Content-Type": "application/json", "Content-MD5": md5})
+        except S3Error as exc:
+            fix = (f"turn off S3 Block Public Access (BlockPublicPolicy) for this bucket (aws s3api delete-public-access-block "
+                   f"--bucket {self.bucket}) and give the publishing credentials s3:PutBucketPolicy") if exc.status == 403 else "retry"
+            raise CairnError(f"{where}: S3 refused the public-read bucket policy ({exc}) — {fix}; nothing was published") from None
+        return True
 
     def delete(self, key: str) -> None:
         try:

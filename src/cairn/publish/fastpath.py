@@ -35,7 +35,7 @@ from cairn import __version__
 
 RECORD_KEY = "channels/published.json"
 SCHEMA = "cairn.published/v1"
-LAYOUT = 1
+LAYOUT = 2  # 2: an S3 repository is publicly readable (bucket policy); a repository published before is published again
 REFRESH_BEFORE = timedelta(hours=12)  # must equal cairn.sign.tuf.REFRESH_BEFORE (a test checks)
 IN_PROGRESS = (json.dumps({"schema": SCHEMA, "in_progress": True}, sort_keys=True) + "\n").encode()
 TIMEOUT = 10

@@ -18,7 +18,8 @@ import urllib.request
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from urllib.parse import urlparse
+from typing import Any
+from urllib.parse import unquote, urlparse
 
 from securesystemslib.signer import SSlibKey
 from tuf.api import exceptions as tuf_errors
@@ -32,10 +33,20 @@ from cairn.sign.tuf import hashed_name
 
 
 class AnyFetcher(FetcherInterface):
-    """``file://`` and ``http(s)://`` for the TUF client (its default fetcher speaks only HTTP)."""
+    """``file://``, ``http(s)://`` (anonymous, as pip reads the index) and ``s3://bucket/prefix`` (signed requests
+    with the environment's AWS credentials, endpoint from ``$CAIRN_S3_ENDPOINT``) for the TUF client."""
+
+    def __init__(self) -> None:
+        self._buckets: dict[str, Any] = {}
 
     def _fetch(self, url: str) -> Iterator[bytes]:
         parsed = urlparse(url)
+        if parsed.scheme == "s3":
+            key = unquote(parsed.path.lstrip("/"))
+            data = self._bucket(parsed.netloc).get(key)
+            if data is None:
+                raise tuf_errors.DownloadHTTPError(f"{url} not found", 404)
+            return iter([data])
         if parsed.scheme == "file":
             try:
                 data = Path(parsed.path).read_bytes()
@@ -49,9 +60,21 @@ class AnyFetcher(FetcherInterface):
             raise tuf_errors.DownloadHTTPError(f"{url}: {exc}", exc.code) from None
 
 
+    def _bucket(self, bucket: str) -> Any:
+        """The publisher's own S3 wrapper for one bucket (its retries, its one-line errors), made once."""
+        if bucket not in self._buckets:
+            from cairn.publish.backend import S3Backend
+
+            self._buckets[bucket] = S3Backend(bucket, "", os.environ.get("CAIRN_S3_ENDPOINT") or None)
+        return self._buckets[bucket]
+
+
+_FETCHER = AnyFetcher()
+
+
 def fetch(url: str) -> bytes | None:
     try:
-        return b"".join(AnyFetcher()._fetch(url))
+        return b"".join(_FETCHER._fetch(url))
     except tuf_errors.DownloadHTTPError:
         return None
 
@@ -84,7 +107,7 @@ def trusted_updater(url: str, root_bytes: bytes, cache: Path | None = None) -> t
         _check_is_repository(base)  # a local stat: say "not a repository" before making a cache for it
     cache = cache or cache_dir_for(base)
     (cache / "targets").mkdir(parents=True, exist_ok=True)
-    updater = Updater(str(cache), base + "metadata/", str(cache / "targets"), base, fetcher=AnyFetcher(), bootstrap=root_bytes)
+    updater = Updater(str(cache), base + "metadata/", str(cache / "targets"), base, fetcher=_FETCHER, bootstrap=root_bytes)
     started = time.time()
     try:
         updater.refresh()
@@ -150,7 +173,7 @@ def verify_repository(url: str, root_bytes: bytes, cache: Path | None = None, *,
     for path, info in sorted(targets.items()):
         sha = info["hashes"]["sha256"]
         names = [path, hashed_name(path, sha)]
-        if path.endswith("/index.html") and base.startswith("http"):
+        if path.endswith("/index.html") and base.startswith(("http", "s3")):  # the key pip reads: <project>/
             names.append(path.removesuffix("index.html"))
         for name in names:
             if in_progress and name != names[1] and not _immutable(path):
