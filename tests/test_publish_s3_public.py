@@ -20,7 +20,11 @@ from pathlib import Path
 
 import pytest
 
+from cairn.publish.backend import S3Backend
+from cairn.publish.bundle import load_bundle
+from cairn.publish.publisher import load_root, publish
 from cairn.publish.sample import write_sample_bundle
+from cairn.sign.keys import load_keys
 from cairn.sign.tuf import hashed_name
 from conftest import need_module
 from test_publish_s3 import BUCKET, cairn, env, keys, s3  # noqa: F401 - shared fixtures
@@ -93,7 +97,8 @@ def test_missing_project_is_404_and_nothing_outside_the_prefix_is_readable(publi
     assert anonymous(base + "channels/dev/simple/gfx90a/no-such-project/")[0] == 404
     assert anonymous(f"{s3['endpoint']}/{BUCKET}/private/secret.txt")[0] == 403
     policy = json.loads(s3["client"].get_bucket_policy(Bucket=BUCKET)["Policy"])
-    grants = {(s["Action"], s["Resource"]) for s in policy["Statement"] if s.get("Principal") == "*"}
+    grants = {(s["Action"], r) for s in policy["Statement"] if s.get("Principal") == "*"
+              for r in ([s["Resource"]] if isinstance(s["Resource"], str) else s["Resource"])}
     # read of the repository's prefix only; list of the bucket, which is what turns S3's 403 for a missing key into 404
     assert {("s3:GetObject", f"arn:aws:s3:::{BUCKET}/public/*"), ("s3:ListBucket", f"arn:aws:s3:::{BUCKET}")} <= grants
     assert published["theirs"] in policy["Statement"]  # a statement cairn did not write is left as it was
@@ -161,9 +166,26 @@ def test_verify_of_a_bucket_prefix_without_a_repository_says_so(s3, keys, tmp_pa
     assert out.stderr.strip().splitlines()[-1].startswith(f"cairn verify: s3://{BUCKET}/nothing-here/: not a Cairn repository")
 
 
+def test_a_full_republish_reads_the_policy_once_and_leaves_it_alone(published, s3, keys, monkeypatch):  # noqa: F811
+    for name in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY"):
+        monkeypatch.setenv(name, "test")
+    before = s3["client"].get_bucket_policy(Bucket=BUCKET)["Policy"]
+    backend = S3Backend(BUCKET, "public", s3["endpoint"])
+    sent: list[tuple[str, str]] = []
+    backend.client.observers.append(lambda method, path, _headers: sent.append((method, path)))
+    report = publish(load_bundle(published["bundle"]), backend, load_keys(keys), load_root(keys / "root.json"))
+    assert report.uploaded == 0
+    assert [request for request in sent if "?policy" in request[1]] == [("GET", f"/{BUCKET}?policy=")]
+    assert s3["client"].get_bucket_policy(Bucket=BUCKET)["Policy"] == before
+
+
 def test_a_second_repository_in_the_bucket_keeps_the_first_readable(published, s3, keys, tmp_path):  # noqa: F811
     bundle = write_sample_bundle(tmp_path / "bundle", version="8.2.0", families=("gfx90a",))
     cairn(["publish", str(bundle), "--to", f"s3://{BUCKET}/second", "--keys", str(keys)], env(s3, tmp_path))
     for prefix in ("public", "second"):
         status, headers, _ = anonymous(f"{s3['endpoint']}/{BUCKET}/{prefix}/channels/dev/simple/gfx90a/cairn-smoke/")
         assert (status, headers.get("Content-Type")) == (200, HTML), prefix
+    policy = json.loads(s3["client"].get_bucket_policy(Bucket=BUCKET)["Policy"])
+    read = next(s for s in policy["Statement"] if s.get("Sid") == "CairnPublicRead")
+    assert {f"arn:aws:s3:::{BUCKET}/{p}/*" for p in ("public", "second")} <= set(read["Resource"])
+    assert published["theirs"] in policy["Statement"]

@@ -333,29 +333,38 @@ class S3Backend:
 
     def grant_public_read(self) -> bool:
         """Make the bucket policy let anyone read the repository over HTTP (``cairn.publish.access`` says what
-        it grants and why); True when the policy had to be written. One GET when it already does."""
+        it grants and why); True when the policy had to be written. One GET when it already does; after a
+        write, one more to confirm no concurrent publisher replaced it (then merged again, up to 3 times)."""
         from cairn.publish import access
 
-        where = f"s3://{self.bucket}"
+        wrote = False
+        for _attempt in range(3):
+            policy = access.merged(self._bucket_policy(), self.bucket, self.prefix, self.region)
+            if policy is None:
+                return wrote
+            self._put_bucket_policy(policy)
+            wrote = True
+        raise CairnError(f"s3://{self.bucket}: the bucket policy kept changing under this publish (another publisher?) "
+                         "— publish again; nothing was published")
+
+    def _bucket_policy(self) -> bytes | None:
         try:
-            existing: bytes | None = self._call("get policy", "GET", query={"policy": ""}).body
+            return self._call("get policy", "GET", query={"policy": ""}).body
         except S3Error as exc:
-            if exc.code != "NoSuchBucketPolicy":
-                raise CairnError(f"{where}: cannot read its bucket policy ({exc}) — the publishing credentials need "
-                                 "s3:GetBucketPolicy and s3:PutBucketPolicy on the bucket") from None
-            existing = None
-        policy = access.merged(existing, self.bucket, self.prefix, self.region)
-        if policy is None:
-            return False
-        md5 = base64.b64encode(hashlib.md5(policy).digest()).decode()
+            if exc.code == "NoSuchBucketPolicy":
+                return None
+            raise CairnError(f"s3://{self.bucket}: cannot read its bucket policy ({exc}) — the publishing credentials need "
+                             "s3:GetBucketPolicy and s3:PutBucketPolicy on the bucket") from None
+
+    def _put_bucket_policy(self, policy: bytes) -> None:
+        md5 = base64.b64encode(hashlib.md5(policy).digest()).decode()  # PutBucketPolicy requires it
         try:
             self._call("put policy", "PUT", query={"policy": ""}, body=policy,
                        headers={"Content-Type": "application/json", "Content-MD5": md5})
         except S3Error as exc:
             fix = (f"turn off S3 Block Public Access (BlockPublicPolicy) for this bucket (aws s3api delete-public-access-block "
                    f"--bucket {self.bucket}) and give the publishing credentials s3:PutBucketPolicy") if exc.status == 403 else "retry"
-            raise CairnError(f"{where}: S3 refused the public-read bucket policy ({exc}) — {fix}; nothing was published") from None
-        return True
+            raise CairnError(f"s3://{self.bucket}: S3 refused the public-read bucket policy ({exc}) — {fix}; nothing was published") from None
 
     def delete(self, key: str) -> None:
         try:
