@@ -71,6 +71,8 @@ def test_every_kind_of_object_is_served_anonymously_with_its_type_and_cache_poli
     wheel = (published["bundle"] / "files" / "wheels" / "gfx90a" / WHEEL).read_bytes()
     _, _, timestamp = anonymous(base + "metadata/timestamp.json")
     snapshot_version = json.loads(timestamp)["signed"]["meta"]["snapshot.json"]["version"]
+    _, _, snapshot = anonymous(base + f"metadata/{snapshot_version}.snapshot.json")
+    targets_version = json.loads(snapshot)["signed"]["meta"]["targets.json"]["version"]
 
     expected = {
         "channels/dev/simple/gfx90a/": (HTML, "no-cache"),
@@ -81,8 +83,18 @@ def test_every_kind_of_object_is_served_anonymously_with_its_type_and_cache_poli
         f"packages/gfx90a/{WHEEL}": ("application/zip", IMMUTABLE),
         hashed_name(f"packages/gfx90a/{WHEEL}", hashlib.sha256(wheel).hexdigest()): ("application/zip", IMMUTABLE),
         f"packages/gfx90a/{WHEEL}.metadata": ("text/plain; charset=utf-8", IMMUTABLE),
+        f"packages/gfx90a/{WHEEL}.intoto.jsonl": ("application/vnd.in-toto.bundle", IMMUTABLE),
+        "channels/dev/simple/gfx90a/index.json": ("application/vnd.pypi.simple.v1+json", "no-cache"),
+        "channels/published.json": ("application/json", "no-cache"),
+        f"staging/{VERSION}/release.json": ("application/json", IMMUTABLE),
+        f"staging/{VERSION}/gates.json": ("application/json", "no-cache"),
+        f"staging/{VERSION}/simple/gfx90a/cairn-smoke/": (HTML, "no-cache"),
+        f"images/{VERSION}/gfx90a-0.json": ("application/json", IMMUTABLE),
+        "keys/provenance.json": ("application/json", "no-cache"),
         "metadata/timestamp.json": ("application/json", "no-cache"),
+        "metadata/root.json": ("application/json", "no-cache"),
         f"metadata/{snapshot_version}.snapshot.json": ("application/json", IMMUTABLE),
+        f"metadata/{targets_version}.targets.json": ("application/json", IMMUTABLE),
         "metadata/1.root.json": ("application/json", IMMUTABLE),
     }
     served = {}
@@ -189,3 +201,18 @@ def test_a_second_repository_in_the_bucket_keeps_the_first_readable(published, s
     read = next(s for s in policy["Statement"] if s.get("Sid") == "CairnPublicRead")
     assert {f"arn:aws:s3:::{BUCKET}/{p}/*" for p in ("public", "second")} <= set(read["Resource"])
     assert published["theirs"] in policy["Statement"]
+
+
+def test_block_public_access_stops_the_publish_before_anything_is_written(s3, keys, tmp_path):  # noqa: F811
+    client = s3["client"]
+    client.create_bucket(Bucket="cairn-blocked")
+    client.put_public_access_block(Bucket="cairn-blocked", PublicAccessBlockConfiguration={
+        "BlockPublicAcls": True, "IgnorePublicAcls": True, "BlockPublicPolicy": True, "RestrictPublicBuckets": True})
+    bundle = write_sample_bundle(tmp_path / "bundle", version=VERSION, families=("gfx90a",))
+    out = cairn(["publish", str(bundle), "--to", "s3://cairn-blocked/main", "--keys", str(keys)], env(s3, tmp_path), check=False)
+    assert out.returncode == 2, out.stderr
+    assert out.stderr.strip() == (
+        "cairn publish: s3://cairn-blocked: S3 Block Public Access is on for this bucket (BlockPublicPolicy and "
+        "RestrictPublicBuckets), so pip, uv and the TUF client could not read the index anonymously — turn it off for "
+        "this bucket (aws s3api delete-public-access-block --bucket cairn-blocked); nothing was published")
+    assert client.list_objects_v2(Bucket="cairn-blocked").get("KeyCount") == 0

@@ -337,6 +337,11 @@ class S3Backend:
         write, one more to confirm no concurrent publisher replaced it (then merged again, up to 3 times)."""
         from cairn.publish import access
 
+        blocked = self._public_access_blocked()
+        if blocked:
+            raise CairnError(f"s3://{self.bucket}: S3 Block Public Access is on for this bucket ({' and '.join(blocked)}), so pip, "
+                             "uv and the TUF client could not read the index anonymously — turn it off for this bucket (aws s3api "
+                             f"delete-public-access-block --bucket {self.bucket}); nothing was published")
         wrote = False
         for _attempt in range(3):
             policy = access.merged(self._bucket_policy(), self.bucket, self.prefix, self.region)
@@ -346,6 +351,18 @@ class S3Backend:
             wrote = True
         raise CairnError(f"s3://{self.bucket}: the bucket policy kept changing under this publish (another publisher?) "
                          "— publish again; nothing was published")
+
+    def _public_access_blocked(self) -> list[str]:
+        """The bucket's Block Public Access settings that would stop anonymous reads: ``BlockPublicPolicy`` refuses the
+        policy, ``RestrictPublicBuckets`` ignores it. Unreadable (no permission) or absent: none known, carry on —
+        an account-wide block still makes S3 refuse the policy, which ``_put_bucket_policy`` reports."""
+        try:
+            body = self._call("get public access block", "GET", query={"publicAccessBlock": ""}).body
+        except S3Error:
+            return []
+        names = ("BlockPublicPolicy", "RestrictPublicBuckets")
+        values = xml_text(body, "PublicAccessBlockConfiguration", *names)
+        return [name for name, value in zip(names, values[0] if values else [], strict=False) if value.lower() == "true"]
 
     def _bucket_policy(self) -> bytes | None:
         try:
