@@ -216,3 +216,21 @@ def test_block_public_access_stops_the_publish_before_anything_is_written(s3, ke
         "RestrictPublicBuckets), so pip, uv and the TUF client could not read the index anonymously — turn it off for "
         "this bucket (aws s3api delete-public-access-block --bucket cairn-blocked); nothing was published")
     assert client.list_objects_v2(Bucket="cairn-blocked").get("KeyCount") == 0
+
+
+def test_no_public_read_leaves_the_bucket_private_until_a_publish_without_it(s3, keys, tmp_path):  # noqa: F811
+    client = s3["client"]
+    client.create_bucket(Bucket="cairn-private")
+    environ = env(s3, tmp_path)
+    bundle = write_sample_bundle(tmp_path / "bundle", version=VERSION, families=("gfx90a",))
+    to = ["--to", "s3://cairn-private/main", "--keys", str(keys)]
+    page = f"{s3['endpoint']}/cairn-private/main/channels/dev/simple/gfx90a/cairn-smoke/"
+    cairn(["publish", str(bundle), *to, "--no-public-read"], environ)
+    assert anonymous(page)[0] == 403  # served by something else (a CDN): the bucket stays as it was
+    with pytest.raises(client.exceptions.ClientError, match="NoSuchBucketPolicy"):
+        client.get_bucket_policy(Bucket="cairn-private")
+    ok = cairn(["verify", "s3://cairn-private/main", "--root", str(keys / "root.json")], environ)  # signed requests still read it
+    assert ok.stdout.startswith("verified s3://cairn-private/main/")
+    again = json.loads(cairn(["publish", str(bundle), *to, "--json"], environ).stdout)  # not the fast path: it grants
+    assert not again.get("already_published")
+    assert anonymous(page)[0] == 200

@@ -111,10 +111,11 @@ Log = Callable[[str], None]
 
 # -- the public entry points ---------------------------------------------------------------------------------
 def publish(bundle: Bundle, backend: Backend, keys: KeySet, root: Metadata[Root], *, channel: str | None = None,
-            stage_only: bool = False, log: Log = lambda _: None) -> Report:
+            stage_only: bool = False, public_read: bool = True, log: Log = lambda _: None) -> Report:
     """Stage ``bundle`` and (unless ``stage_only``) promote it to ``channel``; returns what happened.
 
-    First the bucket policy (S3): anyone may read the repository. Then three upload phases and the commit: (1) every blob with its content-addressed copy, and the content-addressed
+    First the bucket policy (S3): anyone may read the repository (``public_read=False``: the bucket is left as
+    it is, for an index served by something with its own access to it, e.g. a CDN). Then three upload phases and the commit: (1) every blob with its content-addressed copy, and the content-addressed
     copies of the staging record, gates, pages and matrices (nothing links those until the metadata is signed);
     (2) the plain names of the record, gates, project pages and matrices, which link the blobs of (1); (3) the
     family root pages, which link the project pages; then the signed metadata, timestamp last. Image signatures
@@ -125,7 +126,8 @@ def publish(bundle: Bundle, backend: Backend, keys: KeySet, root: Metadata[Root]
         raise CairnError(f"unknown channel '{channel}' — use one of {', '.join(CHANNELS)}")
     staged = _stage_objects(bundle, keys)  # reads and checks every artifact's sha256 before anything is uploaded
     run = _Run(backend, keys, root, log)
-    run.grant_public_read()  # before anything is written or signed: a refused policy leaves nothing half-published
+    if public_read:  # before anything is written or signed: a refused policy leaves nothing half-published
+        run.grant_public_read()
     with ThreadPoolExecutor(max_workers=1) as registry:
         images = registry.submit(sign_images, bundle, keys, log)
         record = staged.pop()  # release.json names every blob: its plain name goes up after them
@@ -138,17 +140,18 @@ def publish(bundle: Bundle, backend: Backend, keys: KeySet, root: Metadata[Root]
             indexes += _promotion(stage, gates, channel, report)
         run.upload_in_order([o for o in staged if o.immutable], indexes)
         report.images = images.result()
-    run.commit(report, publish_fingerprint(bundle, channel, stage_only, keys, root))
+    run.commit(report, publish_fingerprint(bundle, channel, stage_only, keys, root, public_read))
     return report
 
 
-def publish_fingerprint(bundle: Bundle, channel: str, stage_only: bool, keys: KeySet, root: Metadata[Root]) -> str:
+def publish_fingerprint(bundle: Bundle, channel: str, stage_only: bool, keys: KeySet, root: Metadata[Root],
+                        public_read: bool = True) -> str:
     """The fingerprint ``cairn publish``'s fast path compares (``fastpath.fingerprint``); "" without public.json."""
     try:
         public = json.loads((keys.directory / "public.json").read_bytes())
     except (OSError, ValueError):
         return ""
-    return fastpath.fingerprint(bundle.root, channel, stage_only, root.signed.to_dict(), public)
+    return fastpath.fingerprint(bundle.root, channel, stage_only, root.signed.to_dict(), public, public_read)
 
 
 def sign_images(bundle: Bundle, keys: KeySet, log: Log = lambda _: None) -> dict[str, str]:
@@ -177,7 +180,7 @@ def sign_images(bundle: Bundle, keys: KeySet, log: Log = lambda _: None) -> dict
 
 def promote(backend: Backend, keys: KeySet, root: Metadata[Root], version: str, channel: str, *,
             as_version: str = "", gate_results: list[tuple[Path, dict[str, Any]]] | None = None,
-            log: Log = lambda _: None) -> Report:
+            public_read: bool = True, log: Log = lambda _: None) -> Report:
     """Move ``channel`` to staged ``version`` (only cells whose required gates passed); re-signs, never rebuilds.
 
     ``gate_results`` are gate verdicts reported after staging — the GPU gate run on a GPU host — as
@@ -188,7 +191,8 @@ def promote(backend: Backend, keys: KeySet, root: Metadata[Root], version: str, 
     if channel not in CHANNELS:
         raise CairnError(f"unknown channel '{channel}' — use one of {', '.join(CHANNELS)}")
     run = _Run(backend, keys, root, log)
-    run.grant_public_read()
+    if public_read:
+        run.grant_public_read()
     raw = backend.get(f"staging/{version}/release.json")
     if raw is None:
         raise CairnError(f"{backend.url} has no staged release {version} — run cairn publish --stage-only first")
