@@ -231,6 +231,12 @@ def test_no_public_read_leaves_the_bucket_private_until_a_publish_without_it(s3,
         client.get_bucket_policy(Bucket="cairn-private")
     ok = cairn(["verify", "s3://cairn-private/main", "--root", str(keys / "root.json")], environ)  # signed requests still read it
     assert ok.stdout.startswith("verified s3://cairn-private/main/")
+    url = f"{s3['endpoint']}/cairn-private/main"
+    refused = cairn(["verify", url, "--root", str(keys / "root.json")], no_credentials(environ), check=False)
+    assert refused.returncode == 2
+    assert refused.stderr.strip() == (f"cairn verify: {url}/: metadata/timestamp.json answers 403 Forbidden — the repository "
+                                      "is not readable without credentials; publish it without --no-public-read, or verify "
+                                      "s3://BUCKET/PREFIX (signed requests)")
     again = json.loads(cairn(["publish", str(bundle), *to, "--json"], environ).stdout)  # not the fast path: it grants
     assert not again.get("already_published")
     assert anonymous(page)[0] == 200

@@ -73,10 +73,15 @@ _FETCHER = AnyFetcher()
 
 
 def fetch(url: str) -> bytes | None:
+    return fetch_status(url)[0]
+
+
+def fetch_status(url: str) -> tuple[bytes | None, int]:
+    """The bytes at ``url`` and 200, or None and the HTTP status that said no (404 missing, 403 not readable)."""
     try:
-        return b"".join(_FETCHER._fetch(url))
-    except tuf_errors.DownloadHTTPError:
-        return None
+        return b"".join(_FETCHER._fetch(url)), 200
+    except tuf_errors.DownloadHTTPError as exc:
+        return None, exc.status_code
 
 
 @dataclass
@@ -129,7 +134,12 @@ def _check_is_repository(base: str) -> None:
     if parsed.scheme == "file" and not Path(parsed.path).is_dir():
         what = "not a directory" if Path(parsed.path).exists() else "no such directory"
         raise CairnError(f"{parsed.path}: not a Cairn repository ({what}) — {fix}")
-    if fetch(base + "metadata/timestamp.json") is None and fetch(base + "metadata/1.root.json") is None:
+    timestamp, status = fetch_status(base + "metadata/timestamp.json")
+    if timestamp is None and fetch(base + "metadata/1.root.json") is None:
+        if status == 403:  # a private bucket read anonymously: saying "not a repository" would send the user astray
+            raise CairnError(f"{base}: metadata/timestamp.json answers 403 Forbidden — the repository is not readable "
+                             "without credentials; publish it without --no-public-read, or verify s3://BUCKET/PREFIX "
+                             "(signed requests)")
         shown = parsed.path if parsed.scheme == "file" else base
         raise CairnError(f"{shown}: not a Cairn repository (no metadata/timestamp.json or metadata/1.root.json) — {fix}")
 
