@@ -157,9 +157,12 @@ def test_verify_s3_and_http_accept_the_release_and_refuse_a_tampered_byte(s3, ke
     root = ["--root", str(keys / "root.json")]
     signed = [f"s3://{BUCKET}/tampered", environ]
     plain = [f"{s3['endpoint']}/{BUCKET}/tampered", no_credentials(environ)]
+    wheel = bundle / "files" / "wheels" / "gfx90a" / WHEEL
     for url, environment in (signed, plain):
         ok = cairn(["verify", url, *root], environment)
         assert ok.stdout.startswith(f"verified {url}/: timestamp v1, "), ok.stdout
+        one = cairn(["verify", str(wheel), "--repo", url, *root], environment)  # a downloaded file, against either URL
+        assert one.stdout.strip() == f"verified {wheel}: signed target packages/gfx90a/{WHEEL} with provenance"
 
     key = f"tampered/packages/gfx90a/{WHEEL}"
     data = bytearray(s3["client"].get_object(Bucket=BUCKET, Key=key)["Body"].read())

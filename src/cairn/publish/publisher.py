@@ -115,8 +115,9 @@ def publish(bundle: Bundle, backend: Backend, keys: KeySet, root: Metadata[Root]
     """Stage ``bundle`` and (unless ``stage_only``) promote it to ``channel``; returns what happened.
 
     First the bucket policy (S3): anyone may read the repository (``public_read=False``: the bucket is left as
-    it is, for an index served by something with its own access to it, e.g. a CDN). Then three upload phases and the commit: (1) every blob with its content-addressed copy, and the content-addressed
-    copies of the staging record, gates, pages and matrices (nothing links those until the metadata is signed);
+    it is, for an index served by something with its own access to it, e.g. a CDN). Then three upload phases
+    and the commit: (1) every blob with its content-addressed copy, and the content-addressed copies of the
+    staging record, gates, pages and matrices (nothing links those until the metadata is signed);
     (2) the plain names of the record, gates, project pages and matrices, which link the blobs of (1); (3) the
     family root pages, which link the project pages; then the signed metadata, timestamp last. Image signatures
     are pushed to their registry meanwhile.

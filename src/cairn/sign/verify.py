@@ -37,7 +37,7 @@ class AnyFetcher(FetcherInterface):
     with the environment's AWS credentials, endpoint from ``$CAIRN_S3_ENDPOINT``) for the TUF client."""
 
     def __init__(self) -> None:
-        self._buckets: dict[str, Any] = {}
+        self._buckets: dict[tuple[str | None, str], Any] = {}
 
     def _fetch(self, url: str) -> Iterator[bytes]:
         parsed = urlparse(url)
@@ -61,12 +61,13 @@ class AnyFetcher(FetcherInterface):
 
 
     def _bucket(self, bucket: str) -> Any:
-        """The publisher's own S3 wrapper for one bucket (its retries, its one-line errors), made once."""
-        if bucket not in self._buckets:
+        """The publisher's own S3 wrapper for one bucket (its retries, its one-line errors), made once per endpoint."""
+        endpoint = os.environ.get("CAIRN_S3_ENDPOINT") or None
+        if (endpoint, bucket) not in self._buckets:
             from cairn.publish.backend import S3Backend
 
-            self._buckets[bucket] = S3Backend(bucket, "", os.environ.get("CAIRN_S3_ENDPOINT") or None)
-        return self._buckets[bucket]
+            self._buckets[(endpoint, bucket)] = S3Backend(bucket, "", endpoint)
+        return self._buckets[(endpoint, bucket)]
 
 
 _FETCHER = AnyFetcher()
