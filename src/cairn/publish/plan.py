@@ -28,6 +28,7 @@ from cairn.plan.graph import Action
 from cairn.plan.planner import StageContext
 from cairn.publish.bundle import write_bundle_json
 from cairn.store.base import file_sha256
+from cairn.wheels.sdk import partial_name
 
 LAYOUT = 1
 ACTION_ID = "bundle:release"
@@ -235,7 +236,7 @@ def _partial(ctx: Any, family: str) -> dict[str, list[str]]:
     if tree is None or not (tree / "report.json").is_file():
         return {}
     audit = json.loads((tree / "report.json").read_text()).get("audit", {})
-    return {t: sorted(Path(p).name for p in paths) for t, paths in sorted(audit.get("partial", {}).items())}
+    return {t: sorted(partial_name(p) for p in paths) for t, paths in sorted(audit.get("partial", {}).items())}
 
 
 def _wheel_recipes(ctx: Any) -> dict[str, str]:

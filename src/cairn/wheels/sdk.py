@@ -3,7 +3,8 @@
 Each wheel installs one directory into site-packages (``_rocm_sdk_core/``, ``_rocm_sdk_devel/``,
 ``_rocm_sdk_libraries/``) laid out like ``/opt/rocm``. Which file goes where is decided by ``classify``:
 headers, CMake/pkg-config files, device bitcode and the hipcc driver are *devel*; shared libraries built by
-an expansion component are *libraries*; everything else is *core*. Wheels cannot hold symlinks, so a
+an expansion component, and the data they load, are *libraries*; static archives are not shipped; everything
+else is *core*. Wheels cannot hold symlinks, so a
 library is shipped once under its SONAME (what the loader asks for); the unversioned ``libfoo.so``
 development link becomes a one-line linker script in devel (``INPUT(libfoo.so.N)``).
 
@@ -42,6 +43,8 @@ def classify(rel: str, expansion_owned: frozenset[str] = frozenset()) -> str | N
         return DEVEL
     if top == "bin" and parts[-1].startswith(_DEVEL_BIN_PREFIXES):
         return DEVEL
+    if top == "lib" and parts[-1].endswith(".a"):
+        return None  # static archives: wheels serve run time and linking against shared libraries (CK's are 2 GB)
     if top == "share" and len(parts) > 1 and parts[1] in ("doc", "man", "lintian", "bug"):
         return None  # licenses are collected separately into each wheel's .dist-info
     if rel in expansion_owned:
@@ -158,6 +161,15 @@ def sonames(staged: list[Staged]) -> list[str]:
     return sorted({Path(s.arcname).name for s in staged if ".so" in Path(s.arcname).name})
 
 
+def partial_name(path: str) -> str:
+    """How a partial entry is shown: ``lib/librccl.so.1`` → ``librccl.so.1``; a kernel-file folder
+    ``lib/rocblas/5/library/`` → ``rocblas kernel files``."""
+    if not path.endswith("/"):
+        return Path(path).name
+    parts = path.strip("/").split("/")
+    return f"{parts[1] if parts[0] == 'lib' and len(parts) > 2 else parts[-2]} kernel files"
+
+
 class FamilySplit:
     """One family's cut of the expansion libraries: what to leave out, how to split, and what the bytes covered
     before and after (so a target a library never had is *partial*, and a target the split lost is a bug)."""
@@ -172,11 +184,18 @@ class FamilySplit:
         self.before: list[Any] = []  # BinaryAudit of each original fat library
         self.after: list[Any] = []
         self.dropped: list[str] = []
+        self.kernel_dirs: dict[str, list[str]] = {}  # ``…/library/`` → its per-target file names (Tensile)
 
     def drops(self, rel: str) -> bool:
         from cairn.audit.split_tree import keeps_data_file
 
-        if keeps_data_file(Path(rel).name, self.devices, self.registry) is False:
+        name = Path(rel).name
+        keep = keeps_data_file(name, self.devices, self.registry)
+        parts = Path(rel).parts
+        if keep is not None and "library" in parts[:-1]:  # a library's per-target kernel files, as coverage reads them
+            folder = "/".join(parts[: parts.index("library") + 1]) + "/"
+            self.kernel_dirs.setdefault(folder, []).append(name)
+        if keep is False:
             self.dropped.append(rel)
             return True
         return False
@@ -213,14 +232,24 @@ class FamilySplit:
                 raise CheckFailed(f"rocm-sdk-libraries-{self.family}: the split lost {target} code of {lost[0]}"
                                   + (f" (+{len(lost) - 1} more)" if len(lost) > 1 else "")
                                   + " — a Cairn bug: the original covers it; report it with the build log")
-            missing = sorted(g.path for g in has.gaps)
-            result["coverage"][target] = {"covered": has.covered, "via": list(has.via), "missing": missing}
+            missing = sorted(g.path for g in has.gaps) + self._kernel_dirs_without(target)
+            result["coverage"][target] = {"covered": has.covered and not missing, "via": list(has.via), "missing": missing}
             if missing:
                 result["partial"][target] = missing
                 self.log.write(f"audit: {target} partial — built without its code: {', '.join(missing)}\n")
             else:
                 self.log.write(f"audit: {has.message()}\n")
         return result
+
+    def _kernel_dirs_without(self, target: str) -> list[str]:
+        """Kernel-file folders (``lib/hipblaslt/library/``) with no file for ``target``: that library finds no
+        kernels on it, as surely as a fat binary without its code object."""
+        from cairn.audit.split import parse_devices
+        from cairn.audit.split_tree import keeps_data_file
+
+        device = parse_devices(target, self.registry)
+        return sorted(folder for folder, names in self.kernel_dirs.items()
+                      if not any(keeps_data_file(n, device, self.registry) for n in names))
 
 
 def write_report(out: Path, wheels: list[Path], extra: dict[str, Any]) -> None:
@@ -295,7 +324,7 @@ def build_sdk_wheel(out: Path, part: str, tree: Path, inputs: dict[str, Any], lo
             name, summary = f"rocm-sdk-libraries-{family}", f"ROCm expansion libraries for {family} ({', '.join(targets)})"
             manifest = None
             if report["audit"]["partial"]:
-                notes = "; ".join(f"{t}: no code in {', '.join(Path(m).name for m in missing)}"
+                notes = "; ".join(f"{t}: no code in {', '.join(partial_name(m) for m in missing)}"
                                   for t, missing in sorted(report["audit"]["partial"].items()))
                 summary += " — partial"
                 extra_description = f"\n\nPartial coverage, as the audit of these bytes shows: {notes}."
