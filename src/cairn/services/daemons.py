@@ -1,6 +1,9 @@
 """Start and stop the private Docker Engine and the loopback registry a local build needs.
 
-The engine runs with the vfs storage driver, no iptables and no bridge (builds use the host network),
+The engine stores layers with overlay2 where this kernel lets us mount overlayfs on the services directory
+(each layer once, shared by every image and container that has it), and with vfs otherwise (correct
+everywhere, but a full copy per layer and per container: tens of GB for ROCm images); no iptables and no
+bridge (builds use the host network),
 with its own data root, exec root, pid file and socket under the services directory, so it never touches
 a system engine or another user's. The registry is Debian's ``docker-registry`` on a free 127.0.0.1 port.
 Both are detached from the caller's session: they outlive ``cairn services start``.
@@ -10,6 +13,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import socket
 import subprocess
@@ -80,6 +84,29 @@ def _wait(ready: Callable[[], bool], child: subprocess.Popen[bytes], name: str, 
     raise CairnError(f"{name} did not become ready in {READY_TIMEOUT:.0f}s — see {log}")
 
 
+def storage_driver(root: Path) -> str:
+    """``overlay2`` when an overlayfs mount works on ``root``'s filesystem (root can mount, the kernel has it,
+    the filesystem supports it), else ``vfs``; ``CAIRN_DOCKER_STORAGE_DRIVER`` overrides. Layer digests do not
+    depend on it: every layer is normalized after the engine builds it (cairn.containers.oci)."""
+    chosen = os.environ.get("CAIRN_DOCKER_STORAGE_DRIVER", "")
+    if chosen:
+        return chosen
+    probe = root / "overlay-probe"
+    try:
+        for name in ("lower", "upper", "work", "merged"):
+            (probe / name).mkdir(parents=True, exist_ok=True)
+        options = f"lowerdir={probe / 'lower'},upperdir={probe / 'upper'},workdir={probe / 'work'}"
+        mounted = subprocess.run(["mount", "-t", "overlay", "overlay", "-o", options, str(probe / "merged")],
+                                 capture_output=True, timeout=30).returncode == 0
+        if mounted:
+            subprocess.run(["umount", str(probe / "merged")], capture_output=True, timeout=30)
+        return "overlay2" if mounted else "vfs"
+    except (OSError, subprocess.SubprocessError):
+        return "vfs"
+    finally:
+        shutil.rmtree(probe, ignore_errors=True)
+
+
 def _start_dockerd(root: Path) -> tuple[str, int]:
     dockerd = require_tool("dockerd", "docker.io")
     sock = root / "docker.sock"
@@ -88,7 +115,7 @@ def _start_dockerd(root: Path) -> tuple[str, int]:
     sock.unlink(missing_ok=True)
     (root / "daemon.json").write_text("{}\n")
     argv = [
-        dockerd, "--storage-driver", "vfs", "--iptables=false", "--ip6tables=false", "--bridge=none",
+        dockerd, "--storage-driver", storage_driver(root), "--iptables=false", "--ip6tables=false", "--bridge=none",
         "--data-root", str(root / "data"), "--exec-root", str(root / "exec"), "--pidfile", str(root / "docker.pid"),
         "--config-file", str(root / "daemon.json"), "-H", f"unix://{sock}",
     ]
