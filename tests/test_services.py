@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from cairn.cli import COMMANDS, main
+from cairn.services.daemons import storage_driver
 from conftest import need_tool
 
 COMMANDS.setdefault("services", ("cairn.services.command", "private Docker Engine and registry"))
@@ -28,6 +29,11 @@ def test_start_status_stop(capsys: pytest.CaptureFixture[str]) -> None:
         assert state["docker_host"] == f"unix://{directory}/docker.sock"
         assert state["registry"].startswith("127.0.0.1:")
         try:
+            # layers stored once (overlay2) wherever overlayfs mounts, as on this host and CI; vfs only where not
+            import docker
+
+            driver = docker.DockerClient(base_url=state["docker_host"]).info()["Driver"]
+            assert driver == storage_driver(directory) and driver in ("overlay2", "vfs")
             assert main(["services", "start", "--dir", str(directory)]) == 0
             assert "nothing (already running)" in capsys.readouterr().out
             assert main(["services", "status", "--dir", str(directory)]) == 0
@@ -38,3 +44,10 @@ def test_start_status_stop(capsys: pytest.CaptureFixture[str]) -> None:
         assert "stopped: registry, dockerd" in capsys.readouterr().out
         assert main(["services", "status", "--dir", str(directory)]) == 1
         assert "not started" in capsys.readouterr().out
+
+
+def test_the_storage_driver_can_be_chosen(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    monkeypatch.setenv("CAIRN_DOCKER_STORAGE_DRIVER", "vfs")
+    assert storage_driver(tmp_path) == "vfs"
+    monkeypatch.delenv("CAIRN_DOCKER_STORAGE_DRIVER")
+    assert storage_driver(tmp_path) in ("overlay2", "vfs") and not (tmp_path / "overlay-probe").exists()
