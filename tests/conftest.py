@@ -14,6 +14,7 @@ import importlib
 import os
 import shutil
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 from types import ModuleType
 
@@ -88,23 +89,63 @@ def cache_dir() -> Path:
     return path
 
 
+SERVICE_TOOLS = (("dockerd", "docker.io"), ("docker-registry", ""), ("mmdebstrap", ""), ("skopeo", ""), ("hipcc", ""))
+
+
 @pytest.fixture(scope="session")
-def toolchain_image(tmp_path_factory: pytest.TempPathFactory) -> str:
-    """``registry/cairn/toolchain@sha256:…``: the ROCm 7.2 release's build image, built and pushed by Cairn
-    itself (``cairn build --only push:toolchain``) into the services' registry, once per session."""
-    import json
+def services() -> Iterator[object]:
+    """The Docker Engine and registry of ``cairn services`` (the running ones, or a private pair for the session)."""
+    import tempfile
+
+    from cairn.services import current, start, stop
+
+    for tool, package in SERVICE_TOOLS:
+        need_tool(tool, package)
+    state = current()
+    if state is not None:
+        yield state
+        return
+    own = Path(tempfile.mkdtemp(prefix="cairn-svc-", dir="/tmp"))
+    previous = os.environ.get("CAIRN_SERVICES_DIR")
+    os.environ["CAIRN_SERVICES_DIR"] = str(own)
+    state, _ = start(own)
+    try:
+        yield state
+    finally:
+        stop(own)
+        if previous is None:
+            os.environ.pop("CAIRN_SERVICES_DIR", None)
+        else:
+            os.environ["CAIRN_SERVICES_DIR"] = previous
+
+
+DEFAULT_SLICE_FAMILY = "gfx1151"
+
+
+@pytest.fixture(scope="session")
+def default_slice(services: object, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A store holding the default release (ROCm 7.2.4) built for one family, Strix Halo, as `nox -s build`
+    builds every family: the debs, the build image, compiles in it, wheels, images, gates and the bundle. Built
+    once per session; the toolchain, split and default-release tests read it, and build more into copies."""
     import subprocess
 
-    from cairn.services.engine import engine_host, registry_address
+    store = tmp_path_factory.mktemp("default-slice") / ".cairn"
+    result = subprocess.run([sys.executable, "-m", "cairn.cli", "build", "--family", DEFAULT_SLICE_FAMILY,
+                             "--store", str(store), "--jobs", "2"], capture_output=True, text=True, cwd=ROOT,
+                            timeout=3600, preexec_fn=lambda: os.umask(0o022))
+    assert result.returncode == 0, result.stdout[-4000:] + result.stderr[-2000:]
+    return store
+
+
+@pytest.fixture(scope="session")
+def toolchain_image(default_slice: Path) -> str:
+    """``registry/cairn/toolchain@sha256:…``: the default release's build image, as Cairn built and pushed it
+    (``push:toolchain`` of the default slice) into the services' registry."""
+    import json
+
+    from cairn.services.engine import registry_address
 
     registry, _ = registry_address()
-    need(bool(engine_host() and registry), "no Docker Engine and registry (start them: cairn services start)")
-    need_tool("mmdebstrap")
-    store = tmp_path_factory.mktemp("toolchain-store")
-    manifest = ROOT / "manifests" / "releases" / "default.toml"
-    result = subprocess.run([sys.executable, "-m", "cairn.cli", "build", str(manifest), "--only", "push:toolchain",
-                             "--store", str(store)], capture_output=True, text=True, cwd=ROOT, timeout=3000)
-    assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-2000:]
-    actions = json.loads((store / "last-build.json").read_text())["actions"]
-    pushed = json.loads((store / "trees" / actions["push:toolchain"]["output"] / "push.json").read_text())
+    actions = json.loads((default_slice / "last-build.json").read_text())["actions"]
+    pushed = json.loads((default_slice / "trees" / actions["push:toolchain"]["output"] / "push.json").read_text())
     return f"{registry}/{pushed['reference']}"

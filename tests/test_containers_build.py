@@ -32,7 +32,7 @@ from cairn.gates.plan import SDK_TEST
 from cairn.gates.static import static_gate
 from cairn.plan import planner
 from cairn.plan.prepare import load, make_plan
-from cairn.services import current, docker_client, services_dir, start, stop
+from cairn.services import current, docker_client, services_dir
 from cairn.store.local import LocalStore
 from conftest import LEGACY, need, need_tool
 
@@ -42,29 +42,6 @@ CONTAINER_KINDS = ("image:", "push:", "gate:")
 COMMANDS.setdefault("gate", ("cairn.gates.command", "gates"))
 COMMANDS.setdefault("image", ("cairn.containers.command", "images"))
 pytestmark = [pytest.mark.slow, pytest.mark.docker, pytest.mark.registry]
-
-
-@pytest.fixture(scope="session")
-def services() -> Iterator[object]:
-    for tool, package in (("dockerd", "docker.io"), ("docker-registry", ""), ("mmdebstrap", ""), ("skopeo", ""),
-                          ("hipcc", "")):
-        need_tool(tool, package)
-    state = current()
-    if state is not None:
-        yield state
-        return
-    own = Path(tempfile.mkdtemp(prefix="cairn-svc-", dir="/tmp"))
-    previous = os.environ.get("CAIRN_SERVICES_DIR")
-    os.environ["CAIRN_SERVICES_DIR"] = str(own)
-    state, _ = start(own)
-    try:
-        yield state
-    finally:
-        stop(own)
-        if previous is None:
-            os.environ.pop("CAIRN_SERVICES_DIR", None)
-        else:
-            os.environ["CAIRN_SERVICES_DIR"] = previous
 
 
 @pytest.fixture(scope="session")

@@ -24,35 +24,38 @@ from cairn.model.targets import load_registry
 from cairn.plan.planner import plan_release
 from cairn.plan.probe import Host
 from conftest import ROOT, need_tool
-from test_containers_build import services  # noqa: F401 - the session's Docker Engine + registry
 
 MANIFEST = ROOT / "manifests" / "releases" / "default.toml"
 SMOKE = "build:cairn-smoke@gfx1151"
 pytestmark = [pytest.mark.slow, pytest.mark.docker, pytest.mark.registry]
 
 
-def _build(store: Path, tmpdir: Path, umask: int) -> dict[str, dict[str, str]]:
-    """``cairn build --only`` the smoke kernels in a fresh store; returns action -> {key, output, status}."""
-    tmpdir.mkdir(parents=True, exist_ok=True)
-    env = {**os.environ, "TMPDIR": str(tmpdir)}
-    result = subprocess.run([sys.executable, "-m", "cairn.cli", "build", str(MANIFEST), "--family", "gfx1151",
-                             "--only", SMOKE, "--store", str(store), "--jobs", "2"],
-                            capture_output=True, text=True, env=env, cwd=ROOT, timeout=3000,
-                            preexec_fn=lambda: os.umask(umask))
-    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+WHEELS = ("package:rocm-sdk-core", "package:rocm-sdk-libraries@gfx1151", "package:cairn-smoke@gfx1151")
+
+
+def _records(store: Path) -> dict[str, dict[str, str]]:
     actions = json.loads((store / "last-build.json").read_text())["actions"]
     return {a: {"key": Path(r["log"]).stem if r["log"] else "", "output": r["output"], "status": r["status"]}
             for a, r in actions.items()}
 
 
 @pytest.fixture(scope="module")
-def two_builds(services: object, tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict, dict]:  # noqa: F811
+def two_builds(default_slice: Path, tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict, dict]:
+    """The session's default slice (umask 022) and a second fresh store elsewhere, under umask 077 and another
+    TMPDIR, building the kernels and the wheels again (its debs from the first store's source mirror, so the
+    archive is asked once): both must agree on every key and every output digest."""
     need_tool("mmdebstrap")
     need_tool("docker", "docker.io")
     base = tmp_path_factory.mktemp("toolchain")
-    first = _build(base / "one" / ".cairn", base / "tmp-one", 0o022)
-    second = _build(base / "elsewhere" / "store-two", base / "tmp-two", 0o077)
-    return base / "one" / ".cairn", first, second
+    store, tmpdir = base / "elsewhere" / "store-two", base / "tmp-two"
+    tmpdir.mkdir(parents=True)
+    env = {**os.environ, "TMPDIR": str(tmpdir), "CAIRN_SOURCE_MIRROR": default_slice.as_uri()}
+    only = [arg for action in (SMOKE, *WHEELS) for arg in ("--only", action)]
+    result = subprocess.run([sys.executable, "-m", "cairn.cli", "build", str(MANIFEST), "--family", "gfx1151", *only,
+                             "--store", str(store), "--jobs", "2"], capture_output=True, text=True, env=env, cwd=ROOT,
+                            timeout=3000, preexec_fn=lambda: os.umask(0o077))
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    return default_slice, _records(default_slice), _records(store) | {"_store": {"key": "", "output": str(store), "status": ""}}
 
 
 def test_kernels_compile_in_the_build_image_for_the_target_and_its_generic(two_builds: tuple[Path, dict, dict]) -> None:
@@ -74,9 +77,9 @@ def test_kernels_compile_in_the_build_image_for_the_target_and_its_generic(two_b
 def test_fresh_stores_elsewhere_under_other_umasks_agree(two_builds: tuple[Path, dict, dict]) -> None:
     _, first, second = two_builds
     assert second[SMOKE]["status"] == "ran"
-    for action in ("image:toolchain", "push:toolchain", SMOKE, "fetch:path:recipes/hip/smoke"):
+    for action in ("image:toolchain", "push:toolchain", SMOKE, "fetch:path:recipes/hip/smoke", *WHEELS):
         assert first[action]["key"] == second[action]["key"], action
-        assert first[action]["output"] == second[action]["output"], action
+        assert first[action]["output"] == second[action]["output"], action  # the same bytes, wheels included
 
 
 def test_a_rootfs_that_drifts_from_its_lock_fails_naming_the_packages() -> None:
@@ -139,7 +142,7 @@ depends = []
 
 def test_cmake_kind_configures_builds_and_installs_a_pinned_git_source(two_builds: tuple[Path, dict, dict],
                                                                          tmp_path: Path) -> None:
-    store, _, _ = two_builds
+    store = Path(two_builds[2]["_store"]["output"])  # the second store: the default slice's record stays as it is
     repo, commit = _git_fixture(tmp_path)
     manifest = _cmake_manifest(tmp_path, repo, commit)
     result = subprocess.run([sys.executable, "-m", "cairn.cli", "build", str(manifest), "--only", "build:cairn-scale@gfx1151",

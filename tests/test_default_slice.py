@@ -1,0 +1,86 @@
+"""The default release (ROCm 7.2.4) for one family, end to end as `nox -s build` does it for all of them:
+pinned debs, the build image, the kernels compiled in it, wheels cut to the family, runtime and smoke images on
+the sid base, their gates, a signed publish and the matrix — for Strix Halo (gfx1151), whose libraries are
+partial (RCCL and hipSPARSELt carry no gfx1151 code), so the partial path is exercised for real."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import zipfile
+from pathlib import Path
+
+import pytest
+
+from cairn.audit import audit_file
+from conftest import ROOT
+
+FAMILY = TARGET = "gfx1151"
+pytestmark = [pytest.mark.slow, pytest.mark.docker, pytest.mark.registry, pytest.mark.network]
+
+
+def cairn(*args: str, **kwargs: object) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "cairn.cli", *args], capture_output=True, text=True, cwd=ROOT,
+                          timeout=3600, **kwargs)  # type: ignore[call-overload]
+
+
+@pytest.fixture(scope="module")
+def store(default_slice: Path) -> Path:
+    return default_slice
+
+
+def actions(store: Path) -> dict:
+    return json.loads((store / "last-build.json").read_text())["actions"]
+
+
+def tree(store: Path, action: str) -> Path:
+    return store / "trees" / actions(store)[action]["output"]
+
+
+def test_the_libraries_wheel_carries_gfx1151_code_and_names_what_it_lacks(store: Path, tmp_path: Path) -> None:
+    report = json.loads((tree(store, f"package:rocm-sdk-libraries@{FAMILY}") / "report.json").read_text())
+    assert report["audit"]["partial"] == {TARGET: ["lib/libhipsparselt.so.0", "lib/librccl.so.1"]}
+    (wheel,) = (tree(store, f"package:rocm-sdk-libraries@{FAMILY}") / "wheels").glob("*.whl")
+    with zipfile.ZipFile(wheel) as zf:
+        (tmp_path / "librocblas.so.5").write_bytes(zf.read("_rocm_sdk_libraries/lib/librocblas.so.5"))
+        names = zf.namelist()
+    audit = audit_file(tmp_path / "librocblas.so.5")
+    assert audit.complete_targets == (TARGET,)  # only Strix Halo's code objects are left in rocBLAS
+    kernels = [n for n in names if "/rocblas/" in n and n.endswith((".co", ".hsaco", ".dat"))]
+    assert any("gfx1151" in n for n in kernels)
+    assert not [n for n in kernels if "gfx942" in n or "gfx1100" in n or "gfx90a" in n]  # other targets' kernels left out
+    assert not [n for n in names if n.endswith(".a")]
+
+
+def test_images_pass_their_gates_and_the_partial_libraries_are_named(store: Path) -> None:
+    done = actions(store)
+    for gate in ("static-coverage", "in-container"):
+        for image in ("runtime", "smoke"):
+            assert done[f"gate:{gate}:{image}@{TARGET}"]["status"] == "ran"
+    static = json.loads((tree(store, f"gate:static-coverage:runtime@{TARGET}") / "gate.json").read_text())
+    assert static["status"] == "passed"
+    assert "partial — the release's libhipsparselt.so.0, librccl.so.1 were built without gfx1151 code" in static["reason"]
+    assert static["evidence"]["coverage"]["device_binaries"] > 5  # real device code: the family's math libraries
+    gpu = json.loads((tree(store, f"gate:gpu:runtime@{TARGET}") / "gate.json").read_text())
+    if not os.path.exists("/dev/kfd"):
+        assert (gpu["status"], gpu["reason"]) == ("not-run", "not run: no AMD GPU on this host")
+    smoke = json.loads((tree(store, f"gate:in-container:smoke@{TARGET}") / "gate.json").read_text())["evidence"]
+    assert smoke["cairn-smoke --cpu"]["report"]["cpu"] == {"gemm": True, "reduce_sum": True, "saxpy": True}
+
+
+def test_publish_verify_and_the_matrix_name_the_product_and_the_partial_cell(store: Path) -> None:
+    repo = store / "publish"
+    published = cairn("publish", "--dev-keys", "--store", str(store), "--to", repo.as_uri(), "--json")
+    assert published.returncode == 0, published.stderr[-3000:]
+    root = store / "keys" / "dev" / "root.json"
+    verified = cairn("verify", str(repo), "--root", str(root), env={**os.environ, "CAIRN_TUF_CACHE": str(store / "tuf")})
+    assert verified.returncode == 0, verified.stdout + verified.stderr
+    matrix = json.loads((repo / "channels" / "dev" / "matrix.json").read_text())
+    cells = [c for c in matrix["cells"] if c["gfx_target"] == TARGET]
+    assert cells and all("Strix Halo (Ryzen AI Max+ 395)" in c["products"] for c in cells)
+    assert all(c["partial"] == ["libhipsparselt.so.0", "librccl.so.1"] for c in cells)
+    assert matrix["release"]["version"] == "7.2.4"
+    sources = list((repo / "sources" / "sha256").iterdir())
+    assert len(sources) >= 30  # every pinned .deb of the release, published as its source mirror
