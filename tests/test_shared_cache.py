@@ -251,6 +251,18 @@ def test_a_tampered_tree_is_reported_never_used_and_rebuilt(s3, manifest, prefix
     assert third["counts"]["ran"] == 0 and third["cache"]["damaged"] == []
 
 
+def test_a_damaged_record_is_reported_removed_and_written_again(s3, manifest, prefix, tmp_path) -> None:
+    cache = ["--cache", f"s3://{BUCKET}/{prefix}"]
+    first, _ = _build(_machine(tmp_path, "a", s3), manifest, *cache)
+    key = Path(first["actions"]["assemble:sdk"]["log"]).stem  # logs/<action key>.log
+    s3["client"].put_object(Bucket=BUCKET, Key=f"{prefix}/ac/{key}.json", Body=b'{"key": "not this one"}')
+
+    second, stderr = _build(_machine(tmp_path, "b", s3), manifest, *cache)
+    assert _ran(second) == {"assemble:sdk"} and f"ac/{key}.json is not a cache record" in stderr
+    record = json.loads(s3["client"].get_object(Bucket=BUCKET, Key=f"{prefix}/ac/{key}.json")["Body"].read())
+    assert record["key"] == key and record["output"] == first["actions"]["assemble:sdk"]["output"]
+
+
 def test_bad_cache_arguments_get_one_line(s3, manifest, tmp_path) -> None:
     m = _machine(tmp_path, "a", s3)
     cases = [(["--cache", "http://example.invalid/x"], "not an s3://bucket/prefix URL"),
@@ -310,3 +322,29 @@ def test_pack_then_unpack_gives_the_same_tree_and_the_same_bytes(tmp_path) -> No
     unpack(pack(src), out)
     assert tree_digest(out) == tree_digest(src)
     assert pack(src) == pack(out)
+
+
+@pytest.mark.network
+@pytest.mark.slow
+def test_two_machines_share_the_default_release_sdk(s3, prefix, tmp_path) -> None:
+    """The default release's SDK for one family, built on one machine and fetched by another: nothing runs twice."""
+    from conftest import need_tool
+
+    for tool, package in (("apt-get", "apt"), ("dpkg-deb", "dpkg")):
+        need_tool(tool, package)
+    reports = []
+    for name in ("a", "b"):
+        machine = _machine(tmp_path, name, s3)
+        machine["env"]["CAIRN_ROOT"] = str(Path(__file__).parents[1])
+        command = [sys.executable, "-m", "cairn.cli", "build", "--family", "gfx90a", "--only", "assemble:sdk", "--jobs", "2",
+                   "--store", str(machine["store"]), "--json", "--cache", f"s3://{BUCKET}/{prefix}"]
+        started = time.monotonic()
+        proc = subprocess.run(command, cwd=machine["cwd"], env=machine["env"], capture_output=True, text=True, timeout=1800)
+        assert proc.returncode == 0, proc.stderr[-2000:]
+        reports.append(json.loads(proc.stdout))
+        print(f"machine {name}: {reports[-1]['counts']} in {time.monotonic() - started:.1f} s")
+    first, second = reports
+    assert first["counts"]["ran"] > 0 and first["counts"]["failed"] == 0
+    assert second["counts"]["ran"] == 0 and second["counts"]["cached"] == len(first["actions"])
+    assert second["actions"]["assemble:sdk"]["output"] == first["actions"]["assemble:sdk"]["output"]
+    assert (Path(second["sdk_tree"]) / "include" / "hip" / "hip_runtime.h").is_file()

@@ -106,8 +106,9 @@ class SharedCache:
         if data is None:
             return None
         record = _parse_record(data, key)
-        if record is None:
-            self._note("damaged", f"{self.record_key(key)} is not a cache record for that key — not used")
+        if record is None:  # no reader can use it: unless read-only, remove it so the rebuild can record the key
+            removed = self._remove(self.record_key(key))
+            self._note("damaged", f"{self.record_key(key)} is not a cache record for that key — not used{removed}; running the action")
             return None
         if local.has_tree(record.output):
             local.record(record)
@@ -142,14 +143,18 @@ class SharedCache:
 
     def _reject(self, record: ActionRecord, name: str, why: str) -> None:
         """A tree that is not what its name says: never used; removed from the bucket unless read-only."""
-        removed = ""
-        if not self.read_only:
-            try:
-                self.backend.delete(name)
-                removed = ", removed from the cache"
-            except CairnError:
-                pass
+        removed = self._remove(name)
         self._note("damaged", f"{record.action}: {name} failed verification ({why}) — not used{removed}; running the action")
+
+    def _remove(self, name: str) -> str:
+        """Delete an object that is wrong whatever reads it; says so for the report (nothing when read-only)."""
+        if self.read_only:
+            return ""
+        try:
+            self.backend.delete(name)
+        except CairnError:
+            return ""
+        return ", removed from the cache"
 
     def has_record(self, key: str) -> bool:
         try:
