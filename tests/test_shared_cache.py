@@ -204,6 +204,34 @@ def test_a_build_killed_mid_upload_leaves_no_record_and_the_next_machine_rebuild
     _assert_every_record_has_its_tree(s3, prefix)
 
 
+_CACHE_GOES_AWAY = """
+import sys
+from cairn.publish import s3http
+real, calls = s3http.S3Client.request, []
+def request(self, method, bucket, key="", **kwargs):
+    calls.append(method)
+    if len(calls) > 1:  # the start-up probe gets through, then the server is gone
+        raise s3http.ConnectionFailed("connection refused")
+    return real(self, method, bucket, key, **kwargs)
+s3http.S3Client.request = request
+from cairn.cli import main
+sys.exit(main(sys.argv[1:]))
+"""
+
+
+def test_a_cache_that_goes_away_mid_build_is_reported_once_and_the_build_runs_locally(s3, manifest, prefix, tmp_path) -> None:
+    _build(_machine(tmp_path, "a", s3), manifest, "--cache", f"s3://{BUCKET}/{prefix}")
+    b = _machine(tmp_path, "b", s3)
+    b["env"]["CAIRN_S3_RETRY_SECONDS"] = "1"
+    command = [sys.executable, "-c", _CACHE_GOES_AWAY, *_command(b, manifest, "--cache", f"s3://{BUCKET}/{prefix}")[3:]]
+    proc = subprocess.run(command, cwd=b["cwd"], env=b["env"], capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    report = json.loads(proc.stdout)
+    assert _ran(report) == set(report["actions"]) and _sdk_text(report, "part0.txt") == "payload 0\n"
+    assert len(report["cache"]["failed"]) == 1 and report["cache"]["offline"]
+    assert proc.stderr.count("giving up on") == 1
+
+
 def test_a_racing_pair_leaves_one_record_per_action(s3, manifest, prefix, tmp_path) -> None:
     DELAY["seconds"] = 2.0  # every fetch takes 2 s, so both machines miss on the same actions and both run them
     try:

@@ -17,7 +17,9 @@ Reading (before an action would run, when the local store has no record): the re
 into the local store's work area and digested there. A tree whose digest is not the one its name and record
 claim is a cache miss: it is reported, never used, and (unless read-only) deleted from the bucket — its name
 proves it wrong — so the rebuild that follows uploads the right one. Read-only mode (for untrusted jobs such
-as pull requests) reads and never writes or deletes.
+as pull requests) reads and never writes or deletes. The first request that fails (after the S3 wrapper's
+retries) takes the cache offline for the rest of the build: it is reported once and every action then runs
+locally, instead of every lookup waiting out the same retries.
 
 What verification cannot catch: a writer with write access to the bucket who uploads a wrong tree together
 with a record naming its (correct) digest. The cache is only as trustworthy as the jobs allowed to write it.
@@ -56,11 +58,12 @@ class CacheReport:
     raced: list[str] = field(default_factory=list)
     damaged: list[str] = field(default_factory=list)
     failed: list[str] = field(default_factory=list)
+    offline: str = ""  # set at the first failed request: the rest of the build does without the cache
 
     def to_json(self) -> dict[str, object]:
         return {"url": self.url, "read_only": self.read_only, "fetched": sorted(self.fetched),
                 "uploaded": sorted(self.uploaded), "raced": sorted(self.raced), "damaged": self.damaged,
-                "failed": self.failed}
+                "failed": self.failed, "offline": self.offline or None}
 
 
 def _stderr(message: str) -> None:
@@ -98,6 +101,8 @@ class SharedCache:
     # -- reading ----------------------------------------------------------------------------------------------
     def fetch(self, key: str, local: LocalStore) -> ActionRecord | None:
         """The record for ``key`` with its tree now in ``local``, or None (a miss, reported when it is damage)."""
+        if self.report.offline:
+            return None
         try:
             data = self.backend.get(self.record_key(key))
         except CairnError as exc:
@@ -157,6 +162,8 @@ class SharedCache:
         return ", removed from the cache"
 
     def has_record(self, key: str) -> bool:
+        if self.report.offline:
+            return True  # unknown: do not upload
         try:
             return self.backend.head_sha256(self.record_key(key)) is not None
         except CairnError as exc:
@@ -169,7 +176,7 @@ class SharedCache:
         local build is complete whatever the bucket says."""
         from cairn.publish.backend import RefusedOverwrite
 
-        if self.read_only:
+        if self.read_only or self.report.offline:
             return
         try:
             name = self.tree_key(record.output)
@@ -209,6 +216,11 @@ class SharedCache:
     def _note(self, kind: str, message: str) -> None:
         self._event(kind, message)
         self._warn(message)
+        if kind == "failed":
+            with self._lock:
+                first, self.report.offline = not self.report.offline, self.report.offline or message
+            if first:  # every later request would wait out the same retries: build on without the cache
+                self._warn(f"giving up on {self.report.url} for the rest of this build; actions run locally")
 
 
 def _parse_record(data: bytes, key: str) -> ActionRecord | None:
