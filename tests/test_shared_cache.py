@@ -133,6 +133,10 @@ def _assert_every_record_has_its_tree(s3: dict, prefix: str) -> None:
         assert f"trees/{record['output']}.tar.gz" in objects, f"{key} points at a tree the bucket lacks"
 
 
+def _distinct_files(store: Path) -> int:
+    return len({p.stat().st_ino for p in (store / "trees").rglob("*") if p.is_file() and not p.is_symlink()})
+
+
 def _sdk_text(report: dict, name: str) -> str:
     return Path(report["sdk_tree"], name).read_text()
 
@@ -151,6 +155,8 @@ def test_a_second_machine_runs_nothing_the_first_built(s3, manifest, prefix, tmp
     assert _sdk_text(second, "part1.txt") == "payload 1\n"
     assert second["actions"]["assemble:sdk"]["output"] == first["actions"]["assemble:sdk"]["output"]
     _assert_every_record_has_its_tree(s3, prefix)
+    # the fetched trees share files by hard links as the built ones do: no more distinct files than on machine a
+    assert _distinct_files(tmp_path / "b" / "store") == _distinct_files(tmp_path / "a" / "store")
 
 
 def test_a_store_built_before_the_cache_existed_seeds_it(s3, manifest, prefix, tmp_path) -> None:
@@ -376,3 +382,4 @@ def test_two_machines_share_the_default_release_sdk(s3, prefix, tmp_path) -> Non
     assert second["counts"]["ran"] == 0 and second["counts"]["cached"] == len(first["actions"])
     assert second["actions"]["assemble:sdk"]["output"] == first["actions"]["assemble:sdk"]["output"]
     assert (Path(second["sdk_tree"]) / "include" / "hip" / "hip_runtime.h").is_file()
+    assert _distinct_files(tmp_path / "b" / "store") == _distinct_files(tmp_path / "a" / "store")

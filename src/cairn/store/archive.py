@@ -11,6 +11,7 @@ verbatim and never followed. The caller still digests what was unpacked: the arc
 from __future__ import annotations
 
 import gzip
+import hashlib
 import io
 import os
 import tarfile
@@ -44,9 +45,11 @@ def pack(root: Path) -> bytes:
     return buffer.getvalue()
 
 
-def unpack(data: bytes, dest: Path) -> None:
-    """Unpack into the empty directory ``dest``; raises DamagedArchive for anything ``pack`` never writes."""
+def unpack(data: bytes, dest: Path) -> list[tuple[str, str, bool]]:
+    """Unpack into the empty directory ``dest``; raises DamagedArchive for anything ``pack`` never writes.
+    Returns (path, sha256, executable) of every regular file, as hashed while writing it."""
     made = {""}
+    files: list[tuple[str, str, bool]] = []
     try:
         with tarfile.open(fileobj=io.BytesIO(data), mode="r:gz") as tar:
             for member in tar:
@@ -61,14 +64,19 @@ def unpack(data: bytes, dest: Path) -> None:
                 elif member.isfile():
                     source = tar.extractfile(member)
                     assert source is not None  # a regular file always has a body
+                    digest = hashlib.sha256()
                     with open(target, "xb") as out:
                         while chunk := source.read(1 << 20):
                             out.write(chunk)
-                    os.chmod(target, 0o755 if member.mode & 0o111 else 0o644)
+                            digest.update(chunk)
+                    executable = bool(member.mode & 0o111)
+                    os.chmod(target, 0o755 if executable else 0o644)
+                    files.append((member.name, digest.hexdigest(), executable))
                 else:
                     raise DamagedArchive(f"{member.name} is neither a file, a directory nor a symlink")
     except (tarfile.TarError, EOFError, gzip.BadGzipFile, OSError, UnicodeError) as exc:
         raise DamagedArchive(f"unreadable archive: {exc}") from None
+    return files
 
 
 def _check_name(name: str, parent: str, made: set[str]) -> None:

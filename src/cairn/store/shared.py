@@ -34,6 +34,7 @@ import re
 import shutil
 import sys
 import threading
+import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -84,6 +85,9 @@ class SharedCache:
         self.report = CacheReport(self.backend.url, read_only)
         self._warn = warn
         self._lock = threading.Lock()
+        # (sha256, executable) -> a file of a tree this build fetched: later fetched trees hard-link to it, as
+        # trees built locally share files, instead of holding one copy per tree
+        self._content: dict[tuple[str, bool], Path] = {}
         try:
             self.backend.list("ac/~probe")  # one cheap request: a wrong bucket or endpoint fails here, not per action
         except CairnError as exc:
@@ -133,18 +137,37 @@ class SharedCache:
             return None
         workdir = local.workdir(f"cache-{record.action}")
         try:
-            unpack(blob, workdir)
+            files = unpack(blob, workdir)
         except DamagedArchive as exc:
             shutil.rmtree(workdir, ignore_errors=True)
             self._reject(record, name, str(exc))
             return None
+        self._share_files(workdir, files)
         got = local.commit(workdir, expect=record.output)
         if got != record.output:
             self._reject(record, name, f"its files digest to {got[:12]}")
             return None
+        tree = local.tree(got)
+        for rel, sha, executable in files:
+            self._content.setdefault((sha, executable), tree / rel)
         local.record(record)
         self._event("fetched", record.action)
         return record
+
+    def _share_files(self, workdir: Path, files: list[tuple[str, str, bool]]) -> None:
+        """Replace each unpacked file whose bytes and mode a tree fetched earlier has by a hard link to that
+        file (same bytes, so the digest the commit checks is unchanged; any failure just keeps the copy)."""
+        for rel, sha, executable in files:
+            known = self._content.get((sha, executable))
+            if known is None:
+                continue
+            target = workdir / rel
+            spare = workdir.parent / f".link-{uuid.uuid4().hex}"  # beside the work dir: never a name of the tree
+            try:
+                os.link(known, spare)
+                os.replace(spare, target)
+            except OSError:
+                spare.unlink(missing_ok=True)
 
     def _reject(self, record: ActionRecord, name: str, why: str) -> None:
         """A tree that is not what its name says: never used; removed from the bucket unless read-only."""
