@@ -5,7 +5,7 @@ cells, wheels, images, gate results and the pins it was built from; a published 
 with wheels, images and gate results (``staging/<version>/matrix.json``) but not the pins. A facet the
 input does not carry is ``None``, and the comparison says it could not compare it rather than guessing.
 
-Nothing here checks signatures: ``cairn verify`` does. The repository is read as it lies on disk.
+Nothing here checks signatures: ``cairn verify`` does. A repository is read as it lies on disk or in the bucket.
 """
 
 from __future__ import annotations
@@ -13,9 +13,13 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from cairn.errors import InputError
 from cairn.names import name_problem
+
+if TYPE_CHECKING:
+    from cairn.matrix.model import Matrix
 
 # PEP 427 file name: the identity of a wheel across releases is its project and tags, without the version
 _WHEEL = re.compile(r"^(?P<name>[^-]+)-(?P<version>[^-]+)(?:-\d[^-]*)?-(?P<tags>[^-]+-[^-]+-[^-]+)\.whl$")
@@ -45,8 +49,10 @@ class ReleaseView:
 
 
 def open_view(arg: str) -> ReleaseView:
-    """``arg`` is a bundle directory, a published repository (``DIR`` or ``DIR@VERSION``), or a manifest
-    path or release name."""
+    """``arg`` is a bundle directory, a published repository (``DIR`` or ``s3://bucket/prefix``, either with
+    ``@VERSION``), or a manifest path or release name."""
+    if arg.startswith("s3://"):
+        return _s3_repository(arg)
     path = Path(arg)
     version = ""
     if not path.exists() and "@" in arg:
@@ -97,15 +103,41 @@ def _repository(root: Path, version: str, arg: str) -> ReleaseView:
     from cairn.matrix.model import load_matrix
 
     staged = sorted(p.parent.name for p in (root / "staging").glob("*/matrix.json"))
+    version = _pick(str(root), staged, version)
+    return _matrix_view(load_matrix(root / "staging" / version / "matrix.json"), arg)
+
+
+def _s3_repository(arg: str) -> ReleaseView:
+    """A repository in S3 (endpoint from ``$CAIRN_S3_ENDPOINT``, as for publishing): one LIST, one GET."""
+    import json
+
+    from cairn.matrix.model import from_dict
+    from cairn.publish.backend import open_backend
+
+    url, _, version = arg.partition("@")
+    backend = open_backend(url)
+    staged = sorted(key.split("/")[1] for key in backend.list("staging/") if re.fullmatch(r"staging/[^/]+/matrix\.json", key))
+    version = _pick(url, staged, version)
+    where = f"{url}/staging/{version}/matrix.json"
+    try:
+        data = json.loads(backend.get(f"staging/{version}/matrix.json") or b"")
+    except ValueError as exc:
+        raise InputError(where, f"not JSON ({exc})", "republish the release") from None
+    return _matrix_view(from_dict(data, where), arg)
+
+
+def _pick(where: str, staged: list[str], version: str) -> str:
+    """The staged release to read: the one named, or the only one."""
     if version:
         if name_problem(version) or version not in staged:
-            raise InputError(root, f"has no staged release {version!r}", f"staged: {', '.join(staged) or 'none'}")
-    elif len(staged) == 1:
-        version = staged[0]
-    else:
-        raise InputError(root, f"holds {len(staged)} staged releases ({', '.join(staged) or 'none'})",
-                         f"name one as {root}@VERSION")
-    matrix = load_matrix(root / "staging" / version / "matrix.json")
+            raise InputError(where, f"has no staged release {version!r}", f"staged: {', '.join(staged) or 'none'}")
+        return version
+    if len(staged) == 1:
+        return staged[0]
+    raise InputError(where, f"holds {len(staged)} staged releases ({', '.join(staged) or 'none'})", f"name one as {where}@VERSION")
+
+
+def _matrix_view(matrix: Matrix, arg: str) -> ReleaseView:
     rel = matrix.release
     facts = {"name": rel.name, "version": rel.version, "channel": rel.channel, "manifest_sha256": rel.manifest_sha256}
     cells = {_cell_key(c.gfx_target, c.os, c.python, c.framework.name): _cell_view(
