@@ -33,6 +33,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "promote": ("cairn.publish.promote_command", "move a channel to a staged release, only cells whose gates passed"),
     "verify": ("cairn.sign.verify_command", "check a repository, file or image against the pinned TUF root"),
     "matrix": ("cairn.matrix.command", "print or write the compatibility matrix as JSON, a static HTML page or Markdown"),
+    "diff": ("cairn.diff.command", "what changed between two releases: manifests, bundles or published repositories"),
     "doctor": ("cairn.doctor.command", "what is wrong with this ROCm host, and which validated image or wheel fits it"),
 }
 

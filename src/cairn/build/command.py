@@ -1,8 +1,9 @@
-"""``cairn build [MANIFEST] [--family F]... [--jobs N] [--store DIR] [--json]``.
+"""``cairn build [MANIFEST] [--family F]... [--jobs N] [--store DIR] [--cache s3://B/P [--cache-read-only]] [--json]``.
 
 Runs the plan into the store with a progress display (rich on a terminal, one plain line per action
 otherwise), then prints where the SDK tree is. Exit 0 when everything runnable succeeded, 1 if an action
-failed; blocked actions are listed with their reasons but do not fail the build.
+failed; blocked actions are listed with their reasons but do not fail the build. With ``--cache`` the
+local store gets a shared S3 action cache behind it (``cairn.store.shared``).
 """
 
 from __future__ import annotations
@@ -17,9 +18,11 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from cairn.build.executor import BuildReport, Outcome, closure, execute
+from cairn.errors import CairnError
 from cairn.plan.graph import Action
 from cairn.plan.prepare import load, make_plan
 from cairn.store.local import LocalStore
+from cairn.store.shared import CachedStore, SharedCache
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
@@ -30,12 +33,21 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--only", action="append", default=[], metavar="ACTION",
                         help="run only this action and what it depends on (repeatable), e.g. assemble:sdk")
     parser.add_argument("--json", action="store_true", help="print a machine-readable report at the end")
+    parser.add_argument("--cache", metavar="s3://BUCKET/PREFIX", default=os.environ.get("CAIRN_CACHE") or None,
+                        help="shared action cache in S3 (endpoint from $CAIRN_S3_ENDPOINT; default $CAIRN_CACHE): "
+                             "looked up before an action runs, written after it ran")
+    parser.add_argument("--cache-read-only", action="store_true",
+                        help="read the shared cache, never write it (for untrusted jobs such as pull requests)")
 
 
 def run(args: argparse.Namespace) -> int:
     manifest, registry = load(args.manifest)
+    if args.cache_read_only and not args.cache:
+        raise CairnError("--cache-read-only needs --cache s3://BUCKET/PREFIX (or $CAIRN_CACHE) — there is no cache to read")
+    cache = SharedCache(args.cache, read_only=args.cache_read_only) if args.cache else None
     plan = make_plan(manifest, registry, args.family, store=args.store)
-    store = LocalStore(args.store)
+    local = LocalStore(args.store)
+    store: LocalStore | CachedStore = CachedStore(local, cache) if cache else local
     store.lock()
     try:
         report = _execute_with_progress(plan, store, args.jobs, quiet=args.json, only=set(args.only) or None)
@@ -49,6 +61,7 @@ def run(args: argparse.Namespace) -> int:
         "store": str(store.root),
         "counts": {s: report.count(s) for s in ("ran", "cached", "blocked", "failed", "skipped")},
         "sdk_tree": str(store.tree(sdk.output)) if sdk and sdk.output else None,
+        "cache": cache.report.to_json() if cache else None,
         "actions": {o.action: {"status": o.status, "output": o.output or None, "detail": o.detail or None,
                                "seconds": round(o.seconds, 3), "log": o.log or None} for o in report.outcomes.values()},
     }
@@ -60,7 +73,7 @@ def run(args: argparse.Namespace) -> int:
     return 0 if report.ok else 1
 
 
-def _execute_with_progress(plan, store: LocalStore, jobs: int, quiet: bool, only: set[str] | None) -> BuildReport:
+def _execute_with_progress(plan, store: LocalStore | CachedStore, jobs: int, quiet: bool, only: set[str] | None) -> BuildReport:
     total = len(closure(plan, only)) if only else len(plan.actions)
     if quiet:
         return execute(plan, store, jobs=jobs, only=only)
@@ -103,6 +116,11 @@ def _print_summary(report: BuildReport, summary: dict) -> None:
     for outcome in report.outcomes.values():
         if outcome.status in ("failed", "blocked"):
             console.print(f"  {outcome.action}: {outcome.status} — {outcome.detail}" + (f" (log: {outcome.log})" if outcome.log else ""))
+    cache = summary["cache"]
+    if cache:
+        console.print(f"cache {cache['url']}{' (read-only)' if cache['read_only'] else ''}: {len(cache['fetched'])} fetched, "
+                      f"{len(cache['uploaded'])} uploaded, {len(cache['raced'])} raced, {len(cache['damaged'])} damaged, "
+                      f"{len(cache['failed'])} failed")
     if summary["sdk_tree"]:
         console.print(f"SDK tree: {summary['sdk_tree']}")
 

@@ -1,7 +1,8 @@
 """The content-addressed store: output trees by digest, and an action cache from key to output.
 
 ``Store`` is the small interface every stage uses; ``LocalStore`` keeps it in a directory (``.cairn/``
-by default). A shared backend (an S3-backed action cache for CI shards) implements the same methods.
+by default). ``CachedStore`` (``cairn.store.shared``) puts a shared S3 action cache in front of a local
+store with the same methods.
 """
 
 from cairn.store.base import ActionRecord, Store, tree_digest

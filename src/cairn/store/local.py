@@ -80,12 +80,14 @@ class LocalStore:
         safe = "".join(ch if ch.isalnum() or ch in "-_." else "_" for ch in action_id)
         return Path(tempfile.mkdtemp(prefix=f"{safe}.", dir=self.root / "tmp"))
 
-    def commit(self, workdir: Path) -> str:
-        """Normalize modes, digest the tree and move it into ``trees/``; returns the digest."""
+    def commit(self, workdir: Path, expect: str = "") -> str:
+        """Normalize modes, digest the tree and move it into ``trees/``; returns the digest. With ``expect``
+        (a tree from elsewhere, named by the digest it should have), a tree with another digest is removed, not
+        kept: the caller sees the digest it really has."""
         normalize_modes(workdir)
         digest = tree_digest(workdir)
         final = self.root / "trees" / digest
-        if final.exists():
+        if final.exists() or (expect and digest != expect):
             _remove(workdir)
         else:
             os.rename(workdir, final)

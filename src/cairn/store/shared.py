@@ -1,0 +1,302 @@
+"""A shared action cache in S3 in front of the local store, so many machines (CI shards) share one build.
+
+Layout under ``s3://bucket/prefix`` (endpoint from ``$CAIRN_S3_ENDPOINT``, as for publishing)::
+
+    trees/<digest>.tar.gz    one output tree (``cairn.store.archive``), named by its tree digest
+    ac/<key>.json            action record: key → output digest, the same JSON as the local ``ac/``
+
+Action keys never name a machine or a path, so a key computed on one machine finds the work of another.
+
+Writing (after the local commit, so the local build never waits on a half-made upload): the tree first, the
+record last, both with ``If-None-Match: *``. A machine killed between the two leaves a tree nobody points at
+(harmless); a record is only ever written once its tree is in the bucket. Two machines racing on one action
+both upload, the second record PUT is refused, and the first record stays: one record per key, never
+overwritten. A local hit that the cache lacks is uploaded too, so a store built before the cache seeds it.
+
+Reading (before an action would run, when the local store has no record): the record, then its tree, unpacked
+into the local store's work area and digested there. A tree whose digest is not the one its name and record
+claim is a cache miss: it is reported, never used, and (unless read-only) deleted from the bucket — its name
+proves it wrong — so the rebuild that follows uploads the right one. Read-only mode (for untrusted jobs such
+as pull requests) reads and never writes or deletes. The first request that fails (after the S3 wrapper's
+retries) takes the cache offline for the rest of the build: it is reported once and every action then runs
+locally, instead of every lookup waiting out the same retries.
+
+What verification cannot catch: a writer with write access to the bucket who uploads a wrong tree together
+with a record naming its (correct) digest. The cache is only as trustworthy as the jobs allowed to write it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import re
+import shutil
+import sys
+import threading
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from urllib.parse import urlparse
+
+from cairn.errors import CairnError
+from cairn.store.archive import DamagedArchive, pack, unpack
+from cairn.store.base import ActionRecord
+from cairn.store.local import LocalStore
+
+_HEX64 = re.compile(r"[0-9a-f]{64}")
+
+
+@dataclass
+class CacheReport:
+    """What the shared cache did during one build: the action ids per event, and the messages of problems."""
+
+    url: str
+    read_only: bool
+    fetched: list[str] = field(default_factory=list)
+    uploaded: list[str] = field(default_factory=list)
+    raced: list[str] = field(default_factory=list)
+    damaged: list[str] = field(default_factory=list)
+    failed: list[str] = field(default_factory=list)
+    offline: str = ""  # set at the first failed request: the rest of the build does without the cache
+
+    def to_json(self) -> dict[str, object]:
+        return {"url": self.url, "read_only": self.read_only, "fetched": sorted(self.fetched),
+                "uploaded": sorted(self.uploaded), "raced": sorted(self.raced), "damaged": self.damaged,
+                "failed": self.failed, "offline": self.offline or None}
+
+
+def _stderr(message: str) -> None:
+    print(f"cache: {message}", file=sys.stderr, flush=True)
+
+
+class SharedCache:
+    """The bucket side: fetch a record and its verified tree into a local store, push them from one."""
+
+    def __init__(self, url: str, *, read_only: bool = False, warn: Callable[[str], None] = _stderr) -> None:
+        from cairn.publish.backend import S3Backend  # the one S3 wrapper
+
+        parsed = urlparse(url)
+        if parsed.scheme != "s3" or not parsed.netloc:
+            raise CairnError(f"--cache {url}: not an s3://bucket/prefix URL — the shared cache lives in S3")
+        self.backend = S3Backend(parsed.netloc, parsed.path.strip("/"), os.environ.get("CAIRN_S3_ENDPOINT") or None)
+        self.read_only = read_only
+        self.report = CacheReport(self.backend.url, read_only)
+        self._warn = warn
+        self._lock = threading.Lock()
+        # (sha256, executable) -> a file of a tree this build fetched: later fetched trees hard-link to it, as
+        # trees built locally share files, instead of holding one copy per tree
+        self._content: dict[tuple[str, bool], Path] = {}
+        try:
+            self.backend.list("ac/~probe")  # one cheap request: a wrong bucket or endpoint fails here, not per action
+        except CairnError as exc:
+            raise CairnError(f"cache {url}: {exc} — check the bucket and $CAIRN_S3_ENDPOINT") from None
+
+    # -- names ----------------------------------------------------------------------------------------------
+    @staticmethod
+    def record_key(key: str) -> str:
+        return f"ac/{key}.json"
+
+    @staticmethod
+    def tree_key(digest: str) -> str:
+        return f"trees/{digest}.tar.gz"
+
+    # -- reading ----------------------------------------------------------------------------------------------
+    def fetch(self, key: str, local: LocalStore) -> ActionRecord | None:
+        """The record for ``key`` with its tree now in ``local``, or None (a miss, reported when it is damage)."""
+        if self.report.offline:
+            return None
+        try:
+            data = self.backend.get(self.record_key(key))
+        except CairnError as exc:
+            self._note("failed", f"lookup of {key[:12]} failed: {exc} — running the action")
+            return None
+        if data is None:
+            return None
+        record = _parse_record(data, key)
+        if record is None:  # no reader can use it: unless read-only, remove it so the rebuild can record the key
+            removed = self._remove(self.record_key(key))
+            self._note("damaged", f"{self.record_key(key)} is not a cache record for that key — not used{removed}; running the action")
+            return None
+        if local.has_tree(record.output):
+            local.record(record)
+            self._event("fetched", record.action)
+            return record
+        return self._fetch_tree(record, local)
+
+    def _fetch_tree(self, record: ActionRecord, local: LocalStore) -> ActionRecord | None:
+        name = self.tree_key(record.output)
+        try:
+            blob = self.backend.get(name)
+        except CairnError as exc:
+            self._note("failed", f"{record.action}: download of {name} failed: {exc} — running the action")
+            return None
+        if blob is None:
+            self._note("damaged", f"{record.action}: the record names {name}, which the cache does not hold — running the action")
+            return None
+        workdir = local.workdir(f"cache-{record.action}")
+        try:
+            files = unpack(blob, workdir)
+        except DamagedArchive as exc:
+            shutil.rmtree(workdir, ignore_errors=True)
+            self._reject(record, name, str(exc))
+            return None
+        self._share_files(workdir, files)
+        got = local.commit(workdir, expect=record.output)
+        if got != record.output:
+            self._reject(record, name, f"its files digest to {got[:12]}")
+            return None
+        tree = local.tree(got)
+        for rel, sha, executable in files:
+            self._content.setdefault((sha, executable), tree / rel)
+        local.record(record)
+        self._event("fetched", record.action)
+        return record
+
+    def _share_files(self, workdir: Path, files: list[tuple[str, str, bool]]) -> None:
+        """Replace each unpacked file whose bytes and mode a tree fetched earlier has by a hard link to that
+        file (same bytes, so the digest the commit checks is unchanged; any failure just keeps the copy)."""
+        for rel, sha, executable in files:
+            known = self._content.get((sha, executable))
+            if known is None:
+                continue
+            target = workdir / rel
+            spare = workdir.parent / f".link-{uuid.uuid4().hex}"  # beside the work dir: never a name of the tree
+            try:
+                os.link(known, spare)
+                os.replace(spare, target)
+            except OSError:
+                spare.unlink(missing_ok=True)
+
+    def _reject(self, record: ActionRecord, name: str, why: str) -> None:
+        """A tree that is not what its name says: never used; removed from the bucket unless read-only."""
+        removed = self._remove(name)
+        self._note("damaged", f"{record.action}: {name} failed verification ({why}) — not used{removed}; running the action")
+
+    def _remove(self, name: str) -> str:
+        """Delete an object that is wrong whatever reads it; says so for the report (nothing when read-only)."""
+        if self.read_only:
+            return ""
+        try:
+            self.backend.delete(name)
+        except CairnError:
+            return ""
+        return ", removed from the cache"
+
+    def has_record(self, key: str) -> bool:
+        if self.report.offline:
+            return True  # unknown: do not upload
+        try:
+            return self.backend.head_sha256(self.record_key(key)) is not None
+        except CairnError as exc:
+            self._note("failed", f"lookup of {key[:12]} failed: {exc}")
+            return True  # unknown: do not upload blindly
+
+    # -- writing ----------------------------------------------------------------------------------------------
+    def push(self, record: ActionRecord, local: LocalStore) -> None:
+        """Upload the tree (unless the bucket has it), then the record; both conditional. Never raises: the
+        local build is complete whatever the bucket says."""
+        from cairn.publish.backend import RefusedOverwrite
+
+        if self.read_only or self.report.offline:
+            return
+        try:
+            name = self.tree_key(record.output)
+            if self.backend.head_sha256(name) is None:
+                # refused: another machine's archive of this tree with other bytes (another zlib); verified on download
+                with contextlib.suppress(RefusedOverwrite):
+                    self.backend.put(name, pack(local.tree(record.output)), content_type="application/gzip", immutable=True)
+            try:
+                wrote = self.backend.put(self.record_key(record.key), record.to_json().encode(),
+                                         content_type="application/json", immutable=True)
+            except RefusedOverwrite:
+                self._raced(record)
+                return
+            if wrote:
+                self._event("uploaded", record.action)
+            else:
+                self._event("raced", record.action)  # the very same record was already there
+        except CairnError as exc:
+            self._note("failed", f"{record.action}: upload failed: {exc} — the local build is unaffected")
+
+    def _raced(self, record: ActionRecord) -> None:
+        """Another machine recorded this key first; its record stays. Say whether it agrees with ours."""
+        self._event("raced", record.action)
+        try:
+            theirs = _parse_record(self.backend.get(self.record_key(record.key)) or b"", record.key)
+        except CairnError:
+            return
+        if theirs is not None and theirs.output != record.output:
+            self._warn(f"{record.action}: another machine recorded output {theirs.output[:12]} for the same key, "
+                       f"this one built {record.output[:12]} — the action is not reproducible")
+
+    # -- bookkeeping ------------------------------------------------------------------------------------------
+    def _event(self, kind: str, action: str) -> None:
+        with self._lock:
+            getattr(self.report, kind).append(action)
+
+    def _note(self, kind: str, message: str) -> None:
+        self._event(kind, message)
+        self._warn(message)
+        if kind == "failed":
+            with self._lock:
+                first, self.report.offline = not self.report.offline, self.report.offline or message
+            if first:  # every later request would wait out the same retries: build on without the cache
+                self._warn(f"giving up on {self.report.url} for the rest of this build; actions run locally")
+
+
+def _parse_record(data: bytes, key: str) -> ActionRecord | None:
+    try:
+        record = ActionRecord(**json.loads(data))
+    except (ValueError, TypeError):
+        return None
+    if record.key != key or not isinstance(record.output, str) or not _HEX64.fullmatch(record.output):
+        return None
+    if not isinstance(record.action, str):
+        return None
+    return record
+
+
+class CachedStore:
+    """A ``LocalStore`` with a ``SharedCache`` behind it: the executor sees one ``Store``."""
+
+    def __init__(self, local: LocalStore, cache: SharedCache) -> None:
+        self.local, self.cache = local, cache
+
+    @property
+    def root(self) -> Path:
+        return self.local.root
+
+    def lock(self) -> None:
+        self.local.lock()
+
+    def unlock(self) -> None:
+        self.local.unlock()
+
+    def lookup(self, key: str) -> ActionRecord | None:
+        record = self.local.lookup(key)
+        if record is None:
+            return self.cache.fetch(key, self.local)
+        if not self.cache.read_only and not self.cache.has_record(key):
+            self.cache.push(record, self.local)  # built before this cache was used: seed it
+        return record
+
+    def record(self, record: ActionRecord) -> None:
+        self.local.record(record)
+        self.cache.push(record, self.local)
+
+    def has_tree(self, digest: str) -> bool:
+        return self.local.has_tree(digest)
+
+    def tree(self, digest: str) -> Path:
+        return self.local.tree(digest)
+
+    def workdir(self, action_id: str) -> Path:
+        return self.local.workdir(action_id)
+
+    def commit(self, workdir: Path) -> str:
+        return self.local.commit(workdir)
+
+    def log_path(self, key: str) -> Path:
+        return self.local.log_path(key)

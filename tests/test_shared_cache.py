@@ -1,0 +1,390 @@
+"""The shared S3 action cache against a real (moto) S3 server: two "machines" (separate stores, HOMEs and working
+directories) share one build; a build killed between tree and record, a racing pair and a tampered tree never
+leave the cache pointing at anything wrong; read-only jobs never write; an archive cannot write outside its tree.
+
+Every build is ``python -m cairn.cli build`` in its own process, read through its ``--json`` report.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import http.server
+import io
+import json
+import os
+import socket
+import subprocess
+import sys
+import tarfile
+import threading
+import time
+import uuid
+from pathlib import Path
+
+import pytest
+
+from cairn.store.archive import DamagedArchive, pack, unpack
+from conftest import need_module
+
+boto3 = need_module("boto3")
+moto_server = need_module("moto.server")
+
+BUCKET = "cairn-cache"
+PARTS = 3
+DELAY = {"seconds": 0.0}
+pytestmark = pytest.mark.s3
+
+
+class _SlowHandler(http.server.SimpleHTTPRequestHandler):
+    def do_GET(self) -> None:
+        time.sleep(DELAY["seconds"])
+        super().do_GET()
+
+    def log_message(self, *args: object) -> None:
+        pass
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture(scope="module")
+def s3():
+    port = _free_port()
+    server = moto_server.ThreadedMotoServer(ip_address="127.0.0.1", port=port, verbose=False)
+    server.start()
+    endpoint = f"http://127.0.0.1:{port}"
+    client = boto3.client("s3", endpoint_url=endpoint, region_name="us-east-1", aws_access_key_id="test", aws_secret_access_key="test")
+    client.create_bucket(Bucket=BUCKET)
+    client.put_bucket_versioning(Bucket=BUCKET, VersioningConfiguration={"Status": "Enabled"})  # to count overwrites
+    yield {"endpoint": endpoint, "client": client}
+    server.stop()
+
+
+@pytest.fixture
+def manifest(tmp_path: Path):
+    """A release of PARTS archive components served over loopback HTTP (slowed down by DELAY when asked)."""
+    www = tmp_path / "www"
+    www.mkdir()
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), lambda *a, **k: _SlowHandler(*a, directory=str(www), **k))
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    base = f"http://127.0.0.1:{server.server_address[1]}"
+    parts = ['[release]\nname = "cache-test"\nversion = "1.0.0"\nchannel = "dev"\nsource_date_epoch = 1700000000\n'
+             'base_os = "debian-12"\nfamilies = ["gfx90a"]\n\n[core]']
+    for n in range(PARTS):
+        body = f"payload {n}\n".encode()
+        (www / f"part{n}.txt").write_bytes(body)
+        parts.append(f'[[core.components]]\nname = "part{n}"\nversion = "1.0"\n'
+                     f'source.archive = {{ url = "{base}/part{n}.txt", sha256 = "{hashlib.sha256(body).hexdigest()}" }}\n'
+                     'build = { kind = "copy" }\n')
+    path = tmp_path / "cache-test.toml"
+    path.write_text("\n".join(parts))
+    yield path
+    server.shutdown()
+
+
+@pytest.fixture
+def prefix() -> str:
+    return f"run-{uuid.uuid4().hex[:8]}"
+
+
+def _machine(tmp_path: Path, name: str, s3: dict) -> dict:
+    """Another machine: its own working directory, HOME and store; the same bucket."""
+    home = tmp_path / name / "home"
+    home.mkdir(parents=True, exist_ok=True)
+    env = {**os.environ, "HOME": str(home), "CAIRN_S3_ENDPOINT": s3["endpoint"], "AWS_ACCESS_KEY_ID": "test",
+           "AWS_SECRET_ACCESS_KEY": "test", "AWS_DEFAULT_REGION": "us-east-1", "CAIRN_S3_RETRY_SECONDS": "5"}
+    env.pop("CAIRN_CACHE", None)
+    return {"cwd": tmp_path / name, "env": env, "store": tmp_path / name / "store"}
+
+
+def _command(machine: dict, manifest: Path, *extra: str) -> list[str]:
+    return [sys.executable, "-m", "cairn.cli", "build", str(manifest), "--store", str(machine["store"]), "--json",
+            "--jobs", "1", "--only", "assemble:sdk", *extra]
+
+
+def _build(machine: dict, manifest: Path, *extra: str) -> tuple[dict, str]:
+    proc = subprocess.run(_command(machine, manifest, *extra), cwd=machine["cwd"], env=machine["env"],
+                          capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr + proc.stdout
+    return json.loads(proc.stdout), proc.stderr
+
+
+def _ran(report: dict) -> set[str]:
+    return {a for a, o in report["actions"].items() if o["status"] == "ran"}
+
+
+def _objects(s3: dict, prefix: str) -> dict[str, int]:
+    """key (below the prefix) → number of versions the bucket holds of it."""
+    out: dict[str, int] = {}
+    for page in s3["client"].get_paginator("list_object_versions").paginate(Bucket=BUCKET, Prefix=prefix + "/"):
+        for version in page.get("Versions", []):
+            key = version["Key"][len(prefix) + 1:]
+            out[key] = out.get(key, 0) + 1
+    return out
+
+
+def _assert_every_record_has_its_tree(s3: dict, prefix: str) -> None:
+    objects = _objects(s3, prefix)
+    for key in [k for k in objects if k.startswith("ac/")]:
+        record = json.loads(s3["client"].get_object(Bucket=BUCKET, Key=f"{prefix}/{key}")["Body"].read())
+        assert f"trees/{record['output']}.tar.gz" in objects, f"{key} points at a tree the bucket lacks"
+
+
+def _distinct_files(store: Path) -> int:
+    return len({p.stat().st_ino for p in (store / "trees").rglob("*") if p.is_file() and not p.is_symlink()})
+
+
+def _sdk_text(report: dict, name: str) -> str:
+    return Path(report["sdk_tree"], name).read_text()
+
+
+def test_a_second_machine_runs_nothing_the_first_built(s3, manifest, prefix, tmp_path) -> None:
+    cache = ["--cache", f"s3://{BUCKET}/{prefix}"]
+    first, _ = _build(_machine(tmp_path, "a", s3), manifest, *cache)
+    actions = set(first["actions"])
+    assert _ran(first) == actions and len(actions) == 2 * PARTS + 1
+    assert set(first["cache"]["uploaded"]) == actions
+
+    second, _ = _build(_machine(tmp_path, "b", s3), manifest, *cache)
+    assert second["counts"]["ran"] == 0 and second["counts"]["cached"] == len(actions)
+    assert set(second["cache"]["fetched"]) == actions and second["cache"]["damaged"] == []
+    assert str(tmp_path / "b" / "store") in second["sdk_tree"]
+    assert _sdk_text(second, "part1.txt") == "payload 1\n"
+    assert second["actions"]["assemble:sdk"]["output"] == first["actions"]["assemble:sdk"]["output"]
+    _assert_every_record_has_its_tree(s3, prefix)
+    # the fetched trees share files by hard links as the built ones do: no more distinct files than machine a holds
+    assert _distinct_files(tmp_path / "b" / "store") <= _distinct_files(tmp_path / "a" / "store")
+
+
+def test_a_store_built_before_the_cache_existed_seeds_it(s3, manifest, prefix, tmp_path) -> None:
+    a = _machine(tmp_path, "a", s3)
+    _build(a, manifest)
+    assert _objects(s3, prefix) == {}
+    seeded, _ = _build(a, manifest, "--cache", f"s3://{BUCKET}/{prefix}")
+    assert seeded["counts"]["ran"] == 0 and set(seeded["cache"]["uploaded"]) == set(seeded["actions"])
+    other, _ = _build(_machine(tmp_path, "b", s3), manifest, "--cache", f"s3://{BUCKET}/{prefix}")
+    assert other["counts"]["ran"] == 0
+
+
+def test_read_only_reads_the_cache_and_never_writes_it(s3, manifest, prefix, tmp_path) -> None:
+    empty = f"{prefix}-empty"
+    alone, _ = _build(_machine(tmp_path, "pr1", s3), manifest, "--cache", f"s3://{BUCKET}/{empty}", "--cache-read-only")
+    assert _ran(alone) == set(alone["actions"]) and alone["cache"]["uploaded"] == []
+    assert _objects(s3, empty) == {}
+
+    _build(_machine(tmp_path, "a", s3), manifest, "--cache", f"s3://{BUCKET}/{prefix}")
+    before = _objects(s3, prefix)
+    pr, _ = _build(_machine(tmp_path, "pr2", s3), manifest, "--cache", f"s3://{BUCKET}/{prefix}", "--cache-read-only")
+    assert pr["counts"]["ran"] == 0 and pr["cache"]["read_only"] is True
+    assert _objects(s3, prefix) == before
+    pr3 = _machine(tmp_path, "pr3", s3)
+    plain = subprocess.run([c for c in _command(pr3, manifest, "--cache", f"s3://{BUCKET}/{prefix}", "--cache-read-only") if c != "--json"],
+                           cwd=pr3["cwd"], env=pr3["env"], capture_output=True, text=True, timeout=300)
+    assert plain.returncode == 0, plain.stderr
+    assert f"cache s3://{BUCKET}/{prefix} (read-only): {len(pr['actions'])} fetched, 0 uploaded" in plain.stdout
+
+
+_KILL_AT_FIRST_RECORD = """
+import os, signal, sys
+from cairn.publish import s3http
+real = s3http.S3Client.request
+def request(self, method, bucket, key="", **kwargs):
+    if method == "PUT" and "/ac/" in key:
+        os.kill(os.getpid(), signal.SIGKILL)  # killed after its tree went up, before its record does
+    return real(self, method, bucket, key, **kwargs)
+s3http.S3Client.request = request
+from cairn.cli import main
+sys.exit(main(sys.argv[1:]))
+"""
+
+
+def test_a_build_killed_mid_upload_leaves_no_record_and_the_next_machine_rebuilds(s3, manifest, prefix, tmp_path) -> None:
+    a = _machine(tmp_path, "a", s3)
+    command = [sys.executable, "-c", _KILL_AT_FIRST_RECORD, *_command(a, manifest, "--cache", f"s3://{BUCKET}/{prefix}")[3:]]
+    victim = subprocess.run(command, cwd=a["cwd"], env=a["env"], capture_output=True, text=True, timeout=300)
+    assert victim.returncode == -9, victim.stderr
+    left = _objects(s3, prefix)
+    assert [k for k in left if k.startswith("trees/")] and not [k for k in left if k.startswith("ac/")]
+
+    b, _ = _build(_machine(tmp_path, "b", s3), manifest, "--cache", f"s3://{BUCKET}/{prefix}")
+    assert _ran(b) == set(b["actions"]) and b["cache"]["fetched"] == []
+    assert _sdk_text(b, "part0.txt") == "payload 0\n"
+    _assert_every_record_has_its_tree(s3, prefix)
+
+
+_CACHE_GOES_AWAY = """
+import sys
+from cairn.publish import s3http
+real, calls = s3http.S3Client.request, []
+def request(self, method, bucket, key="", **kwargs):
+    calls.append(method)
+    if len(calls) > 1:  # the start-up probe gets through, then the server is gone
+        raise s3http.ConnectionFailed("connection refused")
+    return real(self, method, bucket, key, **kwargs)
+s3http.S3Client.request = request
+from cairn.cli import main
+sys.exit(main(sys.argv[1:]))
+"""
+
+
+def test_a_cache_that_goes_away_mid_build_is_reported_once_and_the_build_runs_locally(s3, manifest, prefix, tmp_path) -> None:
+    _build(_machine(tmp_path, "a", s3), manifest, "--cache", f"s3://{BUCKET}/{prefix}")
+    b = _machine(tmp_path, "b", s3)
+    b["env"]["CAIRN_S3_RETRY_SECONDS"] = "1"
+    command = [sys.executable, "-c", _CACHE_GOES_AWAY, *_command(b, manifest, "--cache", f"s3://{BUCKET}/{prefix}")[3:]]
+    proc = subprocess.run(command, cwd=b["cwd"], env=b["env"], capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    report = json.loads(proc.stdout)
+    assert _ran(report) == set(report["actions"]) and _sdk_text(report, "part0.txt") == "payload 0\n"
+    assert len(report["cache"]["failed"]) == 1 and report["cache"]["offline"]
+    assert proc.stderr.count("giving up on") == 1
+
+
+def test_a_racing_pair_leaves_one_record_per_action(s3, manifest, prefix, tmp_path) -> None:
+    DELAY["seconds"] = 2.0  # every fetch takes 2 s, so both machines miss on the same actions and both run them
+    try:
+        machines = [_machine(tmp_path, name, s3) for name in ("a", "b")]
+        procs = [subprocess.Popen(_command(m, manifest, "--cache", f"s3://{BUCKET}/{prefix}"), cwd=m["cwd"], env=m["env"],
+                                  stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for m in machines]
+        outputs = [p.communicate(timeout=300) for p in procs]
+    finally:
+        DELAY["seconds"] = 0.0
+    assert all(p.returncode == 0 for p in procs), outputs
+    reports = [json.loads(out) for out, _ in outputs]
+    raced = [a for r in reports for a in r["cache"]["raced"]]
+    assert raced, "the two builds never raced on an action"
+    assert all(len(r["cache"]["uploaded"]) + len(r["cache"]["raced"]) == len(_ran(r)) for r in reports), [r["cache"] for r in reports]
+    records = {k: n for k, n in _objects(s3, prefix).items() if k.startswith("ac/")}
+    assert len(records) == 2 * PARTS + 1 and set(records.values()) == {1}, records  # never overwritten
+    _assert_every_record_has_its_tree(s3, prefix)
+    third, _ = _build(_machine(tmp_path, "c", s3), manifest, "--cache", f"s3://{BUCKET}/{prefix}")
+    assert third["counts"]["ran"] == 0
+
+
+@pytest.mark.parametrize("damage", ["other files", "truncated"])
+def test_a_tampered_tree_is_reported_never_used_and_rebuilt(s3, manifest, prefix, tmp_path, damage) -> None:
+    cache = ["--cache", f"s3://{BUCKET}/{prefix}"]
+    first, _ = _build(_machine(tmp_path, "a", s3), manifest, *cache)
+    digest = first["actions"]["assemble:sdk"]["output"]  # the one tree no other action also produces
+    key = f"{prefix}/trees/{digest}.tar.gz"
+    original = s3["client"].get_object(Bucket=BUCKET, Key=key)["Body"].read()
+    if damage == "truncated":
+        forged = original[: len(original) // 2]
+    else:
+        fake = tmp_path / "fake"
+        fake.mkdir()
+        (fake / "part2.txt").write_text("payload 2, but not the one that was built\n")
+        forged = pack(fake)
+    s3["client"].put_object(Bucket=BUCKET, Key=key, Body=forged)
+
+    second, stderr = _build(_machine(tmp_path, "b", s3), manifest, *cache)
+    assert _ran(second) == {"assemble:sdk"}
+    assert _sdk_text(second, "part2.txt") == "payload 2\n"
+    assert len(second["cache"]["damaged"]) == 1 and "assemble:sdk" in second["cache"]["damaged"][0]
+    assert f"trees/{digest}.tar.gz failed verification" in stderr and "not used" in stderr
+
+    third, _ = _build(_machine(tmp_path, "c", s3), manifest, *cache)  # the rebuild put the right tree back
+    assert third["counts"]["ran"] == 0 and third["cache"]["damaged"] == []
+
+
+def test_a_damaged_record_is_reported_removed_and_written_again(s3, manifest, prefix, tmp_path) -> None:
+    cache = ["--cache", f"s3://{BUCKET}/{prefix}"]
+    first, _ = _build(_machine(tmp_path, "a", s3), manifest, *cache)
+    key = Path(first["actions"]["assemble:sdk"]["log"]).stem  # logs/<action key>.log
+    s3["client"].put_object(Bucket=BUCKET, Key=f"{prefix}/ac/{key}.json", Body=b'{"key": "not this one"}')
+
+    second, stderr = _build(_machine(tmp_path, "b", s3), manifest, *cache)
+    assert _ran(second) == {"assemble:sdk"} and f"ac/{key}.json is not a cache record" in stderr
+    record = json.loads(s3["client"].get_object(Bucket=BUCKET, Key=f"{prefix}/ac/{key}.json")["Body"].read())
+    assert record["key"] == key and record["output"] == first["actions"]["assemble:sdk"]["output"]
+
+
+def test_bad_cache_arguments_get_one_line(s3, manifest, tmp_path) -> None:
+    m = _machine(tmp_path, "a", s3)
+    cases = [(["--cache", "http://example.invalid/x"], "not an s3://bucket/prefix URL"),
+             (["--cache-read-only"], "--cache-read-only needs --cache"),
+             (["--cache", "s3://no-such-bucket/x"], "no-such-bucket")]
+    for extra, expected in cases:
+        proc = subprocess.run(_command(m, manifest, *extra), cwd=m["cwd"], env=m["env"], capture_output=True, text=True, timeout=120)
+        assert proc.returncode == 2, proc.stderr
+        lines = proc.stderr.strip().splitlines()
+        assert len(lines) == 1 and expected in lines[0] and "Traceback" not in proc.stderr, proc.stderr
+    assert not (m["store"] / "trees").exists() or not any((m["store"] / "trees").iterdir())
+
+
+def _tar(entries: list[tuple[str, str, str]]) -> bytes:
+    buffer = io.BytesIO()
+    with tarfile.open(fileobj=buffer, mode="w:gz") as tar:
+        for name, kind, value in entries:
+            info = tarfile.TarInfo(name)
+            if kind == "dir":
+                info.type = tarfile.DIRTYPE
+                tar.addfile(info)
+            elif kind == "link":
+                info.type, info.linkname = tarfile.SYMTYPE, value
+                tar.addfile(info)
+            else:
+                info.size = len(value)
+                tar.addfile(info, io.BytesIO(value.encode()))
+    return buffer.getvalue()
+
+
+@pytest.mark.parametrize("entries", [
+    [("escape", "link", str(Path("/tmp"))), ("escape/planted", "file", "x")],
+    [("../planted", "file", "x")],
+    [("/tmp/planted", "file", "x")],
+    [("sub/planted", "file", "x")],  # a file before its directory
+], ids=["through-a-symlink", "dot-dot", "absolute", "no-parent"])
+def test_an_archive_from_the_bucket_never_writes_outside_its_tree(tmp_path, entries) -> None:
+    dest = tmp_path / "dest"
+    dest.mkdir()
+    with pytest.raises(DamagedArchive):
+        unpack(_tar(entries), dest)
+    assert not Path("/tmp/planted").exists() and not (tmp_path / "planted").exists()
+
+
+def test_pack_then_unpack_gives_the_same_tree_and_the_same_bytes(tmp_path) -> None:
+    from cairn.store.base import tree_digest
+
+    src = tmp_path / "src"
+    (src / "bin").mkdir(parents=True)
+    (src / "bin" / "tool").write_text("#!/bin/sh\n")
+    (src / "bin" / "tool").chmod(0o755)
+    (src / "lib.so.1").write_bytes(b"\x7fELF")
+    (src / "lib.so").symlink_to("lib.so.1")
+    (src / "empty").mkdir()
+    out = tmp_path / "out"
+    out.mkdir()
+    unpack(pack(src), out)
+    assert tree_digest(out) == tree_digest(src)
+    assert pack(src) == pack(out)
+
+
+@pytest.mark.network
+@pytest.mark.slow
+def test_two_machines_share_the_default_release_sdk(s3, prefix, tmp_path) -> None:
+    """The default release's SDK for one family, built on one machine and fetched by another: nothing runs twice."""
+    from conftest import need_tool
+
+    for tool, package in (("apt-get", "apt"), ("dpkg-deb", "dpkg")):
+        need_tool(tool, package)
+    reports = []
+    for name in ("a", "b"):
+        machine = _machine(tmp_path, name, s3)
+        machine["env"]["CAIRN_ROOT"] = str(Path(__file__).parents[1])
+        command = [sys.executable, "-m", "cairn.cli", "build", "--family", "gfx90a", "--only", "assemble:sdk", "--jobs", "2",
+                   "--store", str(machine["store"]), "--json", "--cache", f"s3://{BUCKET}/{prefix}"]
+        started = time.monotonic()
+        proc = subprocess.run(command, cwd=machine["cwd"], env=machine["env"], capture_output=True, text=True, timeout=1800)
+        assert proc.returncode == 0, proc.stderr[-2000:]
+        reports.append(json.loads(proc.stdout))
+        print(f"machine {name}: {reports[-1]['counts']} in {time.monotonic() - started:.1f} s")
+    first, second = reports
+    assert first["counts"]["ran"] > 0 and first["counts"]["failed"] == 0
+    assert second["counts"]["ran"] == 0 and second["counts"]["cached"] == len(first["actions"])
+    assert second["actions"]["assemble:sdk"]["output"] == first["actions"]["assemble:sdk"]["output"]
+    assert (Path(second["sdk_tree"]) / "include" / "hip" / "hip_runtime.h").is_file()
+    assert _distinct_files(tmp_path / "b" / "store") <= _distinct_files(tmp_path / "a" / "store")
