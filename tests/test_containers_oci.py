@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import hashlib
 import io
 import tarfile
 from pathlib import Path
+
+import pytest
 
 from cairn.containers.oci import Layout, gzip_file, normalize_layer
 
@@ -53,6 +56,28 @@ def test_layout_digest_depends_only_on_content(tmp_path: Path) -> None:
         layer = layout.add_layer_tar(src, 1700000000, tmp_path / f"s-{name}")
         digests.append(layout.write_image({"rootfs": {"diff_ids": [layer.diff_id]}}, [layer], {"k": "v"}, ["t"])[0])
     assert digests[0] == digests[1]
+
+
+def test_a_layer_seen_before_is_compressed_once(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Sibling images (every target of a family) install the same files at other times: normalized, they
+    are one layer, taken from the store's layer cache instead of being compressed again."""
+    from cairn.containers import oci
+
+    cache = tmp_path / "layers"
+    layers = []
+    for n, mtime in enumerate((1800000000, 1900000000)):  # installed later than the epoch: clamped to it
+        src = tmp_path / f"src{n}.tar"
+        _tar(src, [("f", b"data" * 1000)], mtime=mtime)
+        (tmp_path / f"s{n}").mkdir()
+        layers.append(Layout(tmp_path / f"l{n}").add_layer_tar(src, 1700000000, tmp_path / f"s{n}", cache))
+        monkeypatch.setattr(oci, "gzip_file", lambda *a: pytest.fail("compressed a layer the cache holds"))
+    assert layers[0] == layers[1]
+    blob = (tmp_path / "l1" / "blobs" / "sha256" / layers[1].digest.split(":")[1]).read_bytes()
+    assert hashlib.sha256(blob).hexdigest() == layers[1].digest.split(":")[1]
+    (cache / f"{layers[0].diff_id.split(':')[1]}.json").write_text("{not json")  # damaged: compressed again
+    monkeypatch.undo()
+    (tmp_path / "s2").mkdir()
+    assert Layout(tmp_path / "l2").add_layer_tar(tmp_path / "src0.tar", 1700000000, tmp_path / "s2", cache) == layers[0]
 
 
 def test_diff_names_layer_and_file(tmp_path: Path) -> None:

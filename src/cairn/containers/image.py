@@ -130,7 +130,8 @@ def read_saved(saved: Path) -> tuple[dict[str, Any], list[Path]]:
 
 
 def normalize_saved(config: Mapping[str, Any], layer_tars: list[Path], layout: Layout, epoch: int, scratch: Path,
-                    parent_blobs: Mapping[str, tuple[Layer, Path]], labels: Mapping[str, str]) -> tuple[list[Layer], dict[str, Any]]:
+                    parent_blobs: Mapping[str, tuple[Layer, Path]], labels: Mapping[str, str],
+                    layer_cache: Path | None = None) -> tuple[list[Layer], dict[str, Any]]:
     """Layers and OCI config of a saved image; known parent layers are linked, new ones normalized."""
     layers = []
     for tar in layer_tars:
@@ -139,7 +140,7 @@ def normalize_saved(config: Mapping[str, Any], layer_tars: list[Path], layout: L
             layout.link_layer(known[0], known[1])
             layers.append(known[0])
         else:
-            layers.append(layout.add_layer_tar(tar, epoch, scratch))
+            layers.append(layout.add_layer_tar(tar, epoch, scratch, layer_cache))
     return layers, image_config(config.get("config") or {}, layers, config.get("history") or [], epoch, labels)
 
 
@@ -154,7 +155,8 @@ def parent_layers(parent_tree: Path) -> dict[str, tuple[Layer, Path]]:
 
 
 def build_image(*, out: Path, context: Path, dockerfile: str, parent_tree: Path, parent_ref: str, epoch: int,
-                labels: Mapping[str, str], tags: list[str], record: dict[str, Any], log: IO[str]) -> dict[str, Any]:
+                labels: Mapping[str, str], tags: list[str], record: dict[str, Any], log: IO[str],
+                layer_cache: Path | None = None) -> dict[str, Any]:
     """Build ``context`` with ``dockerfile`` FROM ``parent_ref``; write ``out/oci`` + ``out/image.json``."""
     client = docker_client()
     registry, _ = registry_address()
@@ -172,7 +174,8 @@ def build_image(*, out: Path, context: Path, dockerfile: str, parent_tree: Path,
             scratch = Path(scratch_dir)
             config, tars = save(client, local_tag, scratch)
             layout = Layout(out / "oci")
-            layers, oci_config = normalize_saved(config, tars, layout, epoch, scratch, parent_layers(parent_tree), labels)
+            layers, oci_config = normalize_saved(config, tars, layout, epoch, scratch, parent_layers(parent_tree), labels,
+                                                 layer_cache)
     finally:  # vfs keeps a full copy per layer: free the image and every stage image now
         client.api.remove_image(local_tag, force=True, noprune=True)
         remove_created(client, created, log)

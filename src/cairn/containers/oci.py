@@ -184,15 +184,32 @@ class Layout:
             path.write_bytes(data)
         return digest
 
-    def add_layer_tar(self, tar: Path, epoch: int, scratch: Path) -> Layer:
-        """Normalize and compress one layer tar into the layout."""
+    def add_layer_tar(self, tar: Path, epoch: int, scratch: Path, cache: Path | None = None) -> Layer:
+        """Normalize and compress one layer tar into the layout.
+
+        ``cache`` (the store's ``layers/``) keeps each compressed layer by the DiffID of its normalized tar:
+        the per-target images of a family install the same wheels, so their layers are the same bytes and are
+        compressed once (gzip is most of an image's build time for a GB of ROCm libraries)."""
         normal = scratch / f"{tar.name}.norm"
         diff_id = normalize_layer(tar, normal, epoch)
+        cached = cache / f"{diff_id.split(':', 1)[1]}.json" if cache else None
+        if cached is not None and cached.is_file():
+            try:
+                layer = Layer(**json.loads(cached.read_text()))
+            except (OSError, ValueError, TypeError):
+                layer = Layer("", "", -1, -1)  # a damaged record: compress again (and rewrite it)
+            blob = cached.with_suffix(".gz")
+            if layer.diff_id == diff_id and blob.is_file() and blob.stat().st_size == layer.size:
+                self.link_layer(layer, blob)
+                normal.unlink()
+                return layer
         compressed = scratch / f"{tar.name}.gz"
         digest = gzip_file(normal, compressed)
         layer = Layer(digest, diff_id, compressed.stat().st_size, normal.stat().st_size)
         os.replace(compressed, self.blob(digest)) if not self.blob(digest).exists() else compressed.unlink()
         normal.unlink()
+        if cached is not None:
+            _remember(cached, layer, self.blob(digest))
         return layer
 
     def link_layer(self, layer: Layer, source: Path) -> None:
@@ -230,6 +247,22 @@ class Layout:
 
 
 _CONFIG_KEYS = ("User", "ExposedPorts", "Env", "Entrypoint", "Cmd", "Volumes", "WorkingDir", "Labels", "StopSignal")
+
+
+def _remember(record: Path, layer: Layer, blob: Path) -> None:
+    """Keep ``blob`` (hard link) and its description in the layer cache; a race leaves one complete copy."""
+    record.parent.mkdir(parents=True, exist_ok=True)
+    gz = record.with_suffix(".gz")
+    tmp = gz.with_name(f".{gz.name}.{os.getpid()}")
+    try:
+        os.link(blob, tmp)
+    except OSError:
+        shutil.copyfile(blob, tmp)
+    os.replace(tmp, gz)
+    text = json.dumps(layer.to_json(), sort_keys=True)
+    tmp_record = record.with_name(f".{record.name}.{os.getpid()}")
+    tmp_record.write_text(text)
+    os.replace(tmp_record, record)
 
 
 def image_config(runtime: Mapping[str, Any], layers: list[Layer], history: list[Mapping[str, Any]], epoch: int,

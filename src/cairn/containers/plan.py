@@ -244,7 +244,7 @@ def run_image(ctx: Any) -> None:
             record={"name": recipe["name"], "repo": recipe["repo"], "target": inputs["target"],
                     "family": inputs["family"], "rocm": inputs["rocm"], "kind": recipe["kind"],
                     "wheels": [w.to_json() for w in pinned]},
-            log=ctx.log)
+            log=ctx.log, layer_cache=ctx.mirror / "layers" if ctx.mirror else None)
     finally:
         shutil.rmtree(context_dir, ignore_errors=True)
 
