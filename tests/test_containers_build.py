@@ -12,6 +12,7 @@ from __future__ import annotations
 import io
 import json
 import os
+import re
 import shutil
 import subprocess
 import tarfile
@@ -108,7 +109,8 @@ def test_gates_pass_and_gpu_is_not_run(built: Path, capsys: pytest.CaptureFixtur
     evidence = json.loads((built / "trees" / _actions(built)[f"gate:in-container:smoke@{FAMILY}"]["output"]
                            / "gate.json").read_text())["evidence"]
     sdk_test = evidence["python3 -m rocm_sdk test"]
-    assert sdk_test["exit"] == 0 and "libraries: 6 of 6 loaded from /usr/local/lib/python3.11/dist-packages" in sdk_test["report"]
+    loaded = re.search(r"libraries: (\d+) of \1 loaded from /usr/local/lib/python3\.11/dist-packages", sdk_test["report"])
+    assert sdk_test["exit"] == 0 and loaded and int(loaded[1]) > 6  # core's 6 and the family's math libraries
     assert "no GPU visible to HIP" in sdk_test["report"]
     assert f"cairn-smoke {FAMILY}: CPU references ok" in evidence["python3 -m cairn_smoke"]["report"]
     assert evidence["cairn-smoke --cpu"]["report"]["cpu"] == {"gemm": True, "reduce_sum": True, "saxpy": True}

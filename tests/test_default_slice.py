@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from cairn.audit import audit_file
-from conftest import ROOT
+from conftest import ROOT, SLICE_RECORD
 
 FAMILY = TARGET = "gfx1151"
 pytestmark = [pytest.mark.slow, pytest.mark.docker, pytest.mark.registry, pytest.mark.network]
@@ -32,7 +32,7 @@ def store(default_slice: Path) -> Path:
 
 
 def actions(store: Path) -> dict:
-    return json.loads((store / "last-build.json").read_text())["actions"]
+    return json.loads((store / SLICE_RECORD).read_text())["actions"]
 
 
 def tree(store: Path, action: str) -> Path:

@@ -23,7 +23,7 @@ from cairn.model.manifest import load_manifest
 from cairn.model.targets import load_registry
 from cairn.plan.planner import plan_release
 from cairn.plan.probe import Host
-from conftest import ROOT, need_tool
+from conftest import ROOT, SLICE_RECORD, need_tool
 
 MANIFEST = ROOT / "manifests" / "releases" / "default.toml"
 SMOKE = "build:cairn-smoke@gfx1151"
@@ -33,8 +33,8 @@ pytestmark = [pytest.mark.slow, pytest.mark.docker, pytest.mark.registry]
 WHEELS = ("package:rocm-sdk-core", "package:rocm-sdk-libraries@gfx1151", "package:cairn-smoke@gfx1151")
 
 
-def _records(store: Path) -> dict[str, dict[str, str]]:
-    actions = json.loads((store / "last-build.json").read_text())["actions"]
+def _records(store: Path, record: str = "last-build.json") -> dict[str, dict[str, str]]:
+    actions = json.loads((store / record).read_text())["actions"]
     return {a: {"key": Path(r["log"]).stem if r["log"] else "", "output": r["output"], "status": r["status"]}
             for a, r in actions.items()}
 
@@ -55,7 +55,7 @@ def two_builds(default_slice: Path, tmp_path_factory: pytest.TempPathFactory) ->
                              "--store", str(store), "--jobs", "2"], capture_output=True, text=True, env=env, cwd=ROOT,
                             timeout=3000, preexec_fn=lambda: os.umask(0o077))
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
-    return default_slice, _records(default_slice), _records(store) | {"_store": {"key": "", "output": str(store), "status": ""}}
+    return default_slice, _records(default_slice, SLICE_RECORD), _records(store) | {"_store": {"key": "", "output": str(store), "status": ""}}
 
 
 def test_kernels_compile_in_the_build_image_for_the_target_and_its_generic(two_builds: tuple[Path, dict, dict]) -> None:
