@@ -35,13 +35,6 @@ def test_sglang_is_blocked_by_torch_for_rocm(actions: dict) -> None:
         "release cannot build: the pytorch source build needs a ROCm ≥ 6 toolchain (this release ships ROCm 5.2.3)")
 
 
-def test_jax_is_blocked_by_the_unmirrored_pjrt_wheel(actions: dict) -> None:
-    reason = actions["image:jax@gfx90a"].blocked
-    assert reason.startswith("jax 0.10.0: jax-rocm7-plugin is in index:gfx90a, but its runtime needs jax-rocm7-pjrt, "
-                             "which is not mirrored into the index (the jax wheels recipe mirrors only jax-rocm7-plugin 0.10.0)")
-    assert reason.endswith("also jax-rocm7-plugin is built for ROCm 7 (this release ships ROCm 5.2.3)")
-
-
 def test_without_the_wheels_stage_images_say_what_is_missing() -> None:
     saved = list(planner.STAGE_PLANNERS)
     planner.STAGE_PLANNERS[:] = ["cairn.containers.plan"]

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import subprocess
 from functools import cache
+from pathlib import Path
 from typing import Any
 
 from packaging.version import Version
@@ -29,7 +30,7 @@ from cairn.plan.graph import Action
 from cairn.plan.planner import LAYOUT_VERSIONS, StageContext, build_id
 from cairn.wheels import frameworks, index, sdk, wheelfile
 from cairn.wheels.recipes import Recipe, known_recipes, load_recipe
-from cairn.wheels.versions import extra_name, framework_version, sdk_version
+from cairn.wheels.versions import extra_name, framework_version, rocm_major, sdk_version
 
 LAYOUT = 1
 SDK_PARTS = ("rocm-sdk-core", "rocm-sdk-devel")
@@ -192,9 +193,27 @@ def _closure_blocked(actions: dict[str, Action], start: str) -> str:
     return ""
 
 
+def check_rocm_major(context: StageContext, recipe: Recipe, framework: Framework, project: str, version: str) -> None:
+    """Refuse a wheel built for another ROCm major than the release's: an index never mixes ROCm majors
+    (a ROCm 7 plugin in a 5.2.3 index installs, then fails to load its libamdhip64.so.7 at run time)."""
+    release = context.manifest.release
+    major, ours = rocm_major(project, version), Version(release.version).major
+    if major is None or major == ours:
+        return
+    manifest = context.manifest.path
+    verb = "mirrors" if recipe.kind == "mirror" else "builds"
+    raise ManifestError(framework.where or manifest,
+                        f"framework '{framework.name}' {verb} {project} {version} (recipes/wheels/{recipe.path.name}), built for "
+                        f"ROCm {major}, into the indexes of this ROCm {release.version} release: an index never mixes ROCm majors",
+                        f"remove [frameworks.{framework.name}] from {Path(str(manifest)).name}, or give it a recipe version "
+                        f"built for ROCm {ours}")
+
+
 def _plan_mirror(context: StageContext, recipe: Recipe, framework: Framework, add: Any) -> None:
     pythons = set(context.manifest.release.python)
     families = {fam: list(context.registry.expand(fam)) for fam in context.families}
+    for item in recipe.mirror_files(framework.version):
+        check_rocm_major(context, recipe, framework, item.name, item.version)
     for item in recipe.mirror_files(framework.version):
         if item.python and item.python not in pythons:
             continue
@@ -253,6 +272,7 @@ def _plan_source(context: StageContext, recipe: Recipe, framework: Framework, ba
         fetch_action = Action(fetch, "fetch", {"layout": LAYOUT_VERSIONS["fetch"], "source": source.as_dict()},
                               blocked=f"pin unknown for {recipe.project} {framework.version}: {pin}" if pin else "")
     context.actions.setdefault(fetch, fetch_action)
+    check_rocm_major(context, recipe, framework, recipe.project, framework.version)
     python = release.python[0]
     spec = recipe.build
     families = context.families if spec.device_code else ("",)
