@@ -105,7 +105,7 @@ def extend_plan(context: StageContext) -> None:
 
     sdk_blocked = _closure_blocked(actions, "assemble:sdk")
     for framework in manifest.frameworks:
-        recipe = _recipe_for(framework, manifest.path)
+        recipe = _recipe_for(framework, manifest.path, release.python)
         if recipe.kind == "mirror":
             _plan_mirror(context, recipe, framework, add)
         elif recipe.kind == "source":
@@ -127,21 +127,33 @@ def _hip_extensions(context: StageContext) -> list[Recipe]:
     return found
 
 
-def _recipe_for(framework: Framework, manifest_path: Any) -> Recipe:
+def _recipe_for(framework: Framework, manifest_path: Any, pythons: tuple[str, ...] = ()) -> Recipe:
     recipe = load_recipe(framework.recipe)
     if framework.version not in recipe.versions:
         raise ManifestError(manifest_path, f"recipe '{recipe.name}' has no version {framework.version} "
                             f"(it pins: {', '.join(recipe.versions)})", f"add [versions.\"{framework.version}\"] to {recipe.path.name}")
-    _check_pin(framework, recipe, manifest_path)
+    _check_pin(framework, recipe, manifest_path, pythons)
     return recipe
 
 
-def _check_pin(framework: Framework, recipe: Recipe, manifest_path: Any) -> None:
+def _check_pin(framework: Framework, recipe: Recipe, manifest_path: Any, pythons: tuple[str, ...] = ()) -> None:
     """The manifest's pin of a framework is exactly what its recipe's version builds or mirrors (or both say
     no pin is known): a release manifest names every input, and never one the build would not use."""
     where = framework.where or manifest_path
     version, recipe_file = framework.version, f"recipes/wheels/{recipe.path.name}"
     mine = framework.source.as_dict() if framework.source and not framework.pin_unknown else None
+    if recipe.kind == "mirror" and framework.files:
+        # every wheel the recipe mirrors for the release's Pythons, each by sha256 — no more, no fewer
+        wanted = {f.filename: {"pypi": {"name": f.name, "version": f.version, "filename": f.filename, "sha256": f.sha256}}
+                  for f in recipe.mirror_files(version) if not f.python or not pythons or f.python in pythons}
+        pinned = {f.get("filename"): f.as_dict() for f in framework.files}
+        extra = [_pin_text(pinned[n]) for n in sorted(pinned) if wanted.get(n) != pinned[n]]
+        absent = [_pin_text(wanted[n]) for n in sorted(wanted) if pinned.get(n) != wanted[n]]
+        if extra or absent:
+            said = (f"pins {', '.join(extra)}, which {recipe_file} does not mirror for {version}" if extra else "")
+            said += ("; and " if extra and absent else "") + (f"leaves out {', '.join(absent)}" if absent else "")
+            raise ManifestError(where, f"framework '{framework.name}' {said}", "pin the same files and sha256s in both")
+        return
     if recipe.kind == "mirror":
         theirs = [{"pypi": {"name": f.name, "version": f.version, "filename": f.filename, "sha256": f.sha256}}
                   for f in recipe.mirror_files(version)]
