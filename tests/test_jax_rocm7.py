@@ -129,3 +129,53 @@ def test_the_mirrored_plugin_is_unchanged_and_audited_for_its_generic_targets(tm
     # jax itself has no device code: it belongs in every family's index (it used to be left out as "not covered")
     pure = json.loads((store.tree(report.outcomes[f"mirror:{JAX}"].output) / "report.json").read_text())["audit"]
     assert pure["device_binaries"] == 0 and pure["families"][FAMILY]["covered"] is True
+
+
+SCRIPT = ROOT / "src" / "cairn" / "containers" / "scripts" / "cairn_jax.py"
+
+
+@pytest.fixture(scope="module")
+def jax_venv(tmp_path_factory) -> Path:
+    """A venv with the real jax, jaxlib and ROCm 7 plugin 0.10.0 for this interpreter (pjrt left out: 137 MB)."""
+    venv = tmp_path_factory.mktemp("jax-venv")
+    subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
+    pip = [str(venv / "bin" / "python"), "-m", "pip", "install", "-q", "--disable-pip-version-check"]
+    done = subprocess.run([*pip, "jax==0.10.0", "jaxlib==0.10.0"], capture_output=True, text=True, timeout=900)
+    assert done.returncode == 0, done.stderr[-1500:]
+    done = subprocess.run([*pip, "--no-deps", "jax-rocm7-plugin==0.10.0"], capture_output=True, text=True, timeout=900)
+    assert done.returncode == 0, done.stderr[-1500:]
+    return venv
+
+
+def _gate(venv: Path, *args: str) -> tuple[int, dict]:
+    done = subprocess.run([str(venv / "bin" / "python"), str(SCRIPT), *args], capture_output=True, text=True, timeout=900)
+    return done.returncode, json.loads(done.stdout)
+
+
+@pytest.mark.network
+@pytest.mark.slow
+def test_the_jax_gate_computes_on_cpu_and_names_the_plugin_library_that_cannot_load(jax_venv):
+    """On this host the ROCm 7 libraries are absent: the CPU computation still matches NumPy, and the gate fails
+    naming each plugin library and the soname it cannot load — exactly what it would say in a broken image."""
+    code, report = _gate(jax_venv, "--cpu")
+    assert code == 1
+    assert report["probe"]["returncode"] == 0 and report["probe"]["default_backend"] == "cpu"
+    assert max(report["probe"]["cpu"].values()) < 1e-4
+    site = next(p for p in report["plugin_libraries"]).rsplit("/jax_rocm7_plugin/", 1)[0]
+    assert (f"{site}/jax_rocm7_plugin/rocm_plugin_extension.so: libamdhip64.so.7: cannot open shared object file: "
+            "No such file or directory") in report["failures"]
+    assert all("cannot open shared object file" in f for f in report["failures"]), report["failures"]
+
+
+@pytest.mark.network
+@pytest.mark.slow
+def test_the_jax_gate_refuses_an_image_without_the_plugin(jax_venv, tmp_path):
+    subprocess.run([str(jax_venv / "bin" / "python"), "-m", "pip", "uninstall", "-q", "-y", "jax-rocm7-plugin"], check=True)
+    try:
+        code, report = _gate(jax_venv, "--cpu")
+    finally:
+        subprocess.run([str(jax_venv / "bin" / "python"), "-m", "pip", "install", "-q", "--no-deps", "--disable-pip-version-check",
+                        "jax-rocm7-plugin==0.10.0"], check=True)
+    assert code == 1 and report["failures"] == [
+        "no ROCm plugin libraries under jax_plugins/xla_rocm7, jax_rocm7_plugin: jax-rocm7-plugin/pjrt not installed"]
+    assert max(report["probe"]["cpu"].values()) < 1e-4

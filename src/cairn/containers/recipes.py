@@ -75,6 +75,10 @@ class ImageRecipe:
                 "repo": self.repo, "tags": list(self.tags), "gates": list(self.gates), "sdk": self.sdk,
                 "component": self.component, "wheels": list(self.wheels), "source_url": self.source_url}
 
+    def family_wheels(self, family: str) -> list[str]:
+        """The wheels for one family: ``{family}`` names the family's own (``rocm-sdk-libraries-{family}``)."""
+        return [w.replace("{family}", family) for w in self.wheels]
+
     def render_tags(self, **values: str) -> tuple[str, ...]:
         return tuple(tag.format(**values) for tag in self.tags)
 

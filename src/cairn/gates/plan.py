@@ -26,8 +26,9 @@ LAYOUT_VERSION = 1
 # the commands each image's scripts answer to (see cairn/containers/scripts)
 SDK_TEST = ["python3", "-m", "rocm_sdk", "test"]
 IN_CONTAINER = {"runtime": [["cairn-check"], SDK_TEST],
-                "smoke": [["cairn-check"], SDK_TEST, ["python3", "-m", "cairn_smoke"], ["cairn-smoke", "--cpu"]]}
-ON_GPU = {"runtime": [["cairn-check"]], "smoke": [["cairn-smoke", "--gpu"]]}
+                "smoke": [["cairn-check"], SDK_TEST, ["python3", "-m", "cairn_smoke"], ["cairn-smoke", "--cpu"]],
+                "jax": [["cairn-check"], ["cairn-jax", "--cpu"]]}
+ON_GPU = {"runtime": [["cairn-check"]], "smoke": [["cairn-smoke", "--gpu"]], "jax": [["cairn-jax", "--gpu"]]}
 
 
 @cache
@@ -65,6 +66,12 @@ def run_gate(ctx: Any) -> None:
     image_tree = ctx.deps[ctx.action.deps[0]]
     push = json.loads((ctx.deps[ctx.action.deps[1]] / "push.json").read_text())
     gate = inputs["gate"]
+    if push.get("blocked"):  # the image was not built (cairn.containers.linkage): no gate can run, say why
+        result = GateResult(gate, inputs["image"], inputs["target"], inputs["family"], "", "not-run",
+                            f"image blocked: {push['blocked']}", {})
+        ctx.log.write(json.dumps(result.to_json(), indent=1, sort_keys=True) + "\n")
+        result.write(ctx.out)
+        return
     if gate == "static-coverage":
         status, reason, evidence = static_gate(image_tree / "oci", inputs["target"], inputs["rocm"])
     else:

@@ -105,7 +105,9 @@ def extend_plan(context: StageContext) -> None:
 
     sdk_blocked = _closure_blocked(actions, "assemble:sdk")
     for framework in manifest.frameworks:
-        recipe = _recipe_for(framework, manifest.path, release.python)
+        recipe = load_recipe(framework.recipe)
+        if recipe.kind != "mirror" or not python_blocked(recipe, framework.version, release.python):
+            recipe = _recipe_for(framework, manifest.path, release.python)  # nothing to pin when nothing fits
         if recipe.kind == "mirror":
             _plan_mirror(context, recipe, framework, add)
         elif recipe.kind == "source":
@@ -221,11 +223,30 @@ def check_rocm_major(context: StageContext, recipe: Recipe, framework: Framework
                         f"built for ROCm {ours}")
 
 
+def python_blocked(recipe: Recipe, version: str, pythons: tuple[str, ...]) -> str:
+    """Why a mirror recipe's version has nothing for the release's Pythons ("" when it has): the registry
+    serves those wheels only for other interpreters, and an image runs exactly one."""
+    files = recipe.mirror_files(version)
+    if not files or any(not f.python or f.python in pythons for f in files):
+        return ""
+    served = sorted({f.python for f in files}, key=Version)
+    span = served[0] if len(served) == 1 else f"{served[0]}–{served[-1]}"
+    return (f"{recipe.project} {version} is served for Python {span} only ({len(files)} wheels in "
+            f"recipes/wheels/{recipe.path.name}), and this release's images run Python {', '.join(pythons)}")
+
+
 def _plan_mirror(context: StageContext, recipe: Recipe, framework: Framework, add: Any) -> None:
     pythons = set(context.manifest.release.python)
     families = {fam: list(context.registry.expand(fam)) for fam in context.families}
     for item in recipe.mirror_files(framework.version):
         check_rocm_major(context, recipe, framework, item.name, item.version)
+    why = python_blocked(recipe, framework.version, context.manifest.release.python)
+    if why:  # planned, never run and never in an index: the bundle gives the framework's cells this reason
+        action_id = f"mirror:{recipe.project}-{framework.version}"
+        context.actions[action_id] = Action(action_id, "mirror", {"layout": LAYOUT, "recipe": recipe.name,
+                                                                  "project": recipe.project, "families": families},
+                                            blocked=why)
+        return
     for item in recipe.mirror_files(framework.version):
         if item.python and item.python not in pythons:
             continue
