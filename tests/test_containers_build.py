@@ -352,6 +352,15 @@ def test_linkage_names_every_soname_the_rocm7_plugin_needs_and_the_image_lacks(r
     fine = _wheel_with(tmp_path / "fine-1.0-py3-none-any.whl", {"fine/libok.so": (tmp_path / "libok.so").read_bytes(),
                                                                  "fine/__init__.py": b""})
     assert check(runtime_layout, [fine], {}, SITE) == ([], 1)
+    # auditwheel-vendored siblings resolve (scipy.libs/libgfortran-….so needs libquadmath-….so beside it)
+    scipy = next(iter(sorted((cache_dir / "wheels").glob("scipy-1.17.1-cp314-*.whl"))), None)
+    if scipy is None:
+        subprocess.run([sys.executable, "-m", "pip", "download", "--no-deps", "--only-binary=:all:", "--python-version", "3.14",
+                        "--platform", "manylinux_2_28_x86_64", "--dest", str(cache_dir / "wheels"), "scipy==1.17.1"],
+                       check=True, capture_output=True, timeout=600)
+        scipy = next(iter(sorted((cache_dir / "wheels").glob("scipy-1.17.1-cp314-*.whl"))))
+    vendored = [(f, lib) for f, lib in check(runtime_layout, [scipy], {}, SITE)[0] if "/scipy.libs/" in f]
+    assert vendored == []
 
     plugin = "jax_rocm7_plugin-0.10.0-cp311-cp311-manylinux_2_28_x86_64.whl"
     wheels = cache_dir / "wheels"
@@ -408,6 +417,7 @@ def test_a_framework_image_whose_wheels_lack_sonames_is_blocked_naming_them(buil
     built_image = run(run_image, image, {link.id: linked})
     assert not (built_image / "oci").exists()
     push = run(run_push, Action(f"push:jax@{FAMILY}", "image-push", {}, (image.id,)), {image.id: built_image})
+    gates: dict[str, Path] = {}
     for gate in ("static-coverage", "in-container"):
         action = Action(f"gate:{gate}:jax@{FAMILY}", "gate", {"gate": gate, "image": "jax", "target": FAMILY,
                                                               "family": FAMILY, "rocm": "5.2.3"}, (image.id, f"push:jax@{FAMILY}"))
@@ -415,3 +425,21 @@ def test_a_framework_image_whose_wheels_lack_sonames_is_blocked_naming_them(buil
         assert result["status"] == "not-run"
         assert result["reason"].startswith("image blocked: jax 0.10.0: ") and "libamdhip64.so.7" in result["reason"]
         assert "jax_rocm7_plugin/rocm_plugin_extension.so needs libamdhip64.so.7" in result["reason"]
+        gates[action.id] = tmp_path / action.id.replace(":", "_").replace("@", "_")
+    # the bundle runner matches those results to the target's JAX cell: the matrix names the sonames
+    from cairn.publish.bundle import load_bundle
+    from cairn.publish.plan import REQUIREMENTS, run_bundle
+
+    inputs = {"release": {"name": "cairn-rocm", "version": "5.2.3", "channel": "dev", "source_date_epoch": 1700000000,
+                          "manifest_sha256": "0" * 64, "base_os": "debian-12", "python": ["3.11"],
+                          "required_gates": {"dev": ["static-coverage", "in-container"]}},
+              "families": {FAMILY: [FAMILY]}, "products": {}, "frameworks": {FAMILY: [["jax", "0.10.0"]]}, "pins": {},
+              "not_built": {}, "planned_gates": sorted(gates), "planned_images": [image.id],
+              "image_gates": {image.id: ["static-coverage", "in-container"]}, "image_frameworks": {"jax": "jax"},
+              "wheel_frameworks": {}, "requirements": REQUIREMENTS, "blocked_frameworks": {}}
+    bundle = Action("bundle:release", "bundle", inputs, tuple(sorted(gates)))
+    run(run_bundle, bundle, dict(gates))
+    loaded = load_bundle(tmp_path / "bundle_release")
+    cell = next(c for c in loaded.cells if c.framework == "jax")
+    for result in loaded.gates_for(cell):
+        assert result.status == "not-run" and "libamdhip64.so.7" in result.reason, result
