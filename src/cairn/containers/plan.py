@@ -132,8 +132,9 @@ def extend_plan(context: StageContext) -> None:
                                        blocked=blocked or index_blocked or engine_blocked, deps=deps, parts=[],
                                        scripts=FRAMEWORK_SCRIPTS.get(recipe.name, []), wheels=wheels, env=env)
                 actions[action.id] = action
-                actions[f"push:{recipe.name}@{target}"] = _push_action(f"push:{recipe.name}@{target}", action.id,
-                                                                       registry_id, push_blocked)
+                if not blocked:  # an image this release can make is pushed and gated; one it cannot is only named
+                    actions[f"push:{recipe.name}@{target}"] = _push_action(f"push:{recipe.name}@{target}", action.id,
+                                                                           registry_id, push_blocked)
 
 
 def _library_env(wheels: list[str], python: str) -> dict[str, str]:

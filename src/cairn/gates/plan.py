@@ -19,6 +19,7 @@ from cairn.errors import CheckFailed
 from cairn.gates.container import container_gate, host_has_gpu
 from cairn.gates.result import GateResult
 from cairn.gates.static import static_gate
+from cairn.gates.summary import BLOCKED_PREFIX
 from cairn.plan.graph import Action
 from cairn.plan.planner import StageContext
 
@@ -68,7 +69,7 @@ def run_gate(ctx: Any) -> None:
     gate = inputs["gate"]
     if push.get("blocked"):  # the image was not built (cairn.containers.linkage): no gate can run, say why
         result = GateResult(gate, inputs["image"], inputs["target"], inputs["family"], "", "not-run",
-                            f"image blocked: {push['blocked']}", {})
+                            f"{BLOCKED_PREFIX}{push['blocked']}", {})
         ctx.log.write(json.dumps(result.to_json(), indent=1, sort_keys=True) + "\n")
         result.write(ctx.out)
         return
