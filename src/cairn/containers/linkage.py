@@ -31,11 +31,23 @@ BLOCKED = "blocked.json"
 REPORT = "linkage.json"
 
 
+def code_digest() -> str:
+    """sha256 of the code that decides a verdict (this module, the static gate's resolver, the image reader):
+    a cached verdict is reused only while it is unchanged."""
+    import hashlib
+
+    h = hashlib.sha256()
+    gates = Path(__file__).parents[1] / "gates"
+    for path in (Path(__file__), gates / "static.py", gates / "imagefs.py"):
+        h.update(path.name.encode() + b"\0" + path.read_bytes() + b"\0")
+    return h.hexdigest()
+
+
 def plan_linkage(image: str, family: str, rocm: str, parent_image: str, index: str, wheels: list[str],
                  env: dict[str, str], site: str) -> Action:
     """``linkage:<image>@<family>``: once per family — every target's runtime image has the same files."""
     action_id = f"linkage:{image}@{family}"
-    return Action(action_id, "linkage", {"layout": LAYOUT, "image": image, "family": family, "rocm": rocm,
+    return Action(action_id, "linkage", {"layout": LAYOUT, "code": code_digest(), "image": image, "family": family, "rocm": rocm,
                                          "parent_image": parent_image, "index": index, "wheels": list(wheels),
                                          "env": dict(sorted(env.items())), "site": site},
                   (parent_image, index), family=family)
