@@ -105,8 +105,8 @@ def test_a_recipe_version_that_does_not_parse_is_located(checkout: Path) -> None
 def test_a_recipe_name_that_climbs_is_refused(checkout: Path) -> None:
     manifest = checkout / "manifests" / "releases" / "rocm-5.2.3.toml"
     text = manifest.read_text()
-    assert 'recipe = "jax"' in text
-    manifest.write_text(text.replace('recipe = "jax"', 'recipe = "../../../../etc/x"', 1))
+    assert 'recipe = "sglang"' in text
+    manifest.write_text(text.replace('recipe = "sglang"', 'recipe = "../../../../etc/x"', 1))
     line = one_line(cairn("check", str(manifest), env={"CAIRN_ROOT": str(checkout)}))
     assert "rocm-5.2.3.toml:" in line and "recipe '../../../../etc/x' contains a path separator" in line, line
 

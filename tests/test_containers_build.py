@@ -15,6 +15,7 @@ import os
 import re
 import shutil
 import subprocess
+import sys
 import tarfile
 import tempfile
 from collections.abc import Iterator
@@ -329,3 +330,121 @@ def test_wrong_target_smoke_wheel_fails_naming_the_library(smoke_layout: Path, t
     broken = derive(smoke_layout, tmp_path / "broken", {library: (tmp_path / "lib.so").read_bytes()})
     status, reason, _ = static_gate(broken, FAMILY, "5.2.3")
     assert status == "failed" and reason.startswith(f"{FAMILY} is not covered") and "libcairn_smoke.so" in reason
+
+
+# -- framework wheels over the runtime image, before the image is built (cairn.containers.linkage) --------
+def _wheel_with(path: Path, members: dict[str, bytes]) -> Path:
+    import zipfile
+
+    with zipfile.ZipFile(path, "w") as archive:
+        for name, data in sorted(members.items()):
+            archive.writestr(name, data)
+    return path
+
+
+@pytest.mark.slow
+@pytest.mark.network
+def test_linkage_names_every_soname_the_rocm7_plugin_needs_and_the_image_lacks(runtime_layout: Path, tmp_path: Path,
+                                                                               cache_dir: Path) -> None:
+    """The real ROCm 7 JAX plugin laid over the real 5.2.3 runtime image: the check names its ROCm 7 sonames
+    (libamdhip64.so.7, …), and a wheel whose library needs only what the image has passes — so the check is
+    the image's own ld.so search, not a list."""
+    from cairn.containers.linkage import check, reason
+
+    gcc = need_tool("gcc")
+    (tmp_path / "ok.c").write_text("int numa_available(void); int ok(void) { return numa_available(); }\n")
+    subprocess.run([gcc, "-shared", "-fPIC", "-o", tmp_path / "libok.so", tmp_path / "ok.c", "-l:libnuma.so.1"], check=True)
+    fine = _wheel_with(tmp_path / "fine-1.0-py3-none-any.whl", {"fine/libok.so": (tmp_path / "libok.so").read_bytes(),
+                                                                 "fine/__init__.py": b""})
+    assert check(runtime_layout, [fine], {}, SITE) == ([], 1)
+    # auditwheel-vendored siblings resolve (scipy.libs/libgfortran-….so needs libquadmath-….so beside it)
+    scipy = next(iter(sorted((cache_dir / "wheels").glob("scipy-1.17.1-cp314-*.whl"))), None)
+    if scipy is None:
+        subprocess.run([sys.executable, "-m", "pip", "download", "--no-deps", "--only-binary=:all:", "--python-version", "3.14",
+                        "--platform", "manylinux_2_28_x86_64", "--dest", str(cache_dir / "wheels"), "scipy==1.17.1"],
+                       check=True, capture_output=True, timeout=600)
+        scipy = next(iter(sorted((cache_dir / "wheels").glob("scipy-1.17.1-cp314-*.whl"))))
+    vendored = [(f, lib) for f, lib in check(runtime_layout, [scipy], {}, SITE)[0] if "/scipy.libs/" in f]
+    assert vendored == []
+
+    plugin = "jax_rocm7_plugin-0.10.0-cp311-cp311-manylinux_2_28_x86_64.whl"
+    wheels = cache_dir / "wheels"
+    if not (wheels / plugin).is_file():
+        subprocess.run([sys.executable, "-m", "pip", "download", "--no-deps", "--only-binary=:all:", "--python-version", "3.11",
+                        "--platform", "manylinux_2_28_x86_64", "--dest", str(wheels), "jax-rocm7-plugin==0.10.0"],
+                       check=True, capture_output=True, timeout=600)
+    missing, checked = check(runtime_layout, [wheels / plugin], {}, SITE)
+    assert checked == 8
+    sonames = {lib for _, lib in missing}
+    assert {"libamdhip64.so.7", "libhipblas.so.3", "libhipsparse.so.4", "librocsolver.so.0", "libMIOpen.so.1"} <= sonames
+    assert (f"{SITE}/jax_rocm7_plugin/rocm_plugin_extension.so", "libamdhip64.so.7") in missing
+    assert "libstdc++.so.6" not in sonames and "libc.so.6" not in sonames  # the image's own system libraries resolve
+    said = reason(missing, "5.2.3", SITE)
+    assert said.startswith(f"{len(sonames)} libraries its wheels link are not in the release's ROCm 5.2.3 image: ")
+    assert "jax_rocm7_plugin/_linalg.so needs libhipblas.so.3" in said
+
+
+@pytest.mark.slow
+@pytest.mark.network
+def test_a_framework_image_whose_wheels_lack_sonames_is_blocked_naming_them(built: Path, runtime_layout: Path,
+                                                                             tmp_path: Path, cache_dir: Path) -> None:
+    """linkage → image → push → gate, each by its real runner: the image is not built, and every gate of it
+    records "not-run: image blocked" with the missing sonames — what the matrix shows for the image's cells."""
+    from cairn.build.runners import ActionContext
+    from cairn.containers.linkage import plan_linkage, run_linkage
+    from cairn.containers.plan import run_image, run_push
+    from cairn.gates.plan import run_gate
+    from cairn.plan.graph import Action
+    from cairn.wheels.index import write_index
+
+    plugin = cache_dir / "wheels" / "jax_rocm7_plugin-0.10.0-cp311-cp311-manylinux_2_28_x86_64.whl"
+    if not plugin.is_file():
+        subprocess.run([sys.executable, "-m", "pip", "download", "--no-deps", "--only-binary=:all:", "--python-version", "3.11",
+                        "--platform", "manylinux_2_28_x86_64", "--dest", str(plugin.parent), "jax-rocm7-plugin==0.10.0"],
+                       check=True, capture_output=True, timeout=600)
+    index = tmp_path / "index"
+    write_index([plugin], index, FAMILY)
+
+    def run(runner, action: Action, deps: dict[str, Path]) -> Path:
+        out = tmp_path / action.id.replace(":", "_").replace("@", "_")
+        out.mkdir()
+        with open(tmp_path / "log.txt", "a") as log:
+            runner(ActionContext(action, out, log, deps, {d: "" for d in deps}))
+        return out
+
+    runtime_tree = runtime_layout.parent
+    link = plan_linkage("jax", FAMILY, "5.2.3", f"image:runtime@{FAMILY}", f"index:{FAMILY}", ["jax-rocm7-plugin"], {}, SITE)
+    linked = run(run_linkage, link, {link.inputs["parent_image"]: runtime_tree, f"index:{FAMILY}": index})
+    verdict = json.loads((linked / "linkage.json").read_text())
+    assert "libamdhip64.so.7" in verdict["missing_sonames"] and verdict["elf_files_checked"] == 8
+    image = Action(f"image:jax@{FAMILY}", "image-build", {"linkage": link.id, "recipe": {"name": "jax"}, "version": "0.10.0",
+                                                         "target": FAMILY, "family": FAMILY}, (link.id,))
+    built_image = run(run_image, image, {link.id: linked})
+    assert not (built_image / "oci").exists()
+    push = run(run_push, Action(f"push:jax@{FAMILY}", "image-push", {}, (image.id,)), {image.id: built_image})
+    gates: dict[str, Path] = {}
+    for gate in ("static-coverage", "in-container"):
+        action = Action(f"gate:{gate}:jax@{FAMILY}", "gate", {"gate": gate, "image": "jax", "target": FAMILY,
+                                                              "family": FAMILY, "rocm": "5.2.3"}, (image.id, f"push:jax@{FAMILY}"))
+        result = json.loads((run(run_gate, action, {image.id: built_image, f"push:jax@{FAMILY}": push}) / "gate.json").read_text())
+        assert result["status"] == "not-run"
+        assert result["reason"].startswith("image blocked: jax 0.10.0: ") and "libamdhip64.so.7" in result["reason"]
+        assert "jax_rocm7_plugin/rocm_plugin_extension.so needs libamdhip64.so.7" in result["reason"]
+        gates[action.id] = tmp_path / action.id.replace(":", "_").replace("@", "_")
+    # the bundle runner matches those results to the target's JAX cell: the matrix names the sonames
+    from cairn.publish.bundle import load_bundle
+    from cairn.publish.plan import REQUIREMENTS, run_bundle
+
+    inputs = {"release": {"name": "cairn-rocm", "version": "5.2.3", "channel": "dev", "source_date_epoch": 1700000000,
+                          "manifest_sha256": "0" * 64, "base_os": "debian-12", "python": ["3.11"],
+                          "required_gates": {"dev": ["static-coverage", "in-container"]}},
+              "families": {FAMILY: [FAMILY]}, "products": {}, "frameworks": {FAMILY: [["jax", "0.10.0"]]}, "pins": {},
+              "not_built": {}, "planned_gates": sorted(gates), "planned_images": [image.id],
+              "image_gates": {image.id: ["static-coverage", "in-container"]}, "image_frameworks": {"jax": "jax"},
+              "wheel_frameworks": {}, "requirements": REQUIREMENTS, "blocked_frameworks": {}}
+    bundle = Action("bundle:release", "bundle", inputs, tuple(sorted(gates)))
+    run(run_bundle, bundle, dict(gates))
+    loaded = load_bundle(tmp_path / "bundle_release")
+    cell = next(c for c in loaded.cells if c.framework == "jax")
+    for result in loaded.gates_for(cell):
+        assert result.status == "not-run" and "libamdhip64.so.7" in result.reason, result

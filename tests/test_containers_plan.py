@@ -37,13 +37,6 @@ def test_sglang_is_blocked_by_torch_for_rocm(actions: dict) -> None:
         "release cannot build: the pytorch source build needs a ROCm ≥ 6 toolchain (this release ships ROCm 5.2.3)")
 
 
-def test_jax_is_blocked_by_the_unmirrored_pjrt_wheel(actions: dict) -> None:
-    reason = actions["image:jax@gfx90a"].blocked
-    assert reason.startswith("jax 0.10.0: jax-rocm7-plugin is in index:gfx90a, but its runtime needs jax-rocm7-pjrt, "
-                             "which is not mirrored into the index (the jax wheels recipe mirrors only jax-rocm7-plugin 0.10.0)")
-    assert reason.endswith("also jax-rocm7-plugin is built for ROCm 7 (this release ships ROCm 5.2.3)")
-
-
 def test_without_the_wheels_stage_images_say_what_is_missing() -> None:
     saved = list(planner.STAGE_PLANNERS)
     planner.STAGE_PLANNERS[:] = ["cairn.containers.plan"]
@@ -54,3 +47,24 @@ def test_without_the_wheels_stage_images_say_what_is_missing() -> None:
         planner.STAGE_PLANNERS[:] = saved
     assert plan["image:runtime@gfx90a"].blocked.startswith(
         "needs index:gfx90a: images install the release's wheels from the family index")
+
+
+def test_the_7_2_4_jax_image_is_checked_for_linkage_before_it_is_built() -> None:
+    saved = list(planner.STAGE_PLANNERS)
+    planner.STAGE_PLANNERS[:] = STAGES
+    try:
+        manifest, registry = load("default")
+        plan = make_plan(manifest, registry, ["gfx94X-dcgpu"]).by_id()
+    finally:
+        planner.STAGE_PLANNERS[:] = saved
+    image, link = plan["image:jax@gfx942"], plan["linkage:jax@gfx94X-dcgpu"]
+    assert "linkage:jax@gfx94X-dcgpu" in image.deps and image.inputs["linkage"] == link.id
+    wheels = ["numpy", "scipy", "ml-dtypes", "opt-einsum", "jaxlib", "jax", "jax-rocm7-pjrt", "jax-rocm7-plugin"]
+    assert image.inputs["wheels"] == link.inputs["wheels"] == wheels  # the check sees exactly what pip installs
+    assert plan["image:runtime@gfx942"].inputs["wheels"] == ["rocm-sdk-core", "rocm-sdk-libraries-gfx94X-dcgpu"]
+    site = "/usr/local/lib/python3.14/dist-packages"
+    assert image.inputs["env"] == link.inputs["env"] == {"LD_LIBRARY_PATH": f"{site}/_rocm_sdk_libraries/lib"}
+    assert link.deps == ("image:runtime@gfx942", "index:gfx94X-dcgpu") and link.inputs["site"] == site
+    assert image.inputs["script_files"] == ["opt/cairn/bin/cairn-jax"]
+    assert {"push:jax@gfx942", "gate:static-coverage:jax@gfx942", "gate:in-container:jax@gfx942"} <= set(plan)
+    assert plan["gate:in-container:jax@gfx942"].inputs["commands"] == [["cairn-check"], ["cairn-jax", "--cpu"]]

@@ -135,6 +135,7 @@ def test_production_frameworks_are_pinned_or_say_why_not() -> None:
     for path in sorted(root.glob("*.toml")):
         for framework in load_manifest(path).frameworks:
             pinned = framework.source is not None and (framework.source.get("sha256") or framework.source.get("commit"))
+            pinned = pinned or (framework.files and all(f.get("sha256") for f in framework.files))
             assert pinned or framework.pin_unknown, f"{path.name}: {framework.name}"
 
 

@@ -109,13 +109,12 @@ def test_default_release_says_pytorch_needs_rocm_6(tmp_path):
 
 
 def test_default_release_stage_actions(tmp_path):
-    manifest = _manifest_with(tmp_path, SGLANG + JAX)
+    manifest = _manifest_with(tmp_path, SGLANG)
     actions = _plan(manifest, [])
     for fam in ("gfx908", "gfx90a", "gfx1030"):
         index = actions[f"index:{fam}"]
         assert set(index.deps) == {"package:rocm-sdk-core", "package:rocm-sdk-devel", "package:rocm-sdk",
-                                   f"package:rocm-sdk-libraries@{fam}", f"package:cairn-smoke@{fam}", "package:sglang",
-                                   "mirror:jax_rocm7_plugin-0.10.0-cp311-cp311-manylinux_2_28_x86_64.whl"}
+                                   f"package:rocm-sdk-libraries@{fam}", f"package:cairn-smoke@{fam}", "package:sglang"}
         assert not index.blocked
     assert actions["package:sglang"].inputs["build_version"] == "0.5.10.post1+rocm.5.2.3.dev.1700000000"
     assert actions["package:cairn-smoke@gfx1030"].inputs["requires"] == ["rocm-sdk[gfx1030]==5.2.3.dev1700000000"]
@@ -159,3 +158,41 @@ def test_recipe_rejects_floating_source(tmp_path):
                    '[build]\ncommands = [["true"]]\nwheel = "x-{version}-py3-none-any.whl"\n')
     with pytest.raises(ManifestError, match=r"bad.toml:4:\d+: floating source for bad 1.0 — pin commit"):
         load_recipe("bad", bad)
+
+
+def test_an_index_never_mixes_rocm_majors(tmp_path):
+    """The ROCm 7 JAX plugin asked of the ROCm 5.2.3 release is refused at planning, naming the manifest's pin,
+    the recipe and the fix — it used to be mirrored into every 5.2.3 index."""
+    manifest = _manifest_with(tmp_path, JAX)
+    with pytest.raises(ManifestError) as caught:
+        _plan(manifest, ["gfx90a"])
+    text = manifest.read_text()
+    line = text[:text.index("source.pypi", text.index("[frameworks.jax]"))].count("\n") + 1
+    assert str(caught.value) == (
+        f"{manifest}:{line}:1: framework 'jax' mirrors jax-rocm7-plugin 0.10.0 (recipes/wheels/jax.toml), built for ROCm 7, "
+        "into the indexes of this ROCm 5.2.3 release: an index never mixes ROCm majors — remove [frameworks.jax] from "
+        "release.toml, or give it a recipe version built for ROCm 5")
+
+
+def test_cli_refuses_a_mixed_index_in_one_line(tmp_path, capsys):
+    from cairn.cli import main
+
+    manifest = _manifest_with(tmp_path, JAX)
+    assert main(["plan", str(manifest), "--family", "gfx90a"]) == 2
+    captured = capsys.readouterr()
+    lines = [line for line in (captured.out + captured.err).splitlines() if line.strip()]
+    assert len(lines) == 1 and "an index never mixes ROCm majors" in lines[0], lines
+
+
+@pytest.mark.parametrize("name", sorted(p.stem for p in (ROOT / "manifests" / "releases").glob("*.toml")))
+def test_shipped_releases_publish_only_their_rocm_major(name):
+    from packaging.version import Version
+
+    from cairn.wheels.versions import rocm_major
+
+    manifest = ROOT / "manifests" / "releases" / f"{name}.toml"
+    major = Version(load_manifest(manifest, load_registry()).release.version).major
+    actions = _plan(manifest, [])
+    wrong = [a.id for a in actions.values() if a.kind in ("mirror", "package") and a.inputs.get("project")
+             and rocm_major(a.inputs["project"], a.inputs.get("build_version", "")) not in (None, major)]
+    assert wrong == []

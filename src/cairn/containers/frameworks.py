@@ -102,8 +102,9 @@ def blocked_reason(context: StageContext, recipe: ImageRecipe, family: str, vers
         return (f"{recipe.name} {version} installs {', '.join(recipe.wheels)} from the release's wheel index and this "
                 f"plan has no {index} (add cairn.wheels.plan before cairn.containers.plan)")
     have = published(context, family)
-    present = [w for w in recipe.wheels if (a := have.get(canonicalize_name(w))) is not None and not a.blocked]
-    missing = [_why_missing(context, w, family, recipe.name) for w in recipe.wheels if w not in present]
+    wheels = list(recipe.wheels_for(family))
+    present = [w for w in wheels if (a := have.get(canonicalize_name(w))) is not None and not a.blocked]
+    missing = [_why_missing(context, w, family, recipe.name) for w in wheels if w not in present]
     wrong = [c for c in (_other_rocm(w, rocm) for w in present) if c]
     if not missing and not wrong:
         return ""

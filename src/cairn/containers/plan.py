@@ -24,6 +24,8 @@ from cairn.containers import image as engine_image
 from cairn.containers import publish
 from cairn.containers import wheels as index_wheels
 from cairn.containers.frameworks import blocked_reason as framework_blocked
+from cairn.containers.linkage import blocked_by as linkage_blocked
+from cairn.containers.linkage import image_blocked, plan_linkage, run_linkage, write_blocked
 from cairn.containers.oci import LAYOUT_VERSION, rfc3339
 from cairn.containers.recipes import BaseRecipe, ImageRecipe, containers_dir, load_base, load_recipes
 from cairn.containers.render import TEMPLATE_SUFFIX, dockerfiles_dir, render
@@ -35,7 +37,9 @@ from cairn.services import engine_host, registry_address
 from cairn.services.engine import START_HINT
 from cairn.store.local import normalize_modes
 
-SCRIPTS = {"opt/cairn/bin/cairn-check": "cairn_check", "opt/cairn/bin/cairn-smoke": "cairn_smoke"}
+SCRIPTS = {"opt/cairn/bin/cairn-check": "cairn_check", "opt/cairn/bin/cairn-smoke": "cairn_smoke",
+           "opt/cairn/bin/cairn-jax": "cairn_jax"}
+FRAMEWORK_SCRIPTS = {"jax": ["opt/cairn/bin/cairn-jax"]}  # the gate scripts a framework image carries
 _SCRIPTS_DIR = Path(__file__).parent / "scripts"
 
 
@@ -114,11 +118,32 @@ def extend_plan(context: StageContext) -> None:
                                          f"in {containers_dir()}")
                     continue
                 blocked = framework_blocked(context, recipe, family, framework.version)
+                wheels = list(recipe.wheels_for(family))
+                env = _library_env([*runtime.wheels_for(family), *wheels], release.python[0])
+                deps = [f"push:runtime@{target}", image_id, *([index] if not index_blocked else [])]
+                if wheels and not blocked and not index_blocked:
+                    # every DT_NEEDED of the wheels' native code, checked over the runtime image before building
+                    first = f"image:runtime@{context.registry.expand(family)[0]}"
+                    link = plan_linkage(recipe.name, family, release.version, first, index, wheels, env,
+                                        _site(release.python[0]))
+                    actions.setdefault(link.id, link)
+                    deps.append(link.id)
                 action = _image_action(context, recipe, target, family, version=framework.version,
-                                       blocked=blocked or index_blocked or engine_blocked,
-                                       deps=[f"push:runtime@{target}", image_id, *([index] if not index_blocked else [])],
-                                       parts=[], scripts=[])
+                                       blocked=blocked or index_blocked or engine_blocked, deps=deps, parts=[],
+                                       scripts=FRAMEWORK_SCRIPTS.get(recipe.name, []), wheels=wheels, env=env)
                 actions[action.id] = action
+                if not blocked:  # an image this release can make is pushed and gated; one it cannot is only named
+                    actions[f"push:{recipe.name}@{target}"] = _push_action(f"push:{recipe.name}@{target}", action.id,
+                                                                           registry_id, push_blocked)
+
+
+def _library_env(wheels: list[str], python: str) -> dict[str, str]:
+    """The environment a framework image needs for the wheels it and its runtime parent install: the family's
+    SDK libraries are found through LD_LIBRARY_PATH (framework plugins' RUNPATHs name /opt/rocm/lib, which is
+    the core wheel only)."""
+    if any(w.startswith("rocm-sdk-libraries") for w in wheels):
+        return {"LD_LIBRARY_PATH": f"{_site(python)}/_rocm_sdk_libraries/lib"}
+    return {}
 
 
 def _site(python: str) -> str:
@@ -163,7 +188,8 @@ def _push_action(action_id: str, image_id: str, registry_id: str, blocked: str) 
 
 def _image_action(context: StageContext, recipe: ImageRecipe, target: str, family: str, *, version: str,
                   blocked: str, deps: list[str], parts: list[dict[str, str]], scripts: list[str],
-                  links: dict[str, str] | None = None) -> Action:
+                  links: dict[str, str] | None = None, wheels: list[str] | None = None,
+                  env: dict[str, str] | None = None) -> Action:
     release = context.manifest.release
     python = release.python[0]
     tags = list(recipe.render_tags(rocm=release.version, target=target, version=version, python=python))
@@ -176,7 +202,9 @@ def _image_action(context: StageContext, recipe: ImageRecipe, target: str, famil
             "tags": tags, "labels": labels_for(context, recipe, target, family, f"{recipe.repo}:{tags[0]}"),
             "parent": deps[0], "parent_image": deps[1] if len(deps) > 1 else "", "parts": parts,
             "script_files": scripts, "links": dict(sorted((links or {}).items())),
-            "index": next((d for d in deps if d.startswith("index:")), ""), "wheels": list(recipe.wheels_for(family)),
+            "index": next((d for d in deps if d.startswith("index:")), ""),
+            "wheels": list(recipe.wheels_for(family) if wheels is None else wheels), "env": dict(sorted((env or {}).items())),
+            "linkage": next((d for d in deps if d.startswith("linkage:")), ""),
             "engine": "docker legacy builder, --no-cache, --network host",
         })
 
@@ -190,6 +218,11 @@ def run_base(ctx: Any) -> None:
 
 
 def run_push(ctx: Any) -> None:
+    blocked = image_blocked(ctx.deps[ctx.action.deps[0]])
+    if blocked:  # nothing was built: the push records why, and the gates and the bundle pass it on
+        record = {"schema": "cairn.push/v1", "blocked": blocked, "image": ctx.action.deps[0]}
+        (ctx.out / "push.json").write_text(json.dumps(record, indent=2, sort_keys=True) + "\n")
+        return
     registry, _ = registry_address()
     if not registry:
         raise CairnError(f"no registry to push to — {START_HINT}")
@@ -202,13 +235,19 @@ def render_dockerfile(inputs: dict[str, Any], parent_repo: str, parent_digest: s
     return render(inputs["recipe"]["template"], {
         "target": inputs["target"], "family": inputs["family"], "release": inputs["release"],
         "rocm": inputs["rocm"], "labels": inputs["labels"], "recipe": inputs["recipe"], "version": inputs["version"],
-        "component": {"version": inputs["version"]}, "wheels": wheels,
+        "component": {"version": inputs["version"]}, "wheels": wheels, "env": inputs.get("env", {}),
         "parent": {"repo": parent_repo, "digest": parent_digest},
     })
 
 
 def run_image(ctx: Any) -> None:
     inputs = ctx.action.inputs
+    blocked = linkage_blocked(ctx.deps[inputs["linkage"]]) if inputs.get("linkage") else ""
+    if blocked:
+        reason = f"{inputs['recipe']['name']} {inputs['version']}: {blocked}"
+        ctx.log.write(f"not built: {reason}\n")
+        write_blocked(ctx.out, {"reason": reason, "target": inputs["target"], "family": inputs["family"]})
+        return
     parent_push = json.loads((ctx.deps[inputs["parent"]] / "push.json").read_text())
     context_dir = Path(str(ctx.out) + ".context")
     try:
@@ -252,3 +291,4 @@ def run_image(ctx: Any) -> None:
 extra_runners.register("image-base", run_base)
 extra_runners.register("image-push", run_push)
 extra_runners.register("image-build", run_image)
+extra_runners.register("linkage", run_linkage)

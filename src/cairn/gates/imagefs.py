@@ -9,9 +9,13 @@ from __future__ import annotations
 
 import io
 import posixpath
+import shutil
 import tarfile
+import tempfile
+import zipfile
 from dataclasses import dataclass
 from pathlib import Path
+from typing import IO
 
 from elftools.common.exceptions import ELFError
 from elftools.elf.dynamic import DynamicSection
@@ -35,9 +39,9 @@ class Node:
     elf: ElfInfo | None = None
 
 
-def read_elf(data: bytes) -> ElfInfo | None:
+def read_elf(data: bytes | IO[bytes]) -> ElfInfo | None:
     try:
-        elf = ELFFile(io.BytesIO(data))
+        elf = ELFFile(io.BytesIO(data) if isinstance(data, bytes) else data)
         needed: list[str] = []
         runpath: list[str] = []
         for section in elf.iter_sections():
@@ -98,6 +102,36 @@ class ImageFS:
                     self.nodes[path] = Node("file", elf=elf)
                 else:
                     self.nodes[path] = Node("other")
+
+    def add_wheel(self, wheel: Path, site: str) -> list[str]:
+        """Lay a wheel's files over the image where pip installs them (``site``, the image's dist-packages;
+        ``*.data/purelib|platlib`` there too, other ``.data`` schemes are not libraries); the paths added."""
+        added = []
+        with zipfile.ZipFile(wheel) as archive:
+            for info in archive.infolist():
+                if info.is_dir():
+                    continue
+                name = info.filename
+                if ".data/" in name.split("/", 1)[0] + "/" and name.count("/") >= 2:
+                    _data, scheme, rest = name.split("/", 2)
+                    if scheme not in ("purelib", "platlib"):
+                        continue
+                    name = rest
+                path = posixpath.normpath(posixpath.join(site, name))
+                with archive.open(info) as member:
+                    elf = None
+                    if member.read(4) == ELF_MAGIC:
+                        with archive.open(info) as again, tempfile.TemporaryFile() as spool:
+                            shutil.copyfileobj(again, spool, 1 << 20)  # a 500 MB plugin never sits in memory
+                            spool.seek(0)
+                            elf = read_elf(spool)
+                self.nodes[path] = Node("file", elf=elf)
+                parent = posixpath.dirname(path)
+                while parent not in self.nodes:
+                    self.nodes[parent] = Node("dir")
+                    parent = posixpath.dirname(parent)
+                added.append(path)
+        return added
 
     def resolve(self, path: str, depth: int = 0) -> str | None:
         """The real path behind ``path`` after following every symlink component, or None if dangling."""

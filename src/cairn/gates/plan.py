@@ -19,6 +19,7 @@ from cairn.errors import CheckFailed
 from cairn.gates.container import container_gate, host_has_gpu
 from cairn.gates.result import GateResult
 from cairn.gates.static import static_gate
+from cairn.gates.summary import BLOCKED_PREFIX
 from cairn.plan.graph import Action
 from cairn.plan.planner import StageContext
 
@@ -26,8 +27,9 @@ LAYOUT_VERSION = 1
 # the commands each image's scripts answer to (see cairn/containers/scripts)
 SDK_TEST = ["python3", "-m", "rocm_sdk", "test"]
 IN_CONTAINER = {"runtime": [["cairn-check"], SDK_TEST],
-                "smoke": [["cairn-check"], SDK_TEST, ["python3", "-m", "cairn_smoke"], ["cairn-smoke", "--cpu"]]}
-ON_GPU = {"runtime": [["cairn-check"]], "smoke": [["cairn-smoke", "--gpu"]]}
+                "smoke": [["cairn-check"], SDK_TEST, ["python3", "-m", "cairn_smoke"], ["cairn-smoke", "--cpu"]],
+                "jax": [["cairn-check"], ["cairn-jax", "--cpu"]]}
+ON_GPU = {"runtime": [["cairn-check"]], "smoke": [["cairn-smoke", "--gpu"]], "jax": [["cairn-jax", "--gpu"]]}
 
 
 @cache
@@ -68,6 +70,12 @@ def run_gate(ctx: Any) -> None:
     image_tree = ctx.deps[ctx.action.deps[0]]
     push = json.loads((ctx.deps[ctx.action.deps[1]] / "push.json").read_text())
     gate = inputs["gate"]
+    if push.get("blocked"):  # the image was not built (cairn.containers.linkage): no gate can run, say why
+        result = GateResult(gate, inputs["image"], inputs["target"], inputs["family"], "", "not-run",
+                            f"{BLOCKED_PREFIX}{push['blocked']}", {})
+        ctx.log.write(json.dumps(result.to_json(), indent=1, sort_keys=True) + "\n")
+        result.write(ctx.out)
+        return
     if gate == "static-coverage":
         partial = _known_partial(ctx, inputs["target"])
         status, reason, evidence = static_gate(image_tree / "oci", inputs["target"], inputs["rocm"], partial=partial)

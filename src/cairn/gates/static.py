@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import posixpath
 import re
+from collections.abc import Iterable
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -58,12 +59,16 @@ def _ld_conf_dirs(fs: ImageFS) -> list[str]:
     return dirs
 
 
-def unresolved_needed(fs: ImageFS, env: dict[str, str]) -> list[str]:
-    """``path needs lib: not found`` for each DT_NEEDED no search path of the image provides."""
+def unresolved(fs: ImageFS, env: dict[str, str], paths: Iterable[str] | None = None) -> list[tuple[str, str]]:
+    """(ELF path, DT_NEEDED) for each library no search path of the image provides — of every ELF file, or of
+    ``paths`` only (the files a framework's wheels add, checked before its image is built)."""
     env_dirs = [d for d in env.get("LD_LIBRARY_PATH", "").split(":") if d]
     system = [*_ld_conf_dirs(fs), *DEFAULT_DIRS]
+    elves = fs.elf_files()
+    wanted = sorted(elves) if paths is None else sorted(p for p in set(paths) if p in elves)
     problems = []
-    for path, info in fs.elf_files().items():
+    for path in wanted:
+        info = elves[path]
         origin = posixpath.dirname(path)
         runpath = [d.replace("$ORIGIN", origin).replace("${ORIGIN}", origin) for d in info.runpath if d]
         for lib in info.needed:
@@ -71,9 +76,17 @@ def unresolved_needed(fs: ImageFS, env: dict[str, str]) -> list[str]:
                 found = fs.exists(lib)
             else:
                 found = any(fs.exists(posixpath.join(d, lib)) for d in (*runpath, *env_dirs, *system))
+                # auditwheel's vendored libraries (scipy.libs/libgfortran-….so needs libquadmath-….so beside it,
+                # with no RUNPATH): the extension that links them loads both, and ld.so matches the soname
+                found = found or (origin.endswith(".libs") and fs.exists(posixpath.join(origin, lib)))
             if not found:
-                problems.append(f"{path} needs {lib}: not found in the image")
+                problems.append((path, lib))
     return problems
+
+
+def unresolved_needed(fs: ImageFS, env: dict[str, str]) -> list[str]:
+    """``path needs lib: not found`` for each DT_NEEDED no search path of the image provides."""
+    return [f"{path} needs {lib}: not found in the image" for path, lib in unresolved(fs, env)]
 
 
 _ROCM_LOCAL = re.compile(r"rocm[._]?(\d+)[._](\d+)(?:[._](\d+))?")

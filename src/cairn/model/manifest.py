@@ -112,6 +112,7 @@ class Framework:
     source: Source | None = None
     pin_unknown: str = ""
     where: Location | None = field(default=None, compare=False, repr=False)  # of its pin, for later errors
+    files: tuple[Source, ...] = ()  # a mirror's every wheel (``files = [{ name, version, filename, sha256 }]``)
 
 
 @dataclass(frozen=True)
@@ -166,7 +167,7 @@ _RELEASE = {"name", "version", "channel", "source_date_epoch", "base_os", "famil
 _SDK = {"description", "components", "unavailable"}
 _COMPONENT = {"name", "version", "source", "build", "depends", "exclude_targets", "project", "pin_unknown", "description"}
 _BUILD = {"kind", "args"}
-_FRAMEWORK = {"recipe", "version", "source", "pin_unknown"}
+_FRAMEWORK = {"recipe", "version", "source", "pin_unknown", "files"}
 FRAMEWORK_SOURCE_KINDS = ("pypi", "git", "archive")
 
 
@@ -386,6 +387,16 @@ class _Loader:
         recipe = safe_name(self.string(table, "recipe", kp), self.doc.where((*kp, "recipe")), "recipe")  # recipes/wheels/<recipe>.toml
         version = self.pep440(self.string(table, "version", kp), (*kp, "version"))
         pin_unknown = self.string(table, "pin_unknown", kp, required=False)
+        if "files" in table:  # a mirror pinning every wheel it republishes, each by sha256
+            if "source" in table or not isinstance(table["files"], list) or not table["files"]:
+                raise self.fail((*kp, "files"), f"framework '{name}': files must be a non-empty list and replaces source",
+                                "write files = [{ name, version, filename, sha256 }, …] and no source")
+            files = tuple(self.source({"pypi": item}, (*kp, "files", n), name, False) for n, item in enumerate(table["files"]))
+            for n, item in enumerate(files):
+                if not item.get("sha256"):
+                    raise self.fail((*kp, "files", n), f"framework '{name}': {item.get('filename')} has no sha256",
+                                    "add sha256 = \"<64 hex>\" (sha256sum FILE)")
+            return Framework(name, recipe, version, None, pin_unknown, self.doc.where((*kp, "files")), files)
         if "source" not in table:
             if not pin_unknown:
                 raise self.fail(kp, f"framework '{name}' {version} has no pinned source",

@@ -73,6 +73,7 @@ def extend_plan(context: StageContext) -> None:
                         if a.kind == "image-build"},
         "image_frameworks": _image_frameworks(context),
         "wheel_frameworks": _wheel_frameworks(context, deps),
+        "blocked_frameworks": _blocked_frameworks(context, frameworks),
         "requirements": REQUIREMENTS,
     }
     actions[ACTION_ID] = Action(ACTION_ID, "bundle", inputs, tuple(sorted(deps)))
@@ -116,6 +117,21 @@ def _frameworks(context: StageContext, deps: list[str]) -> dict[str, list[list[s
                 found.add((framework.name, framework.version))
         out[fam] = [list(f) for f in sorted(found)]
     return out
+
+
+def _blocked_frameworks(context: StageContext, shipped: dict[str, list[list[str]]]) -> dict[str, dict[str, str]]:
+    """Manifest frameworks no family ships because their wheels cannot be had at all (a mirror with no wheel
+    for the release's Python): name → version and reason, so their cells say so instead of vanishing."""
+    out: dict[str, dict[str, str]] = {}
+    names = {name for cells in shipped.values() for name, _ in cells}
+    for framework in context.manifest.frameworks:
+        if framework.name in names:
+            continue
+        blocked = next((a.blocked for a in context.actions.values() if a.kind == "mirror" and a.blocked
+                        and a.inputs.get("recipe") == framework.recipe), "")
+        if blocked:
+            out[framework.name] = {"version": framework.version, "reason": blocked}
+    return dict(sorted(out.items()))
 
 
 def _wheel_frameworks(context: StageContext, deps: list[str]) -> dict[str, str]:
@@ -177,6 +193,8 @@ def run_bundle(ctx: Any) -> None:
             continue
         name, target = dep.removeprefix("push:").split("@", 1)
         push = json.loads((ctx.deps[dep] / "push.json").read_text())
+        if push.get("blocked"):  # no image was built; its gates say why (not-run: image blocked: …)
+            continue
         tag = push["tags"][0] if push.get("tags") else ""
         reference = f"{push['registry']}/{push['repo']}" + (f":{tag}" if tag else "")
         images.setdefault(target, []).append({"reference": reference, "digest": push["digest"], "image": name})
@@ -189,9 +207,11 @@ def run_bundle(ctx: Any) -> None:
     artifacts += _source_mirror(ctx, out)
     _write_gates(ctx, out / "gates", images)
     cells = []
+    blocked = inputs.get("blocked_frameworks", {})
     for fam, targets in sorted(inputs["families"].items()):
         frameworks = inputs["frameworks"].get(fam) or [["rocm-sdk", rel["version"]]]
         partial = _partial(ctx, fam)
+        frameworks = [*frameworks, *([name, b["version"]] for name, b in sorted(blocked.items()))]
         for target in targets:
             for python in rel["python"]:
                 for project, version in frameworks:
@@ -269,6 +289,8 @@ def _write_gates(ctx: Any, gates_dir: Path, images: dict[str, list[dict[str, str
                 reason = "not-run: the gate recorded no reason"
             record = {"gate": gate, "status": status, "reason": reason, "image_digest": result.get("digest", ""),
                       "evidence": result.get("evidence", {})}
+            if not record["image_digest"]:  # an image blocked when it ran: matched to cells by target and framework
+                record.update({"gfx_target": target, "framework": frameworks.get(image, "")})
         else:
             why = inputs["not_built"].get(gate_id, "no result")
             record = {"gate": gate, "status": "not-run", "reason": f"not-run: {why}", "gfx_target": target,
@@ -287,6 +309,14 @@ def _write_gates(ctx: Any, gates_dir: Path, images: dict[str, list[dict[str, str
                 _write_json(gates_dir / f"{gate}--{image}@{target}.json",
                             {"gate": gate, "status": "not-run", "reason": f"not-run: image not built: {why}",
                              "gfx_target": target, "framework": framework, "image_digest": ""})
+    # a framework whose wheels cannot be had (no wheel for the release's Python): its cells' gates say why
+    for name, why in sorted(inputs.get("blocked_frameworks", {}).items()):
+        for targets in inputs["families"].values():
+            for target in targets:
+                for gate in required:
+                    _write_json(gates_dir / f"{gate}--{name}@{target}.json",
+                                {"gate": gate, "status": "not-run", "reason": f"not-run: {why['reason']}",
+                                 "gfx_target": target, "framework": name, "image_digest": ""})
     for targets in inputs["families"].values():
         for target in targets:
             for gate in required:

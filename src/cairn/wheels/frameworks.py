@@ -47,9 +47,11 @@ def run_mirror(ctx: Any) -> None:
     families: dict[str, Any] = {}
     for family, targets in sorted(inputs["families"].items()):
         cover = {t: report.coverage(t) for t in targets}
-        families[family] = {"covered": bool(report.device_binaries) and all(c.covered for c in cover.values()),
+        # a wheel without device code (jax, jaxlib, numpy) runs on every target of every family: nothing to cover
+        families[family] = {"covered": not report.device_binaries or all(c.covered for c in cover.values()),
                             "targets": {t: {"covered": c.covered, "via": list(c.via)} for t, c in cover.items()}}
-        ctx.log.write(f"audit {family}: " + "; ".join(c.message() for c in cover.values()) + "\n")
+        said = "; ".join(c.message() for c in cover.values()) if report.device_binaries else "no device code: nothing to cover"
+        ctx.log.write(f"audit {family}: {said}\n")
     audit = {"device_binaries": len(report.device_binaries), "targets_everywhere": list(report.targets_everywhere),
              "targets_somewhere": list(report.targets_somewhere), "families": families}
     write_report(ctx.out, [wheel], {"part": "mirror", "project": inputs["project"], "audit": audit})

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import subprocess
 from functools import cache
+from pathlib import Path
 from typing import Any
 
 from packaging.version import Version
@@ -29,7 +30,7 @@ from cairn.plan.graph import Action
 from cairn.plan.planner import LAYOUT_VERSIONS, StageContext, build_id
 from cairn.wheels import frameworks, index, sdk, wheelfile
 from cairn.wheels.recipes import Recipe, known_recipes, load_recipe
-from cairn.wheels.versions import extra_name, framework_version, sdk_version
+from cairn.wheels.versions import extra_name, framework_version, rocm_major, sdk_version
 
 LAYOUT = 1
 SDK_PARTS = ("rocm-sdk-core", "rocm-sdk-devel")
@@ -104,7 +105,9 @@ def extend_plan(context: StageContext) -> None:
 
     sdk_blocked = _closure_blocked(actions, "assemble:sdk")
     for framework in manifest.frameworks:
-        recipe = _recipe_for(framework, manifest.path)
+        recipe = load_recipe(framework.recipe)
+        if recipe.kind != "mirror" or not python_blocked(recipe, framework.version, release.python):
+            recipe = _recipe_for(framework, manifest.path, release.python)  # nothing to pin when nothing fits
         if recipe.kind == "mirror":
             _plan_mirror(context, recipe, framework, add)
         elif recipe.kind == "source":
@@ -126,21 +129,33 @@ def _hip_extensions(context: StageContext) -> list[Recipe]:
     return found
 
 
-def _recipe_for(framework: Framework, manifest_path: Any) -> Recipe:
+def _recipe_for(framework: Framework, manifest_path: Any, pythons: tuple[str, ...] = ()) -> Recipe:
     recipe = load_recipe(framework.recipe)
     if framework.version not in recipe.versions:
         raise ManifestError(manifest_path, f"recipe '{recipe.name}' has no version {framework.version} "
                             f"(it pins: {', '.join(recipe.versions)})", f"add [versions.\"{framework.version}\"] to {recipe.path.name}")
-    _check_pin(framework, recipe, manifest_path)
+    _check_pin(framework, recipe, manifest_path, pythons)
     return recipe
 
 
-def _check_pin(framework: Framework, recipe: Recipe, manifest_path: Any) -> None:
+def _check_pin(framework: Framework, recipe: Recipe, manifest_path: Any, pythons: tuple[str, ...] = ()) -> None:
     """The manifest's pin of a framework is exactly what its recipe's version builds or mirrors (or both say
     no pin is known): a release manifest names every input, and never one the build would not use."""
     where = framework.where or manifest_path
     version, recipe_file = framework.version, f"recipes/wheels/{recipe.path.name}"
     mine = framework.source.as_dict() if framework.source and not framework.pin_unknown else None
+    if recipe.kind == "mirror" and framework.files:
+        # every wheel the recipe mirrors for the release's Pythons, each by sha256 — no more, no fewer
+        wanted = {f.filename: {"pypi": {"name": f.name, "version": f.version, "filename": f.filename, "sha256": f.sha256}}
+                  for f in recipe.mirror_files(version) if not f.python or not pythons or f.python in pythons}
+        pinned = {f.get("filename"): f.as_dict() for f in framework.files}
+        extra = [_pin_text(pinned[n]) for n in sorted(pinned) if wanted.get(n) != pinned[n]]
+        absent = [_pin_text(wanted[n]) for n in sorted(wanted) if pinned.get(n) != wanted[n]]
+        if extra or absent:
+            said = (f"pins {', '.join(extra)}, which {recipe_file} does not mirror for {version}" if extra else "")
+            said += ("; and " if extra and absent else "") + (f"leaves out {', '.join(absent)}" if absent else "")
+            raise ManifestError(where, f"framework '{framework.name}' {said}", "pin the same files and sha256s in both")
+        return
     if recipe.kind == "mirror":
         theirs = [{"pypi": {"name": f.name, "version": f.version, "filename": f.filename, "sha256": f.sha256}}
                   for f in recipe.mirror_files(version)]
@@ -192,9 +207,46 @@ def _closure_blocked(actions: dict[str, Action], start: str) -> str:
     return ""
 
 
+def check_rocm_major(context: StageContext, recipe: Recipe, framework: Framework, project: str, version: str) -> None:
+    """Refuse a wheel built for another ROCm major than the release's: an index never mixes ROCm majors
+    (a ROCm 7 plugin in a 5.2.3 index installs, then fails to load its libamdhip64.so.7 at run time)."""
+    release = context.manifest.release
+    major, ours = rocm_major(project, version), Version(release.version).major
+    if major is None or major == ours:
+        return
+    manifest = context.manifest.path
+    verb = "mirrors" if recipe.kind == "mirror" else "builds"
+    raise ManifestError(framework.where or manifest,
+                        f"framework '{framework.name}' {verb} {project} {version} (recipes/wheels/{recipe.path.name}), built for "
+                        f"ROCm {major}, into the indexes of this ROCm {release.version} release: an index never mixes ROCm majors",
+                        f"remove [frameworks.{framework.name}] from {Path(str(manifest)).name}, or give it a recipe version "
+                        f"built for ROCm {ours}")
+
+
+def python_blocked(recipe: Recipe, version: str, pythons: tuple[str, ...]) -> str:
+    """Why a mirror recipe's version has nothing for the release's Pythons ("" when it has): the registry
+    serves those wheels only for other interpreters, and an image runs exactly one."""
+    files = recipe.mirror_files(version)
+    if not files or any(not f.python or f.python in pythons for f in files):
+        return ""
+    served = sorted({f.python for f in files}, key=Version)
+    span = served[0] if len(served) == 1 else f"{served[0]}–{served[-1]}"
+    return (f"{recipe.project} {version} is served for Python {span} only ({len(files)} wheels in "
+            f"recipes/wheels/{recipe.path.name}), and this release's images run Python {', '.join(pythons)}")
+
+
 def _plan_mirror(context: StageContext, recipe: Recipe, framework: Framework, add: Any) -> None:
     pythons = set(context.manifest.release.python)
     families = {fam: list(context.registry.expand(fam)) for fam in context.families}
+    for item in recipe.mirror_files(framework.version):
+        check_rocm_major(context, recipe, framework, item.name, item.version)
+    why = python_blocked(recipe, framework.version, context.manifest.release.python)
+    if why:  # planned, never run and never in an index: the bundle gives the framework's cells this reason
+        action_id = f"mirror:{recipe.project}-{framework.version}"
+        context.actions[action_id] = Action(action_id, "mirror", {"layout": LAYOUT, "recipe": recipe.name,
+                                                                  "project": recipe.project, "families": families},
+                                            blocked=why)
+        return
     for item in recipe.mirror_files(framework.version):
         if item.python and item.python not in pythons:
             continue
@@ -253,6 +305,7 @@ def _plan_source(context: StageContext, recipe: Recipe, framework: Framework, ba
         fetch_action = Action(fetch, "fetch", {"layout": LAYOUT_VERSIONS["fetch"], "source": source.as_dict()},
                               blocked=f"pin unknown for {recipe.project} {framework.version}: {pin}" if pin else "")
     context.actions.setdefault(fetch, fetch_action)
+    check_rocm_major(context, recipe, framework, recipe.project, framework.version)
     python = release.python[0]
     spec = recipe.build
     families = context.families if spec.device_code else ("",)

@@ -162,7 +162,8 @@ def load_recipe(name: str, path: Path | None = None) -> Recipe:
             raise fail(("build", "build_requires", n), f"build requirement '{pin}' is not pinned", "pin it exactly: name==version")
     if kind == "source" and (not build.commands or not build.wheel):
         raise fail(("build",), "a source recipe needs build.commands and build.wheel", "see docs/wheels.md")
-    versions_table = check_keys(data.get("versions", {}), set(data.get("versions", {})), ("versions",))
+    raw_versions = data.get("versions", {})
+    versions_table = check_keys(raw_versions, set(raw_versions) if isinstance(raw_versions, dict) else set(), ("versions",))
     sources: list[tuple[str, Source]] = []
     unknown: list[tuple[str, str]] = []
     files: list[tuple[str, tuple[MirrorFile, ...]]] = []

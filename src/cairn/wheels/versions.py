@@ -91,3 +91,21 @@ def extra_name(family: str) -> str:
 def dist_name(project: str) -> str:
     """The file-name form of a project name (PEP 427/503): ``rocm-sdk-core`` → ``rocm_sdk_core``."""
     return canonicalize_name(project).replace("-", "_")
+
+
+_NAMED_MAJOR = re.compile(r"(?:^|-)rocm-?(\d+)(?:-|$)")
+_LOCAL_MAJOR = re.compile(r"^rocm[.]?(\d+)(?:[.]|$)")
+
+
+def rocm_major(project: str, version: str) -> int | None:
+    """The ROCm major a wheel says it is built for — in its name (``jax-rocm7-plugin``, ``cupy-rocm-7-0``) or its
+    local version (``+rocm.7.2.4``, ``+rocm7.0.2``) — or None when it names none (``jax``, ``onnxruntime-rocm``)."""
+    named = _NAMED_MAJOR.search(canonicalize_name(project))
+    if named:
+        return int(named.group(1))
+    try:
+        local = Version(version).local or ""
+    except ValueError:
+        return None
+    match = _LOCAL_MAJOR.match(local)
+    return int(match.group(1)) if match else None
