@@ -208,3 +208,31 @@ def test_cli_build_reports_counts_and_json(project) -> None:  # type: ignore[no-
     assert report["counts"]["ran"] == 0
     assert report["counts"]["cached"] == len(report["actions"])
     assert Path(report["sdk_tree"], "part0.txt").read_text() == "payload 0\n"
+
+
+def test_image_builds_run_one_at_a_time_beside_other_work(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """An image build holds its GB tree several times over on disk: two at once filled the disk. With two
+    jobs, image builds take turns while another kind of action runs beside them."""
+    from cairn.build import extra_runners
+    from cairn.plan.graph import Action, Plan
+
+    lock = threading.Lock()
+    running: dict[str, int] = {"image-build": 0, "package": 0}
+    peak: dict[str, int] = {"image-build": 0, "both": 0}
+
+    def runner(ctx: object) -> None:
+        kind = ctx.action.kind  # type: ignore[attr-defined]
+        with lock:
+            running[kind] += 1
+            peak["image-build"] = max(peak["image-build"], running["image-build"])
+            peak["both"] = max(peak["both"], min(running["image-build"], 1) + min(running["package"], 1))
+        time.sleep(0.4)
+        (ctx.out / "done").write_text(ctx.action.id)  # type: ignore[attr-defined]
+        with lock:
+            running[kind] -= 1
+
+    for kind in running:
+        monkeypatch.setitem(extra_runners._REGISTRY, kind, runner)
+    actions = (*(Action(f"image:{n}", "image-build", {"n": n}) for n in range(3)), Action("package:x", "package", {"n": 9}))
+    report = execute(Plan("m", "0" * 64, actions), LocalStore(tmp_path / "store"), jobs=2)
+    assert report.ok and peak == {"image-build": 1, "both": 2}

@@ -52,6 +52,12 @@ class BuildReport:
 Listener = Callable[[str, Outcome | Action], None]  # ("start", action) / ("done", outcome)
 
 
+# Kinds that run one at a time, whatever ``jobs`` says: an image build holds its installed tree several times
+# over on disk while it runs (the engine's layer, the saved tar, the normalized tar) — for ROCm 7.2's GB of
+# libraries two at once doubled that peak and filled the disk. Other kinds keep running beside it.
+ONE_AT_A_TIME = frozenset({"image-build"})
+
+
 def execute(plan: Plan, store: Store, *, jobs: int = 2, only: set[str] | None = None,
             listener: Listener | None = None) -> BuildReport:
     """Run every runnable action of ``plan`` (or of ``only`` and their dependencies)."""
@@ -68,6 +74,8 @@ def execute(plan: Plan, store: Store, *, jobs: int = 2, only: set[str] | None = 
         running: dict[Future[Outcome], Action] = {}
         while pending or running:
             for action in [a for a in pending if ready(a)]:
+                if action.kind in ONE_AT_A_TIME and any(a.kind == action.kind for a in running.values()):
+                    continue  # waits for the running one; it stays pending
                 pending.remove(action)
                 outcome = _precheck(action, report, store)
                 if outcome:
