@@ -5,6 +5,23 @@ packages of components built before) read-only under ``/deps/<n>`` and on ``CMAK
 install prefix is a fresh ``/out``; the container has no network, so a configure step that tries to download
 fails instead of making the build depend on the day. The build tree lives in the container's own /tmp and is
 thrown away: only the installed files become the action's output.
+
+A pinned sdist (a ``pypi`` source: one ``.tar.gz``) is mounted as ``/src.tar.gz`` and unpacked inside the
+container, so nothing in the archive can choose a path on the host; ``source_subdir`` then names the CMake
+project in it (``llama_cpp_python-0.3.36/vendor/llama.cpp``). Three more args serve such vendored trees:
+
+- ``stage_deps = "debian"``: Debian's CMake package files locate themselves by their real path under
+  ``/usr/lib/x86_64-linux-gnu/cmake`` and cannot be used from ``/deps/<n>``, so each dependency's
+  ``include/`` and ``lib/`` are linked back into the image's ``/usr`` (the CMake files copied, since they
+  resolve symlinks) before configuring;
+- ``build_targets``: build only these targets (the tools a release ships, not every test and example) and
+  install by copying: executables to ``/out/bin``, shared libraries to ``/out/lib`` (their RPATH is the
+  project's install RPATH, e.g. ``$ORIGIN/../lib``);
+- ``device_libraries``: libraries that must carry device code for exactly the action's targets, checked
+  by the audit before the output is committed (a build that silently dropped a target fails here).
+
+The per-translation-unit compile times (``.ninja_log``) are written to the action's log, not its output,
+so the output stays reproducible and the log says where the build's time went.
 """
 
 from __future__ import annotations
@@ -21,12 +38,24 @@ from cairn.proc import require_tool, run
 GENERATOR = "Ninja"
 
 
-def cmake_script(args: Mapping[str, object], targets: Sequence[str], deps: int, jobs: int) -> str:
+ARCHIVE_IN_IMAGE = "/src.tar.gz"
+UNPACKED_IN_IMAGE = "/tmp/src"
+# Debian's multiarch prefix, where the CMake package files of the release's debs expect to live
+_DEB_LIBDIR = "/usr/lib/x86_64-linux-gnu"
+
+
+def cmake_script(args: Mapping[str, object], targets: Sequence[str], deps: int, jobs: int, *,
+                 archive: bool = False) -> str:
     """The shell script run in the image (exposed so logs and tests can show it)."""
     subdir = str(args.get("source_subdir", "") or "")
     if subdir.startswith("/") or ".." in Path(subdir).parts:
         raise CairnError(f"cmake source_subdir '{subdir}' must stay inside the source tree")
-    source = f"/src/{subdir}".rstrip("/")
+    root = UNPACKED_IN_IMAGE if archive else "/src"
+    source = f"{root}/{subdir}".rstrip("/")
+    build_targets = [str(t) for t in args.get("build_targets", []) or []]  # type: ignore[union-attr]
+    for name in build_targets:
+        if not name.replace("-", "").replace("_", "").isalnum():
+            raise CairnError(f"cmake build target '{name}' is not a CMake target name (letters, digits, '-', '_')")
     prefix_path = ";".join(f"/deps/{n}" for n in range(deps))
     defines = ["-DCMAKE_INSTALL_PREFIX=/out", "-DCMAKE_BUILD_TYPE=Release", f"-DCMAKE_PREFIX_PATH={prefix_path}",
                "-DCMAKE_INSTALL_LIBDIR=lib"]
@@ -35,10 +64,30 @@ def cmake_script(args: Mapping[str, object], targets: Sequence[str], deps: int, 
         defines += [f"-DGPU_TARGETS={joined}", f"-DAMDGPU_TARGETS={joined}", f"-DCMAKE_HIP_ARCHITECTURES={joined}"]
     extra = [str(a) for a in args.get("cmake_args", []) or []]  # type: ignore[union-attr]
     quoted = " ".join(_quote(a) for a in [*defines, *extra])
-    return ("set -eu\n"
-            f"cmake -S {source} -B /tmp/build -G {GENERATOR} {quoted}\n"
-            f"cmake --build /tmp/build --parallel {jobs}\n"
-            "cmake --install /tmp/build\n")
+    lines = ["set -eu"]
+    if archive:
+        lines.append(f"mkdir -p {UNPACKED_IN_IMAGE} && tar -xzf {ARCHIVE_IN_IMAGE} -C {UNPACKED_IN_IMAGE} --no-same-owner")
+    stage = str(args.get("stage_deps", "") or "")
+    if stage not in ("", "debian"):
+        raise CairnError(f"cmake stage_deps '{stage}' is not known (use \"debian\" or leave it out)")
+    if stage == "debian" and deps:
+        lines += [f"for d in {' '.join(f'/deps/{n}' for n in range(deps))}; do",
+                  '  if [ -d "$d/include" ]; then cp -rs "$d/include/." /usr/include/; fi',
+                  f'  if [ -d "$d/lib" ]; then cp -rs "$d/lib/." {_DEB_LIBDIR}/; fi',
+                  f'  if [ -d "$d/lib/cmake" ]; then cp -r --remove-destination "$d/lib/cmake/." {_DEB_LIBDIR}/cmake/; fi',
+                  "done"]
+    lines.append(f"cmake -S {source} -B /tmp/build -G {GENERATOR} {quoted}")
+    if build_targets:
+        lines += [f"cmake --build /tmp/build --parallel {jobs} --target {' '.join(build_targets)}",
+                  "mkdir -p /out/bin /out/lib",
+                  *(f"cp -a /tmp/build/bin/{name} /out/bin/" for name in build_targets),
+                  "find /tmp/build -name 'lib*.so*' \\( -type f -o -type l \\) -exec cp -a {} /out/lib/ \\;"]
+    else:
+        lines += [f"cmake --build /tmp/build --parallel {jobs}", "cmake --install /tmp/build"]
+    # where the time went: seconds per output, slowest first (ninja's log: start, end, mtime, output, hash)
+    lines.append("echo '# compile seconds per output (from .ninja_log), slowest first'; "
+                 "awk 'NR>1 {printf \"%.1f %s\\n\", ($2-$1)/1000, $4}' /tmp/build/.ninja_log | sort -rn")
+    return "\n".join(lines) + "\n"
 
 
 def _quote(arg: str) -> str:
@@ -51,9 +100,10 @@ def cmake_in_image(source: Path, deps: Sequence[Path], out: Path, *, image: str,
     from cairn.services import engine_host
 
     docker = require_tool("docker", "docker.io")
-    script = cmake_script(args, targets, len(deps), jobs)
+    archive = source.is_file()
+    script = cmake_script(args, targets, len(deps), jobs, archive=archive)
     log.write(script)
-    mounts = ["-v", f"{source}:/src:ro"]
+    mounts = ["-v", f"{source}:{ARCHIVE_IN_IMAGE if archive else '/src'}:ro"]
     for n, dep in enumerate(deps):
         mounts += ["-v", f"{dep}:/deps/{n}:ro"]
     epoch = os.environ.get("SOURCE_DATE_EPOCH", "0")
@@ -63,3 +113,16 @@ def cmake_in_image(source: Path, deps: Sequence[Path], out: Path, *, image: str,
             env={"DOCKER_HOST": engine_host()}, log=log, timeout=4 * 3600)
         for entry in sorted(Path(work).iterdir()):
             os.replace(entry, out / entry.name)
+    check_device_code(out, args, targets)
+
+
+def check_device_code(out: Path, args: Mapping[str, object], targets: Sequence[str]) -> None:
+    """Every library named by ``device_libraries`` carries code for exactly ``targets`` (the audit's words)."""
+    from cairn.build.hip import check_coverage
+
+    for name in [str(n) for n in args.get("device_libraries", []) or []]:  # type: ignore[union-attr]
+        library = out / "lib" / name
+        if not library.is_file():
+            raise CairnError(f"the build installed no lib/{name} (device_libraries names it): "
+                             "check the build's targets and options")
+        check_coverage(library, targets)

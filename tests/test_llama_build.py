@@ -1,0 +1,137 @@
+"""llama.cpp built from the pinned sdist: what the plan asks for, the script the build image runs, and the
+wheel's library staging, each checked with the real tools (the plan, gcc + patchelf, the real sdist).
+
+The compile itself (ggml's HIP backend, ~145 translation units per target) runs in test_llama_hip_image.py,
+for one target only.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from packaging.version import Version
+
+from cairn.build.cmake import cmake_script
+from cairn.errors import CairnError
+from cairn.model.manifest import load_manifest
+from cairn.model.targets import load_registry
+from cairn.plan.planner import plan_release
+from cairn.plan.probe import Host
+from cairn.wheels import elf
+from cairn.wheels.engine import link_name, sdist_package, stage_libraries
+from conftest import ROOT, need_tool
+from llama_fixtures import llama_sdist
+
+MANIFEST = ROOT / "manifests" / "releases" / "rocm-7.2.4.toml"
+HOST = Host(tools=frozenset({"mmdebstrap", "git", "pip", "patchelf"}), docker_host="unix:///x", registry="127.0.0.1:1")
+
+
+def _plan(manifest: Path = MANIFEST) -> dict:
+    registry = load_registry()
+    return plan_release(load_manifest(manifest, registry), registry, HOST).by_id()
+
+
+def test_every_family_gets_one_llama_build_with_the_code_objects_ggml_can_use() -> None:
+    plan = _plan()
+    targets = {fam: plan[f"build:llama.cpp@{fam}"].inputs["targets"] for fam in
+               ("gfx110X-dgpu", "gfx120X-all", "gfx1151", "gfx94X-dcgpu", "gfx950-dcgpu", "gfx90a-dcgpu", "gfx103X-dgpu")}
+    assert targets == {
+        "gfx110X-dgpu": ["gfx11-generic"],  # one compile for gfx1100, gfx1101, gfx1102
+        "gfx120X-all": ["gfx12-generic"],
+        "gfx1151": ["gfx1151"],  # ggml's RDNA3_5 kernels key on __gfx1151__: gfx11-generic would mismatch the host
+        "gfx94X-dcgpu": ["gfx942"],  # CDNA3 (MFMA) keys on __gfx942__: no gfx9-4-generic
+        "gfx950-dcgpu": ["gfx950"],
+        "gfx90a-dcgpu": ["gfx90a"],
+        "gfx103X-dgpu": ["gfx1030", "gfx1031", "gfx1032", "gfx1034"],  # RDNA2 keys on exact targets
+    }
+    build = plan["build:llama.cpp@gfx110X-dgpu"]
+    assert build.inputs["build"]["kind"] == "cmake"
+    assert {"image:toolchain", "push:toolchain", "fetch:pypi:llama_cpp_python-0.3.36.tar.gz", "build:hipblas-dev",
+            "build:rocblas-dev", "build:rocblas", "build:hipblas"} <= set(build.deps)
+    args = build.inputs["build"]["args"]
+    assert "-DGGML_HIP=ON" in args["cmake_args"] and "-DLLAMA_CURL=OFF" in args["cmake_args"]
+    assert args["build_targets"] == ["llama-cli", "llama-simple", "llama-server", "llama-bench"]
+
+
+def test_the_wheel_action_packages_each_family_build_and_the_index_lists_it() -> None:
+    plan = _plan()
+    wheel = plan["package:llama-cpp-python@gfx1151"]
+    assert wheel.deps == ("build:llama.cpp@gfx1151", "fetch:pypi:llama_cpp_python-0.3.36.tar.gz", "package:rocm-sdk-core")
+    assert wheel.inputs["build_version"] == "0.3.36+rocm.7.2.4.dev.1761811681"
+    assert Version(wheel.inputs["build_version"]) < Version("0.3.36+rocm.10.1.0")  # sorts across ROCm majors
+    assert wheel.inputs["device_libraries"] == ["libggml-hip.so"] and wheel.inputs["targets"] == ["gfx1151"]
+    assert wheel.inputs["requires"] == ["rocm-sdk[gfx1151]==7.2.4.dev1761811681"]
+    assert "package:llama-cpp-python@gfx1151" in plan["index:gfx1151"].deps
+    assert "package:llama-cpp-python@gfx1151" not in plan["index:gfx110X-dgpu"].deps
+
+
+def test_a_generic_target_that_leaves_a_family_member_out_is_refused_naming_the_file(tmp_path: Path) -> None:
+    bad = tmp_path / "rocm-7.2.4.toml"
+    bad.write_text(MANIFEST.read_text().replace('"gfx120X-all" = "gfx12-generic"', '"gfx120X-all" = "gfx11-generic"'))
+    result = subprocess.run([sys.executable, "-m", "cairn.cli", "plan", str(bad)], capture_output=True, text=True, cwd=ROOT)
+    assert result.returncode == 2, result.stdout + result.stderr
+    line, = result.stderr.strip().splitlines()
+    assert str(bad) in line and "does not cover gfx1200, gfx1201" in line and "Traceback" not in result.stderr
+
+
+def test_the_build_script_unpacks_the_sdist_in_the_container_and_installs_only_the_named_tools() -> None:
+    args = {"source_subdir": "llama_cpp_python-0.3.36/vendor/llama.cpp", "stage_deps": "debian",
+            "build_targets": ["llama-cli", "llama-server"], "cmake_args": ["-DGGML_HIP=ON"]}
+    script = cmake_script(args, ["gfx1151"], deps=2, jobs=2, archive=True)
+    lines = script.splitlines()
+    assert "tar -xzf /src.tar.gz -C /tmp/src --no-same-owner" in lines[1]
+    assert any(line.startswith("cmake -S /tmp/src/llama_cpp_python-0.3.36/vendor/llama.cpp -B /tmp/build") for line in lines)
+    assert "for d in /deps/0 /deps/1; do" in lines
+    assert "cmake --build /tmp/build --parallel 2 --target llama-cli llama-server" in lines
+    assert "cp -a /tmp/build/bin/llama-cli /out/bin/" in lines and "cmake --install /tmp/build" not in lines
+    assert "'-DGPU_TARGETS=gfx1151'" in script and ".ninja_log" in script
+    with pytest.raises(CairnError, match="not a CMake target name"):
+        cmake_script({**args, "build_targets": ["llama-cli; rm -rf /"]}, [], deps=0, jobs=1)
+    with pytest.raises(CairnError, match="stage_deps 'conda' is not known"):
+        cmake_script({**args, "stage_deps": "conda"}, [], deps=0, jobs=1)
+
+
+def test_link_names_drop_the_version_and_refuse_what_is_not_a_library() -> None:
+    assert link_name("libggml-hip.so.0.9.7") == "libggml-hip.so"
+    assert link_name("libllama.so") == "libllama.so"
+    with pytest.raises(CairnError, match="not a shared library name"):
+        link_name("llama-cli")
+
+
+def test_staged_libraries_are_one_file_per_link_name_with_needed_and_run_path_rewritten(tmp_path: Path) -> None:
+    gcc = need_tool("gcc")
+    need_tool("patchelf")
+    lib = tmp_path / "lib"
+    lib.mkdir()
+    (tmp_path / "a.c").write_text("int a(void) { return 1; }\n")
+    (tmp_path / "b.c").write_text("int a(void); int b(void) { return a() + 1; }\n")
+    subprocess.run([gcc, "-shared", "-fPIC", "-Wl,-soname,liba.so.0", "-o", lib / "liba.so.0.1.2", tmp_path / "a.c"], check=True)
+    (lib / "liba.so.0").symlink_to("liba.so.0.1.2")
+    (lib / "liba.so").symlink_to("liba.so.0")
+    subprocess.run([gcc, "-shared", "-fPIC", "-Wl,-soname,libb.so.0", "-o", lib / "libb.so.0.1.2", tmp_path / "b.c",
+                    f"-L{lib}", "-la"], check=True)
+    (lib / "libb.so.0").symlink_to("libb.so.0.1.2")
+    scratch = tmp_path / "scratch"
+    scratch.mkdir()
+    with open(tmp_path / "log", "w") as log:
+        staged = stage_libraries(lib, scratch, "$ORIGIN:$ORIGIN/../../_rocm_sdk_core/lib", log)
+    assert [p.name for p in staged] == ["liba.so", "libb.so"]
+    b = elf.inspect(scratch / "libb.so")
+    assert b is not None and b.soname == "libb.so" and "liba.so" in b.needed and "liba.so.0" not in b.needed
+    assert b.runpath == "$ORIGIN:$ORIGIN/../../_rocm_sdk_core/lib"
+    # the rewritten pair still links: a program against the staged copies runs
+    (tmp_path / "main.c").write_text("int b(void); int main(void) { return b() == 2 ? 0 : 1; }\n")
+    subprocess.run([gcc, "-o", tmp_path / "main", tmp_path / "main.c", f"-L{scratch}", "-lb", f"-Wl,-rpath,{scratch}"], check=True)
+    assert subprocess.run([tmp_path / "main"]).returncode == 0
+
+
+def test_the_python_package_comes_from_the_sdist_with_its_runtime_requirements(cache_dir: Path) -> None:
+    files, requires = sdist_package(llama_sdist(cache_dir), "llama_cpp_python-0.3.36", "llama_cpp")
+    paths = [p for p, _ in files]
+    assert "llama_cpp/__init__.py" in paths and "llama_cpp/_ctypes_extensions.py" in paths
+    assert "llama_cpp/server/app.py" in paths and all(p.startswith("llama_cpp/") for p in paths)
+    assert not any(p.startswith("llama_cpp/lib/") for p in paths)  # the libraries are ours, not the sdist's
+    assert requires == ["typing-extensions>=4.5.0", "numpy>=1.20.0", "diskcache>=5.6.1", "jinja2>=2.11.3"]
