@@ -20,8 +20,9 @@ project in it (``llama_cpp_python-0.3.36/vendor/llama.cpp``). Three more args se
 - ``device_libraries``: libraries that must carry device code for exactly the action's targets, checked
   by the audit before the output is committed (a build that silently dropped a target fails here).
 
-The per-translation-unit compile times (``.ninja_log``) are written to the action's log, not its output,
-so the output stays reproducible and the log says where the build's time went.
+Every compile runs under a small launcher that records its CPU seconds (user + system of the compiler,
+so a busy shared host does not inflate them) and wall seconds; the list and its sums go to the action's
+log, not its output, so the output stays reproducible and the log says where the build's time went.
 """
 
 from __future__ import annotations
@@ -44,6 +45,19 @@ UNPACKED_IN_IMAGE = "/tmp/src"
 _DEB_LIBDIR = "/usr/lib/x86_64-linux-gnu"
 
 
+_TIMER, _TIMES = "/tmp/cairn-cpu-seconds.py", "/tmp/cairn-cpu-seconds.log"
+_TIMER_SOURCE = f"""
+import resource, subprocess, sys, time
+start = time.monotonic()
+code = subprocess.call(sys.argv[1:])
+used = resource.getrusage(resource.RUSAGE_CHILDREN)
+target = sys.argv[sys.argv.index("-o") + 1] if "-o" in sys.argv else "?"
+with open("{_TIMES}", "a") as log:
+    log.write(f"{{used.ru_utime + used.ru_stime:.1f}} {{time.monotonic() - start:.1f}} {{target}}\\n")
+sys.exit(code)
+"""
+
+
 def cmake_script(args: Mapping[str, object], targets: Sequence[str], deps: int, jobs: int, *,
                  archive: bool = False) -> str:
     """The shell script run in the image (exposed so logs and tests can show it)."""
@@ -56,7 +70,11 @@ def cmake_script(args: Mapping[str, object], targets: Sequence[str], deps: int, 
     for name in build_targets:
         if not name.replace("-", "").replace("_", "").isalnum():
             raise CairnError(f"cmake build target '{name}' is not a CMake target name (letters, digits, '-', '_')")
-    prefix_path = ";".join(f"/deps/{n}" for n in range(deps))
+    stage = str(args.get("stage_deps", "") or "")
+    if stage not in ("", "debian"):
+        raise CairnError(f"cmake stage_deps '{stage}' is not known (use \"debian\" or leave it out)")
+    # staged dependencies are found in /usr like the image's own packages; /deps/<n> would be found first
+    prefix_path = "" if stage == "debian" else ";".join(f"/deps/{n}" for n in range(deps))
     defines = ["-DCMAKE_INSTALL_PREFIX=/out", "-DCMAKE_BUILD_TYPE=Release", f"-DCMAKE_PREFIX_PATH={prefix_path}",
                "-DCMAKE_INSTALL_LIBDIR=lib"]
     if targets:
@@ -67,16 +85,17 @@ def cmake_script(args: Mapping[str, object], targets: Sequence[str], deps: int, 
     lines = ["set -eu"]
     if archive:
         lines.append(f"mkdir -p {UNPACKED_IN_IMAGE} && tar -xzf {ARCHIVE_IN_IMAGE} -C {UNPACKED_IN_IMAGE} --no-same-owner")
-    stage = str(args.get("stage_deps", "") or "")
-    if stage not in ("", "debian"):
-        raise CairnError(f"cmake stage_deps '{stage}' is not known (use \"debian\" or leave it out)")
     if stage == "debian" and deps:
         lines += [f"for d in {' '.join(f'/deps/{n}' for n in range(deps))}; do",
                   '  if [ -d "$d/include" ]; then cp -rs "$d/include/." /usr/include/; fi',
                   f'  if [ -d "$d/lib" ]; then cp -rs "$d/lib/." {_DEB_LIBDIR}/; fi',
                   f'  if [ -d "$d/lib/cmake" ]; then cp -r --remove-destination "$d/lib/cmake/." {_DEB_LIBDIR}/cmake/; fi',
                   "done"]
-    lines.append(f"cmake -S {source} -B /tmp/build -G {GENERATOR} {quoted}")
+    # every compile and link runs under a launcher that records its CPU seconds (not wall time: the host is shared)
+    lines += [f"cat > {_TIMER} <<'EOF'", _TIMER_SOURCE.strip(), "EOF", f"touch {_TIMES}"]
+    launchers = " ".join(_quote(f"-DCMAKE_{lang}_{step}_LAUNCHER=python3;{_TIMER}")
+                         for step in ("COMPILER", "LINKER") for lang in ("C", "CXX", "HIP"))
+    lines += [f"cmake -S {source} -B /tmp/build -G {GENERATOR} {quoted} {launchers}", "started=$(date +%s)"]
     if build_targets:
         lines += [f"cmake --build /tmp/build --parallel {jobs} --target {' '.join(build_targets)}",
                   "mkdir -p /out/bin /out/lib",
@@ -84,9 +103,10 @@ def cmake_script(args: Mapping[str, object], targets: Sequence[str], deps: int, 
                   "find /tmp/build -name 'lib*.so*' \\( -type f -o -type l \\) -exec cp -a {} /out/lib/ \\;"]
     else:
         lines += [f"cmake --build /tmp/build --parallel {jobs}", "cmake --install /tmp/build"]
-    # where the time went: seconds per output, slowest first (ninja's log: start, end, mtime, output, hash)
-    lines.append("echo '# compile seconds per output (from .ninja_log), slowest first'; "
-                 "awk 'NR>1 {printf \"%.1f %s\\n\", ($2-$1)/1000, $4}' /tmp/build/.ninja_log | sort -rn")
+    # where the time went: CPU and wall seconds per translation unit, slowest first, and their sums
+    lines += ['echo "# build wall seconds: $(( $(date +%s) - started ))"',f"echo '# compile CPU seconds, wall seconds, object (slowest first)'; sort -rn {_TIMES}",
+              f"awk '{{cpu += $1; n += 1}} END {{printf \"# %d compiles, %.0f CPU seconds\\n\", n, cpu}}' {_TIMES}",
+              f"awk '/\\.cu\\.o$/ {{cpu += $1; n += 1}} END {{printf \"# %d HIP compiles, %.0f CPU seconds\\n\", n, cpu}}' {_TIMES}"]
     return "\n".join(lines) + "\n"
 
 
