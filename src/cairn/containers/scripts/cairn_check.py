@@ -5,6 +5,12 @@ Loads every shared library of the SDK installed from the release's wheels (a mis
 broken library fails here, not on a user's machine), runs ``rocminfo`` and accepts only a clean "no GPU"
 answer or a real agent list (a crash or a hang fails). ``python -m rocm_sdk test`` is a separate gate
 command. Prints one JSON document; exit 0 = pass.
+
+"No GPU" is decided by the device node, never by an error message: without ``/dev/kfd`` the HSA runtime
+cannot open the driver and says so (``HSA_STATUS_ERROR_OUT_OF_RESOURCES`` among others), which is the
+clean answer. With ``/dev/kfd`` present the same errors — out of resources, permission denied — mean a
+device that is there but not usable, and that fails: a GPU gate must never pass on a host whose GPU
+cannot run a kernel.
 """
 
 import ctypes
@@ -15,6 +21,7 @@ import subprocess
 import sys
 
 NO_GPU = ("ROCk module is NOT loaded", "no GPU", "HSA_STATUS_ERROR_OUT_OF_RESOURCES")
+KFD = "/dev/kfd"
 
 
 def load_libraries(roots):
@@ -32,14 +39,19 @@ def load_libraries(roots):
     return results
 
 
-def rocminfo():
+def rocminfo(kfd=None):
+    """``ok``: rocminfo listed agents, or there is no device node and it said so cleanly."""
+    kfd = kfd or KFD
     try:
         proc = subprocess.run(["rocminfo"], capture_output=True, text=True, timeout=60)
     except (OSError, subprocess.TimeoutExpired) as exc:
         return {"ok": False, "detail": f"rocminfo did not run: {exc}"}
     text = (proc.stdout + proc.stderr).strip()
-    if proc.returncode == 0 and "Agent " in text:
+    if proc.returncode == 0 and "Agent " in text and "HSA_STATUS_ERROR" not in text:
         return {"ok": True, "gpu": True, "detail": "agents listed"}
+    if os.path.exists(kfd):
+        return {"ok": False, "gpu": True, "returncode": proc.returncode,
+                "detail": f"device present but not usable ({kfd} exists, rocminfo failed): {text[-300:]}"}
     clean_no_gpu = proc.returncode in (0, 1) and any(marker in text for marker in NO_GPU)
     return {"ok": clean_no_gpu, "gpu": False, "returncode": proc.returncode, "detail": text[-300:]}
 
