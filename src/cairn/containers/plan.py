@@ -35,7 +35,8 @@ from cairn.services import engine_host, registry_address
 from cairn.services.engine import START_HINT
 from cairn.store.local import normalize_modes
 
-SCRIPTS = {"opt/cairn/bin/cairn-check": "cairn_check", "opt/cairn/bin/cairn-smoke": "cairn_smoke"}
+SCRIPTS = {"opt/cairn/bin/cairn-check": "cairn_check", "opt/cairn/bin/cairn-smoke": "cairn_smoke",
+           "opt/cairn/bin/cairn-llama": "cairn_llama"}
 _SCRIPTS_DIR = Path(__file__).parent / "scripts"
 
 
@@ -107,6 +108,8 @@ def extend_plan(context: StageContext) -> None:
                     parts=[], scripts=["opt/cairn/bin/cairn-smoke"])
                 actions[f"push:smoke@{target}"] = _push_action(f"push:smoke@{target}", f"image:smoke@{target}",
                                                                registry_id, push_blocked)
+            _plan_engine_image(context, recipes.get("llama-cpp"), target, family, index, image_id,
+                               blocked=index_blocked or engine_blocked, push_blocked=push_blocked, registry_id=registry_id)
             for framework in context.manifest.frameworks:
                 recipe = recipes.get(framework.recipe)
                 if recipe is None:
@@ -119,6 +122,27 @@ def extend_plan(context: StageContext) -> None:
                                        deps=[f"push:runtime@{target}", image_id, *([index] if not index_blocked else [])],
                                        parts=[], scripts=[])
                 actions[action.id] = action
+
+
+def _plan_engine_image(context: StageContext, recipe: ImageRecipe | None, target: str, family: str, index: str,
+                       runtime_id: str, *, blocked: str, push_blocked: str, registry_id: str) -> None:
+    """``image:llama-cpp@<target>``: the runtime + the family's llama-cpp-python wheel and SDK libraries wheel
+    from the index, and the engine's tools (relinked against that wheel) in /opt/llama.cpp/bin."""
+    if recipe is None or not any(c.name == recipe.component for c in context.manifest.components):
+        return
+    package = f"package:{recipe.wheels[0]}@{family}"
+    if index in context.actions and package not in context.actions[index].deps:
+        context.notes.append(f"{recipe.name} image for {target}: {index} publishes no {recipe.wheels[0]} wheel; not built")
+        return
+    component = context.manifest.component(recipe.component)
+    action = _image_action(
+        context, recipe, target, family, version=component.version, blocked=blocked,
+        deps=[f"push:runtime@{target}", runtime_id, *([index] if index in context.actions else []), package],
+        parts=[{"dep": package, "src": "tools", "dest": "opt/llama.cpp/bin"}], scripts=["opt/cairn/bin/cairn-llama"],
+        wheels=[*recipe.wheels, f"rocm-sdk-libraries-{family}"])  # the wheel's hipBLAS/rocBLAS come from the latter
+    context.actions[action.id] = action
+    push = f"push:{recipe.name}@{target}"
+    context.actions[push] = _push_action(push, action.id, registry_id, push_blocked)
 
 
 def _site(python: str) -> str:
@@ -163,7 +187,7 @@ def _push_action(action_id: str, image_id: str, registry_id: str, blocked: str) 
 
 def _image_action(context: StageContext, recipe: ImageRecipe, target: str, family: str, *, version: str,
                   blocked: str, deps: list[str], parts: list[dict[str, str]], scripts: list[str],
-                  links: dict[str, str] | None = None) -> Action:
+                  links: dict[str, str] | None = None, wheels: list[str] | None = None) -> Action:
     release = context.manifest.release
     python = release.python[0]
     tags = list(recipe.render_tags(rocm=release.version, target=target, version=version, python=python))
@@ -176,7 +200,8 @@ def _image_action(context: StageContext, recipe: ImageRecipe, target: str, famil
             "tags": tags, "labels": labels_for(context, recipe, target, family, f"{recipe.repo}:{tags[0]}"),
             "parent": deps[0], "parent_image": deps[1] if len(deps) > 1 else "", "parts": parts,
             "script_files": scripts, "links": dict(sorted((links or {}).items())),
-            "index": next((d for d in deps if d.startswith("index:")), ""), "wheels": list(recipe.wheels),
+            "index": next((d for d in deps if d.startswith("index:")), ""),
+            "wheels": list(recipe.wheels if wheels is None else wheels),
             "engine": "docker legacy builder, --no-cache, --network host",
         })
 

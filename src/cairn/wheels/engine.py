@@ -10,7 +10,10 @@ action compiled in the build image, and puts that action's shared libraries next
 - the run path is ``$ORIGIN`` plus the SDK wheels' ``lib/`` directories (``_rocm_sdk_core``,
   ``_rocm_sdk_libraries``), so libamdhip64, hipBLAS and rocBLAS come from the family's SDK wheels the
   wheel requires, never from the host;
-- the device libraries are audited for exactly the build's targets before anything is written.
+- the device libraries are audited for exactly the build's targets before anything is written;
+- the engine's executables (``llama-server``, ``llama-cli``, …) are written to ``tools/`` beside the wheel,
+  relinked the same way with their run path at the wheel's ``lib/`` as installed in the release's images
+  (``tools_rpath``), for the engine's image to copy.
 
 The sdist members taken are the regular files under ``<stem>/llama_cpp/``, by exact prefix; their archive
 names are rebuilt from checked parts, so nothing in the sdist chooses a path in the wheel.
@@ -72,6 +75,41 @@ def sdist_package(sdist: Path, stem: str, package: str) -> tuple[list[tuple[str,
     return sorted(files), requires
 
 
+def library_names(lib_dir: Path) -> dict[str, str]:
+    """soname in the build tree → link name in the wheel, for every shared library of ``lib_dir``."""
+    renamed = {}
+    for path in sorted({p.resolve() for p in lib_dir.glob("lib*.so*") if p.resolve().is_file()}):
+        info = elf.inspect(path)
+        if info and info.soname:
+            renamed[info.soname] = link_name(path.name)
+    return renamed
+
+
+def relink(path: Path, renamed: dict[str, str], rpath: str, log: IO[str]) -> None:
+    """Point ``path``'s DT_NEEDED entries at the renamed libraries and set its run path (a private copy).
+
+    One patchelf call per change: combined, patchelf 0.14 rewrote a soname and a DT_NEEDED entry that
+    share a string into the same new string (measured: libb.so ended up with soname liba.so)."""
+    info = elf.inspect(path)
+    for needed in info.needed if info else ():
+        if needed in renamed and renamed[needed] != needed:
+            proc.run(["patchelf", "--replace-needed", needed, renamed[needed], str(path)], log=log)
+    elf.set_rpath(path, rpath, log)
+
+
+def stage_tools(bin_dir: Path, dest: Path, renamed: dict[str, str], rpath: str, log: IO[str]) -> list[Path]:
+    """Private copies of the engine's executables, linked against the wheel's libraries at ``rpath``."""
+    dest.mkdir(parents=True, exist_ok=True)
+    staged = []
+    for tool in sorted(p for p in bin_dir.iterdir() if p.is_file() and not p.is_symlink() and elf.inspect(p)):
+        copy = dest / tool.name
+        shutil.copyfile(tool, copy)
+        copy.chmod(0o755)
+        relink(copy, renamed, rpath, log)
+        staged.append(copy)
+    return staged
+
+
 def stage_libraries(lib_dir: Path, scratch: Path, rpath: str, log: IO[str]) -> list[Path]:
     """Private copies of every shared library of ``lib_dir``, one per link name, soname and DT_NEEDED
     entries rewritten to link names, run path set; returns the copies."""
@@ -82,24 +120,14 @@ def stage_libraries(lib_dir: Path, scratch: Path, rpath: str, log: IO[str]) -> l
         if name in names:
             raise CairnError(f"{lib_dir}: {names[name].name} and {path.name} would both be {name}")
         names[name] = path
-    renamed = {}  # soname in the build tree → link name in the wheel
-    for name, path in names.items():
-        info = elf.inspect(path)
-        if info and info.soname:
-            renamed[info.soname] = name
+    renamed = library_names(lib_dir)
     staged = []
     for name, path in sorted(names.items()):
         copy = scratch / name
         shutil.copyfile(path, copy)
         copy.chmod(0o755)
-        info = elf.inspect(copy)
-        # one patchelf call per change: combined, patchelf 0.14 rewrites the soname and a DT_NEEDED entry
-        # that share a string into the same new string (measured: libb.so ended up with soname liba.so)
-        for needed in info.needed if info else ():
-            if needed in renamed and renamed[needed] != needed:
-                proc.run(["patchelf", "--replace-needed", needed, renamed[needed], str(copy)], log=log)
+        relink(copy, renamed, rpath, log)
         proc.run(["patchelf", "--set-soname", name, str(copy)], log=log)
-        elf.set_rpath(copy, rpath, log)
         staged.append(copy)
     return staged
 
@@ -135,7 +163,10 @@ def run_engine_wheel(ctx: Any) -> None:
                             license="MIT")
         wheel = write_wheel(ctx.out / "wheels", metadata, f"py3-none-{tag.tag}", members,
                             source_date_epoch=inputs["source_date_epoch"])
-    write_report(ctx.out, [wheel], {"part": "engine", "project": inputs["project"], "family": ctx.action.family,
+    # the engine's own tools, for the family's image: linked against this wheel's libraries where pip puts them
+    tools = stage_tools(built / "bin", ctx.out / "tools", library_names(built / "lib"), inputs["tools_rpath"], ctx.log) \
+        if (built / "bin").is_dir() else []
+    write_report(ctx.out, [wheel], {"part": "engine", "tools": [t.name for t in tools], "project": inputs["project"], "family": ctx.action.family,
                                     "targets": list(inputs["targets"]), "libraries": sorted(by_name),
                                     "platform": {"tag": tag.tag, "reason": tag.reason,
                                                  "system_libraries": list(tag.external)}})

@@ -123,6 +123,7 @@ def extend_plan(context: StageContext) -> None:
                 "targets": list(actions[built].inputs.get("targets", registry.expand(fam))),
                 "build_version": framework_version(comp.version, version), "description": recipe.description,
                 "requires": [f"rocm-sdk[{extra_name(fam)}]=={version}"],
+                "tools_rpath": f"/usr/local/lib/python{release.python[0]}/dist-packages/{recipe.package}/lib",
             }, (built, fetch, "package:rocm-sdk-core"), component=comp.name, family=fam, blocked=blocked_tools), (fam,))
 
     sdk_blocked = _closure_blocked(actions, "assemble:sdk")
