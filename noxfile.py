@@ -114,7 +114,7 @@ def install_llama_cpp(session: nox.Session) -> None:
                     env={"CMAKE_ARGS": "-DGGML_NATIVE=OFF -DLLAMA_BUILD_TESTS=OFF"})
 
 
-BENCHMARKS = ["audit", "wheels", "containers", "publish", "split", "llama_gate"]
+BENCHMARKS = ["audit", "wheels", "containers", "publish", "split", "llama_gate", "release_build"]
 
 
 @nox.session

@@ -61,18 +61,24 @@ def start_moto(log: Path) -> tuple[subprocess.Popen[bytes], str]:
     raise SystemExit("moto server did not start")
 
 
-REQUEST = re.compile(r'"(GET|PUT|POST|HEAD|DELETE) (\S+) HTTP/[0-9.]+" (\d+)')
+# werkzeug colours the lines of 3xx/4xx/5xx answers (a 404 GET, a 412 PUT) with ANSI escapes inside the quotes
+COLOUR = r"(?:\x1b\[[0-9;]*m)*"
+REQUEST = re.compile(rf'"{COLOUR}(GET|PUT|POST|HEAD|DELETE) (\S+) HTTP/[0-9.]+{COLOUR}" (\d+)')
 
 
 def count_requests(log: Path, offset: int, prefix: str) -> tuple[dict[str, int], int]:
-    """Requests to ``BUCKET/prefix`` logged after ``offset``: PUT (objects and parts), GET, HEAD, LIST, other."""
+    """Requests to ``BUCKET/prefix`` logged after ``offset``: PUT (objects and parts), GET, HEAD, LIST, other; and
+    BUCKET: requests about the bucket itself (its policy and Block Public Access setting, which cairn reads and
+    writes so that the index is publicly readable)."""
     data = log.read_bytes()
-    counts = {"PUT": 0, "GET": 0, "HEAD": 0, "LIST": 0, "POST": 0, "DELETE": 0}
+    counts = {"PUT": 0, "GET": 0, "HEAD": 0, "LIST": 0, "POST": 0, "DELETE": 0, "BUCKET": 0}
     for method, path, _status in REQUEST.findall(data[offset:].decode(errors="replace")):
         if path.startswith(f"/{BUCKET}/{prefix}/"):
             counts[method] += 1
         elif path.startswith((f"/{BUCKET}?", f"/{BUCKET}/?")) and method == "GET" and f"prefix={prefix}" in path.replace("%2F", "/"):
             counts["LIST"] += 1
+        elif path.startswith((f"/{BUCKET}?policy", f"/{BUCKET}?publicAccessBlock")):
+            counts["BUCKET"] += 1
     return counts, len(data)
 
 

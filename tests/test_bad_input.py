@@ -95,7 +95,7 @@ def test_a_recipe_version_that_does_not_parse_is_located(checkout: Path) -> None
     recipe = checkout / "recipes" / "wheels" / "cairn-smoke.toml"
     text = recipe.read_text().replace('[versions."0.1.0"]', '[versions."zero.one"]')
     recipe.write_text(text)
-    manifest = checkout / "manifests" / "releases" / "default.toml"
+    manifest = checkout / "manifests" / "releases" / "rocm-5.2.3.toml"
     manifest.write_text(manifest.read_text().replace('version = "0.1.0"', 'version = "zero.one"'))
     line = one_line(cairn("plan", str(manifest), env={"CAIRN_ROOT": str(checkout)}))
     at = text[: text.index('"zero.one"')].count("\n") + 1
@@ -103,12 +103,12 @@ def test_a_recipe_version_that_does_not_parse_is_located(checkout: Path) -> None
 
 
 def test_a_recipe_name_that_climbs_is_refused(checkout: Path) -> None:
-    manifest = checkout / "manifests" / "releases" / "default.toml"
+    manifest = checkout / "manifests" / "releases" / "rocm-5.2.3.toml"
     text = manifest.read_text()
     assert 'recipe = "jax"' in text
     manifest.write_text(text.replace('recipe = "jax"', 'recipe = "../../../../etc/x"', 1))
     line = one_line(cairn("check", str(manifest), env={"CAIRN_ROOT": str(checkout)}))
-    assert "default.toml:" in line and "recipe '../../../../etc/x' contains a path separator" in line, line
+    assert "rocm-5.2.3.toml:" in line and "recipe '../../../../etc/x' contains a path separator" in line, line
 
 
 # -- misleading answers -----------------------------------------------------------------------------------

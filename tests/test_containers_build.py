@@ -34,7 +34,7 @@ from cairn.plan import planner
 from cairn.plan.prepare import load, make_plan
 from cairn.services import current, docker_client, services_dir, start, stop
 from cairn.store.local import LocalStore
-from conftest import need, need_tool
+from conftest import LEGACY, need, need_tool
 
 FAMILY = "gfx90a"
 STAGES = ["cairn.wheels.plan", "cairn.containers.plan", "cairn.gates.plan"]
@@ -78,7 +78,7 @@ def stages() -> Iterator[None]:
 @pytest.fixture(scope="session")
 def built(services: object, stages: None, tmp_path_factory: pytest.TempPathFactory) -> Path:
     store = tmp_path_factory.mktemp("store-a")
-    code = main(["build", "--store", str(store), "--family", FAMILY, "--jobs", "2"])
+    code = main(["build", LEGACY, "--store", str(store), "--family", FAMILY, "--jobs", "2"])
     need(code == 0 or (store / "last-build.json").exists(), "the build ran")
     return store
 
@@ -141,7 +141,7 @@ def test_gates_pass_and_gpu_is_not_run(built: Path, capsys: pytest.CaptureFixtur
 
 
 def test_two_clean_builds_give_identical_digests(built: Path, tmp_path: Path, stages: None) -> None:
-    manifest, registry = load(None)
+    manifest, registry = load(LEGACY)
     plan = make_plan(manifest, registry, [FAMILY])
     store = LocalStore(tmp_path / "another" / "place" / "store-b")
     seed(built, store.root)
@@ -284,6 +284,32 @@ def test_wrong_target_library_fails_naming_it(runtime_layout: Path, tmp_path: Pa
     status, reason, _ = static_gate(broken, FAMILY, "5.2.3")
     assert status == "failed"
     assert reason.startswith(f"{FAMILY} is not covered") and "libwrong.so" in reason
+
+
+@pytest.mark.slow
+def test_a_library_debian_built_without_the_target_is_partial_only_where_its_audit_said_so(
+        runtime_layout: Path, tmp_path: Path) -> None:
+    """The libraries wheel's audit names what the release built without a target (``partial``): the gate then
+    passes naming it, and the matrix marks the cell partial. The same bytes anywhere else still fail."""
+    hipcc = need_tool("hipcc")
+    (tmp_path / "k.hip").write_text('#include <hip/hip_runtime.h>\n__global__ void k(float* x) { x[0] = 1; }\n')
+    subprocess.run([hipcc, "-fPIC", "-shared", "--rocm-device-lib-path=/usr/lib/x86_64-linux-gnu/amdgcn/bitcode",
+                    "--offload-arch=gfx1030", "-o", tmp_path / "libother.so", tmp_path / "k.hip"],
+                   check=True, env={**os.environ, "HIP_PLATFORM": "amd"})
+    code = (tmp_path / "libother.so").read_bytes()
+    shipped = derive(runtime_layout, tmp_path / "partial", {f"{SITE}/_rocm_sdk_libraries/lib/libother.so": code})
+
+    status, reason, evidence = static_gate(shipped, FAMILY, "5.2.3", partial=("lib/libother.so",))
+    assert status == "passed", reason
+    assert "partial — the release's libother.so was built without gfx90a code" in reason
+    assert evidence["coverage"]["partial"] == ["libother.so"]
+
+    status, reason, _ = static_gate(shipped, FAMILY, "5.2.3")  # the audit never said so: a plain failure
+    assert status == "failed" and "libother.so" in reason
+
+    elsewhere = derive(runtime_layout, tmp_path / "elsewhere", {"/opt/cairn/lib/libother.so": code})
+    status, reason, _ = static_gate(elsewhere, FAMILY, "5.2.3", partial=("lib/libother.so",))
+    assert status == "failed" and "/opt/cairn/lib/libother.so" in reason
 
 
 @pytest.mark.slow

@@ -7,6 +7,7 @@ import pytest
 
 from cairn.plan import planner
 from cairn.plan.prepare import load, make_plan
+from conftest import LEGACY
 
 STAGES = ["cairn.wheels.plan", "cairn.containers.plan", "cairn.gates.plan"]
 
@@ -16,7 +17,7 @@ def actions() -> dict:
     saved = list(planner.STAGE_PLANNERS)
     planner.STAGE_PLANNERS[:] = STAGES
     try:
-        manifest, registry = load(None)
+        manifest, registry = load(LEGACY)
         return make_plan(manifest, registry, ["gfx90a"]).by_id()
     finally:
         planner.STAGE_PLANNERS[:] = saved
@@ -25,7 +26,8 @@ def actions() -> dict:
 def test_images_install_from_the_family_index(actions: dict) -> None:
     runtime, smoke = actions["image:runtime@gfx90a"], actions["image:smoke@gfx90a"]
     assert "index:gfx90a" in runtime.deps and "index:gfx90a" in smoke.deps
-    assert runtime.inputs["wheels"] == ["rocm-sdk-core"] and smoke.inputs["wheels"] == ["cairn-smoke"]
+    assert runtime.inputs["wheels"] == ["rocm-sdk-core", "rocm-sdk-libraries-gfx90a"]  # the family's math libraries
+    assert smoke.inputs["wheels"] == ["cairn-smoke"]
     assert runtime.inputs["links"] == {"opt/rocm": "/usr/local/lib/python3.11/dist-packages/_rocm_sdk_core"}
 
 
@@ -46,7 +48,7 @@ def test_without_the_wheels_stage_images_say_what_is_missing() -> None:
     saved = list(planner.STAGE_PLANNERS)
     planner.STAGE_PLANNERS[:] = ["cairn.containers.plan"]
     try:
-        manifest, registry = load(None)
+        manifest, registry = load(LEGACY)
         plan = make_plan(manifest, registry, ["gfx90a"]).by_id()
     finally:
         planner.STAGE_PLANNERS[:] = saved

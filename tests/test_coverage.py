@@ -13,7 +13,7 @@ from cairn.coverage.model import ComponentCoverage, data_file_target, label_diff
 from cairn.model.targets import load_registry
 from conftest import ROOT, need_tool
 
-MANIFEST = ROOT / "manifests" / "releases" / "rocm-7.2.4.toml"
+MANIFEST = ROOT / "manifests" / "releases" / "default.toml"
 
 
 def test_data_file_names_give_their_target() -> None:

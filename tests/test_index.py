@@ -39,7 +39,7 @@ pytestmark = [pytest.mark.slow, pytest.mark.network]
 
 def release_manifest(tmp: Path) -> Path:
     path = tmp / "default-with-frameworks.toml"
-    text = (ROOT / "manifests" / "releases" / "default.toml").read_text()
+    text = (ROOT / "manifests" / "releases" / "rocm-5.2.3.toml").read_text()
     path.write_text(text if "[frameworks.sglang]" in text else text + FRAMEWORKS)
     return path
 

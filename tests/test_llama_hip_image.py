@@ -30,7 +30,7 @@ from cairn.gates.static import static_gate
 from conftest import ROOT, need_tool
 from test_containers_build import services  # noqa: F401 - the session's Docker Engine + registry
 
-MANIFEST = ROOT / "manifests" / "releases" / "rocm-7.2.4.toml"
+MANIFEST = ROOT / "manifests" / "releases" / "default.toml"
 FAMILY, TARGET = "gfx110X-dgpu", "gfx1100"
 GATES = [f"gate:{g}:llama-cpp@{TARGET}" for g in ("static-coverage", "in-container", "gpu")]
 pytestmark = [pytest.mark.slow, pytest.mark.docker, pytest.mark.registry, pytest.mark.hipcc]

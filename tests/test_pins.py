@@ -26,7 +26,7 @@ from cairn.sources.debversion import compare
 from cairn.sources.fetch import fetch_deb_from_suite
 from conftest import ROOT
 
-MANIFEST = ROOT / "manifests" / "releases" / "rocm-7.2.4.toml"
+MANIFEST = ROOT / "manifests" / "releases" / "default.toml"
 GONE = "http://127.0.0.1:9"  # the discard port: nothing answers, like an archive that is gone
 
 
@@ -144,3 +144,50 @@ def test_a_mirror_copy_with_other_bytes_is_never_used(tmp_path: Path, monkeypatc
     log = io.StringIO()
     fetch_deb_from_suite(source, tmp_path / "out", log)  # falls through to the archive
     assert "unusable" in log.getvalue() and "+ download" in log.getvalue()
+
+
+@pytest.mark.network
+def test_the_published_release_is_the_source_mirror(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A deb a release was built from is published with it, signed, at ``sources/sha256/<digest>``: with the
+    archive gone and a fresh store, the published repository alone still serves the pin."""
+    from tuf.api.serialization.json import JSONSerializer
+
+    from cairn.publish.bundle import write_bundle_json
+    from cairn.publish.sample import write_sample_bundle
+    from cairn.sign.keys import init_keys, make_root
+
+    source = dict(next(c for c in load_manifest(MANIFEST, load_registry()).components if c.name == "rocm-core").source.fields)
+    (tmp_path / "fetched").mkdir()
+    fetch_deb_from_suite(source, tmp_path / "fetched", io.StringIO())
+    (deb,) = (tmp_path / "fetched").iterdir()
+
+    bundle = write_sample_bundle(tmp_path / "bundle", version="7.2.4", families=("gfx1151",))
+    data = json.loads((bundle / "bundle.json").read_text())
+    data.pop("schema")
+    key = f"sources/sha256/{source['sha256']}"
+    (bundle / "files" / key).parent.mkdir(parents=True)
+    (bundle / "files" / key).write_bytes(deb.read_bytes())
+    data["artifacts"].append({"path": key, "kind": "source", "sha256": source["sha256"], "recipe": "fetch:deb:librocm-core1",
+                              "content_type": "application/vnd.debian.binary-package"})
+    write_bundle_json(bundle, data)
+    keys = init_keys(tmp_path / "keys")
+    (keys.directory / "root.json").write_bytes(make_root(keys).to_bytes(JSONSerializer(compact=False)))
+    repo = tmp_path / "repo"
+    env = {"CAIRN_TUF_CACHE": str(tmp_path / "tuf")}
+    published = subprocess.run([sys.executable, "-m", "cairn.publish", "publish", str(bundle), "--to", repo.as_uri(),
+                                "--keys", str(keys.directory), "--channel", "dev"], capture_output=True, text=True,
+                               env={**os.environ, **env}, timeout=300)
+    assert published.returncode == 0, published.stderr
+    assert (repo / key).read_bytes() == deb.read_bytes()
+    verified = subprocess.run([sys.executable, "-m", "cairn.publish", "verify", str(repo / key), "--repo", str(repo),
+                               "--root", str(keys.directory / "root.json")], capture_output=True, text=True,
+                              env={**os.environ, "CAIRN_TUF_CACHE": str(tmp_path / "tuf2")}, timeout=300)
+    assert verified.returncode == 0, verified.stdout + verified.stderr  # signed like every other target
+
+    monkeypatch.setenv("CAIRN_DEBIAN_MIRROR", GONE)
+    monkeypatch.setenv("CAIRN_SOURCE_MIRROR", repo.as_uri())
+    (tmp_path / "fresh" / "out").mkdir(parents=True)
+    log = io.StringIO()
+    fetch_deb_from_suite(source, tmp_path / "fresh" / "out", log, store_mirror=tmp_path / "fresh")
+    assert f"from mirror {repo.as_uri()}/{key}" in log.getvalue()
+    assert [p.read_bytes() for p in (tmp_path / "fresh" / "out").iterdir()] == [deb.read_bytes()]

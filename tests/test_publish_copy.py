@@ -42,7 +42,7 @@ def test_big_wheel_is_uploaded_once_and_copied_by_the_server(s3, keys, tmp_path,
     big_puts = [url for op, url, h in sent if op == "PUT" and int(h.get("content-length", 0)) >= COPY_MIN]
     assert len(big_puts) == 1 and big_puts[0].endswith(plain)
     head = s3["client"].head_object(Bucket=BUCKET, Key=f"copied/{hashed}")
-    assert head["CacheControl"] == IMMUTABLE_CACHE and head["ContentType"] == "application/octet-stream"
+    assert head["CacheControl"] == IMMUTABLE_CACHE and head["ContentType"] == "application/zip"  # a wheel is a zip archive
     assert head["Metadata"]["sha256"] == wheel.sha256
     body = s3["client"].get_object(Bucket=BUCKET, Key=f"copied/{hashed}")["Body"].read()
     assert body == bundle.file(wheel).read_bytes()

@@ -98,6 +98,8 @@ def s3():
             time.sleep(0.1)
     client = boto3.client("s3", endpoint_url=endpoint, region_name="us-east-1", aws_access_key_id="test", aws_secret_access_key="test")
     client.create_bucket(Bucket=BUCKET)
+    # read of the whole bucket, not only what cairn publish grants: this test copies a seed repository to fresh
+    # prefixes with boto3, and a kill can land before the publisher has granted the new prefix
     policy = {"Version": "2012-10-17", "Statement": [{"Effect": "Allow", "Principal": "*", "Action": "s3:GetObject",
                                                        "Resource": f"arn:aws:s3:::{BUCKET}/*"}]}
     client.put_bucket_policy(Bucket=BUCKET, Policy=json.dumps(policy))

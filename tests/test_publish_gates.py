@@ -16,11 +16,11 @@ from tuf.api.serialization.json import JSONSerializer
 
 from cairn.model.manifest import load_manifest
 from cairn.model.targets import load_registry
-from cairn.paths import default_manifest
 from cairn.plan.prepare import make_plan
 from cairn.publish.plan import run_bundle
 from cairn.publish.sample import write_sample_bundle
 from cairn.sign.keys import init_keys, make_root
+from conftest import LEGACY_MANIFEST
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -29,7 +29,7 @@ def test_unplanned_gpu_gate_names_what_the_plan_lacked_not_the_hosts_gpu(tmp_pat
     """Without the containers stage no image (so no GPU gate) is planned: saying "no AMD GPU on this host"
     would blame hardware that was never asked; the bundle says what the plan lacked."""
     registry = load_registry()
-    manifest = load_manifest(default_manifest(), registry)
+    manifest = load_manifest(LEGACY_MANIFEST, registry)
     plan = make_plan(manifest, registry, stages=["cairn.wheels.plan", "cairn.publish.plan"])
     action = next(a for a in plan.actions if a.id == "bundle:release")
     run_bundle(SimpleNamespace(action=action, out=tmp_path, deps={}, log=io.StringIO()))

@@ -11,12 +11,11 @@ from pathlib import Path
 import pytest
 from tuf.api.serialization.json import JSONSerializer
 
-from cairn.paths import default_manifest
 from cairn.publish.release import ReleaseRefused, check_clean, parse_version, release
 from cairn.publish.sample import write_sample_bundle
 from cairn.sign.keys import init_keys, make_root
 from cairn.sign.verify import verify_repository
-from conftest import need_tool
+from conftest import LEGACY_MANIFEST, need_tool
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -42,13 +41,13 @@ def test_dirty_tree_is_refused(tmp_path):
 
 
 @pytest.mark.parametrize(("version", "message"), [
-    ("5.3.0", r"release 5.3.0 does not match default.toml \(version 5.2.3\) — release 5.2.3\[rcN\]"),
+    ("5.3.0", r"release 5.3.0 does not match rocm-5.2.3.toml \(version 5.2.3\) — release 5.2.3\[rcN\]"),
     ("5.2.3rc", "is not a release version — write X.Y.Z or X.Y.ZrcN"),
     ("v5.2.3", "is not a release version"),
 ])
 def test_version_not_matching_the_manifest_is_refused_before_building(version, message, tmp_path):
     with pytest.raises(ReleaseRefused, match=message):
-        release(version, manifest_path=default_manifest(), root=ROOT, to=(tmp_path / "repo").as_uri(),
+        release(version, manifest_path=LEGACY_MANIFEST, root=ROOT, to=(tmp_path / "repo").as_uri(),
                 keys_dir=tmp_path / "no-keys", store=tmp_path / "store", check_tree=False)
     assert not (tmp_path / "store").exists() and not (tmp_path / "repo").exists()
 
@@ -66,10 +65,10 @@ def test_rc_then_final_promotes_without_rebuilding(tmp_path):
     (keys.directory / "root.json").write_bytes(root)
     passed = {"static-coverage": "passed", "in-container": "passed", "gpu": "passed"}
     gates = {"gfx908": passed, "gfx90a": passed, "gfx1030": {**passed, "gpu": "not-run"}}
-    bundle = write_sample_bundle(tmp_path / "bundle", version="5.2.3", gates=gates)
+    bundle = write_sample_bundle(tmp_path / "bundle", version="5.2.3", families=tuple(gates), gates=gates)
     repo = tmp_path / "repo"
     messages: list[str] = []
-    common = {"manifest_path": default_manifest(), "root": ROOT, "to": repo.as_uri(), "keys_dir": keys.directory,
+    common = {"manifest_path": LEGACY_MANIFEST, "root": ROOT, "to": repo.as_uri(), "keys_dir": keys.directory,
               "check_tree": False, "log": messages.append}
 
     rc = release("5.2.3rc1", store=tmp_path / "store", bundle=bundle, **common)

@@ -330,3 +330,70 @@ def test_a_bundle_that_would_grow_is_refused_and_nothing_is_written(tmp_path: Pa
            "hard.so: bundle 0 at +0x0: the rewritten bundle", "does not fit", "keep this file fat")
     assert not (tmp_path / "out.so").exists()
     assert not list(tmp_path.glob(".*cairn-split*"))
+
+
+def test_a_family_split_keeps_every_member_and_nothing_else(lib, tmp_path: Path) -> None:
+    """``--target gfx1100,gfx1101`` (a family's targets): an entry stays when it runs on any of them."""
+    source = lib([ccob(bundle_for(["gfx1030", "gfx1100", "gfx1101", "gfx942"])), bundle_for(["gfx11-generic", "gfx90a"])])
+    report = split_file(source, tmp_path / "out.so", "gfx1100,gfx1101")
+    after = audit_file(tmp_path / "out.so")
+    assert report.target == "gfx1100,gfx1101"
+    assert [b.targets for b in after.bundles] == [("gfx1100", "gfx1101"), ("gfx11-generic",)]
+    assert set(report.targets_after) == {"gfx1100", "gfx1101", "gfx11-generic"}
+
+
+def test_a_family_split_of_a_tree_keeps_each_members_data_files(tmp_path: Path) -> None:
+    tree = tmp_path / "tree"
+    library = tree / "lib/rocblas/library"
+    library.mkdir(parents=True)
+    for name in ("TensileLibrary_gfx1100.dat", "TensileLibrary_gfx1101.dat", "TensileLibrary_gfx942.dat"):
+        (library / name).write_bytes(b"x")
+    report = split_tree(tree, tmp_path / "out", "gfx1100,gfx1101")
+    assert sorted(p.name for p in (tmp_path / "out/lib/rocblas/library").iterdir()) == \
+        ["TensileLibrary_gfx1100.dat", "TensileLibrary_gfx1101.dat"]
+    assert report.dropped == ("lib/rocblas/library/TensileLibrary_gfx942.dat",)
+
+
+def test_an_empty_target_set_is_refused_in_one_line(tmp_path: Path, capsys) -> None:
+    _fails(["split", str(tmp_path), "--target", ",", "--out", str(tmp_path / "o")], capsys, "names no gfx target")
+
+
+def test_a_family_libraries_wheel_is_cut_to_the_family_and_names_what_it_lacks(tmp_path: Path) -> None:
+    """``rocm-sdk-libraries-<family>``: fat binaries split to the family, other targets' kernel files left out,
+    static archives never shipped, and a target a library was built without recorded as partial — the
+    library's name, and a kernel-file folder with no file for it."""
+    import io
+    import zipfile
+
+    from cairn.wheels import sdk
+
+    tree = tmp_path / "tree"
+    lib_dir = tree / "lib"
+    kernels = lib_dir / "rocblas" / "5" / "library"
+    kernels.mkdir(parents=True)
+    write_elf(lib_dir / "libblas.so.5", section([ccob(bundle_for(["gfx1100", "gfx1101", "gfx942"]))]))
+    write_elf(lib_dir / "libccl.so.1", section([ccob(bundle_for(["gfx1100", "gfx942"]))]))  # built without gfx1101
+    (lib_dir / "libck_ops.a").write_bytes(b"!<arch>\n" + b"x" * 100)
+    for name in ("TensileLibrary_gfx1100.dat", "TensileLibrary_gfx942.dat"):  # no gfx1101 kernel files
+        (kernels / name).write_bytes(name.encode())
+    owned = sdk.expansion_paths([tree])
+    assert sdk.classify("lib/libck_ops.a", owned) is None
+    inputs = {"sdk_version": "7.2.4", "source_date_epoch": 1700000000, "release": "test", "channel": "dev"}
+    out = tmp_path / "out"
+    out.mkdir()
+    log = io.StringIO()
+    wheel = sdk.build_sdk_wheel(out, sdk.LIBRARIES, tree, inputs, log, expansion_owned=owned, family="gfx110X-dgpu",
+                                targets=("gfx1100", "gfx1101"))
+
+    audit = json.loads((out / "report.json").read_text())["audit"]
+    assert audit["partial"] == {"gfx1101": ["lib/libccl.so.1", "lib/rocblas/5/library/"]}
+    assert audit["coverage"]["gfx1100"]["covered"] and not audit["coverage"]["gfx1101"]["covered"]
+    with zipfile.ZipFile(wheel) as zf:
+        names = zf.namelist()
+        assert "_rocm_sdk_libraries/lib/rocblas/5/library/TensileLibrary_gfx1100.dat" in names
+        assert not [n for n in names if n.endswith(("gfx942.dat", ".a"))]
+        blas = tmp_path / "libblas.so.5"
+        blas.write_bytes(zf.read("_rocm_sdk_libraries/lib/libblas.so.5"))
+        metadata = zf.read(next(n for n in names if n.endswith(".dist-info/METADATA"))).decode()
+    assert set(audit_file(blas).targets) == {"gfx1100", "gfx1101"}  # the gfx942 code is gone
+    assert "— partial" in metadata and "gfx1101: no code in libccl.so.1, rocblas kernel files" in metadata

@@ -26,7 +26,7 @@ from cairn.plan.probe import Host
 from conftest import ROOT, need_tool
 from test_containers_build import services  # noqa: F401 - the session's Docker Engine + registry
 
-MANIFEST = ROOT / "manifests" / "releases" / "rocm-7.2.4.toml"
+MANIFEST = ROOT / "manifests" / "releases" / "default.toml"
 SMOKE = "build:cairn-smoke@gfx1151"
 pytestmark = [pytest.mark.slow, pytest.mark.docker, pytest.mark.registry]
 

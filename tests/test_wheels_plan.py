@@ -39,7 +39,7 @@ def _plan(manifest: Path, families: list[str]):
 
 def _manifest_with(tmp_path: Path, extra: str) -> Path:
     path = tmp_path / "release.toml"
-    base = (ROOT / "manifests" / "releases" / "default.toml").read_text().split("\n[frameworks.")[0]
+    base = (ROOT / "manifests" / "releases" / "rocm-5.2.3.toml").read_text().split("\n[frameworks.")[0]
     path.write_text(base + "\n" + extra)
     return path
 

@@ -116,22 +116,36 @@ class SplitReport:
         }
 
 
+def parse_devices(target: str, registry: Registry) -> tuple[TargetId, ...]:
+    """``gfx1100`` or a comma-separated set (``gfx1100,gfx1101,gfx1102``: a family's targets) as device IDs."""
+    names = [t.strip() for t in target.split(",") if t.strip()]
+    if not names:
+        raise InputError("--target", "names no gfx target", "give one, e.g. --target gfx1100 (or a comma-separated set)")
+    return tuple(dict.fromkeys(parse_device(name, registry) for name in names))
+
+
+def devices_text(devices: tuple[TargetId, ...]) -> str:
+    return ",".join(str(d) for d in devices)
+
+
 def split_file(src: Path | str, dest: Path | str, target: str, *, registry: Registry | None = None) -> SplitReport:
-    """Write ``dest``: ``src`` with only the device code that runs on ``target`` (e.g. ``gfx1100``).
+    """Write ``dest``: ``src`` with only the device code that runs on ``target`` (e.g. ``gfx1100``, or a set
+    such as ``gfx1100,gfx1101``: then an entry stays when it runs on any of them).
 
     ``dest`` may be an existing directory (the file keeps its name there). Bad input raises InputError
     (NotElf, CorruptBundle, a kpack binary, no device code, an unknown target) before anything is written.
     """
     started = time.monotonic()
     registry = registry or load_registry()
-    device = parse_device(target, registry)
+    devices = parse_devices(target, registry)
     src = Path(src)
     audit = audit_file(src, registry=registry)
-    report = split_audited(src, Path(dest), device, audit, registry)
+    report = split_audited(src, Path(dest), devices, audit, registry)
     return replace(report, seconds=time.monotonic() - started)
 
 
-def split_audited(src: Path, dest: Path, device: TargetId, audit: BinaryAudit, registry: Registry) -> SplitReport:
+def split_audited(src: Path, dest: Path, devices: tuple[TargetId, ...], audit: BinaryAudit,
+                  registry: Registry) -> SplitReport:
     """``split_file`` for a file already audited (``split_tree`` audits each ELF once to know its kind);
     ``seconds`` counts the rewrite and its check, not that first audit."""
     started = time.monotonic()
@@ -144,7 +158,7 @@ def split_audited(src: Path, dest: Path, device: TargetId, audit: BinaryAudit, r
         dest = dest / src.name
     if dest.exists() and dest.resolve() == src.resolve():
         raise InputError(dest, "is the input file", "give --out a different path")
-    plans = [(bundle, [e for e in bundle.entries if _runs(e, device, registry)]) for bundle in audit.bundles]
+    plans = [(bundle, [e for e in bundle.entries if _runs(e, devices, registry)]) for bundle in audit.bundles]
     tmp = dest.with_name(f".{dest.name}.cairn-split-{os.getpid()}")
     try:
         shutil.copyfile(src, tmp)
@@ -155,17 +169,18 @@ def split_audited(src: Path, dest: Path, device: TargetId, audit: BinaryAudit, r
         os.replace(tmp, dest)
     finally:
         tmp.unlink(missing_ok=True)
-    return SplitReport(str(src), str(dest), str(device), dest.stat().st_size, audit.targets, after.targets,
+    return SplitReport(str(src), str(dest), devices_text(devices), dest.stat().st_size, audit.targets, after.targets,
                        tuple(results), time.monotonic() - started)
 
 
-def _runs(entry: Entry, device: TargetId, registry: Registry) -> bool:
-    """Keep host entries, and device/SPIR-V entries whose ID runs on ``device`` (the runtime picks by ID)."""
+def _runs(entry: Entry, devices: tuple[TargetId, ...], registry: Registry) -> bool:
+    """Keep host entries, and device/SPIR-V entries whose ID runs on one of ``devices`` (the runtime picks by ID)."""
     if entry.kind == "host":
         return True
     if entry.kind not in ("device", "spirv") or entry.target is None:
         return False
-    return registry.can_run(TargetId.parse(entry.target), device) is not None
+    code = TargetId.parse(entry.target)
+    return any(registry.can_run(code, device) is not None for device in devices)
 
 
 def _rewrite(src: Path, tmp: Path, plans: list[tuple[Bundle, list[Entry]]]) -> list[BundleSplit]:

@@ -24,8 +24,7 @@ from typing import Any
 
 from cairn.audit.binary import audit_file, is_elf
 from cairn.audit.model import FATBIN
-from cairn.audit.report import parse_device
-from cairn.audit.split import SplitReport, split_audited
+from cairn.audit.split import SplitReport, devices_text, parse_devices, split_audited
 from cairn.errors import InputError
 from cairn.model.targets import FEATURES, Registry, TargetId, load_registry
 
@@ -93,19 +92,21 @@ def named_targets(name: str, registry: Registry) -> tuple[TargetId, ...] | None:
     return tuple(found) or None
 
 
-def keeps_data_file(name: str, device: TargetId, registry: Registry) -> bool | None:
-    """True/False for a per-target data file that does/does not run on ``device``; None for other files."""
+def keeps_data_file(name: str, devices: TargetId | tuple[TargetId, ...], registry: Registry) -> bool | None:
+    """True/False for a per-target data file that does/does not run on one of ``devices``; None for other files."""
     named = named_targets(name, registry)
     if named is None:
         return None
-    return any(registry.can_run(t, device) is not None for t in named)
+    wanted = devices if isinstance(devices, tuple) else (devices,)
+    return any(registry.can_run(t, device) is not None for t in named for device in wanted)
 
 
 def split_tree(tree: Path | str, dest: Path | str, target: str, *, registry: Registry | None = None) -> TreeSplitReport:
-    """Write ``dest`` (which must not exist): ``tree`` with only what runs on ``target``."""
+    """Write ``dest`` (which must not exist): ``tree`` with only what runs on ``target`` (one gfx target, or a
+    comma-separated set such as a family's targets)."""
     started = time.monotonic()
     registry = registry or load_registry()
-    device = parse_device(target, registry)
+    devices = parse_devices(target, registry)
     tree, dest = Path(tree), Path(dest)
     if not tree.is_dir():
         raise InputError(tree, "is not a directory", "give an install tree, or a single library")
@@ -126,7 +127,7 @@ def split_tree(tree: Path | str, dest: Path | str, target: str, *, registry: Reg
             if stat.S_ISDIR(info.st_mode):
                 out.mkdir()
                 continue
-            keep = keeps_data_file(path.name, device, registry)
+            keep = keeps_data_file(path.name, devices, registry)
             if keep is False:
                 dropped.append(rel.as_posix())
                 counts["before"] += info.st_size if stat.S_ISREG(info.st_mode) else 0
@@ -141,7 +142,7 @@ def split_tree(tree: Path | str, dest: Path | str, target: str, *, registry: Reg
             if keep is None and is_elf(path):
                 audit = audit_file(path, display=rel.as_posix(), registry=registry)
                 if audit.kind == FATBIN and audit.bundles:
-                    report = split_audited(path, out, device, audit, registry)
+                    report = split_audited(path, out, devices, audit, registry)
                     libraries.append(report)
                     continue
             shutil.copy2(path, out)
@@ -151,7 +152,7 @@ def split_tree(tree: Path | str, dest: Path | str, target: str, *, registry: Reg
     finally:
         if work.exists():
             shutil.rmtree(work)
-    return TreeSplitReport(str(tree), str(dest), str(device), tuple(libraries), tuple(dropped), counts["kept_data"],
+    return TreeSplitReport(str(tree), str(dest), devices_text(devices), tuple(libraries), tuple(dropped), counts["kept_data"],
                            counts["copied"], counts["before"], counts["after"], time.monotonic() - started)
 
 

@@ -126,8 +126,9 @@ def extend_plan(context: StageContext) -> None:
 
 def _plan_engine_image(context: StageContext, recipe: ImageRecipe | None, target: str, family: str, index: str,
                        runtime_id: str, *, blocked: str, push_blocked: str, registry_id: str) -> None:
-    """``image:llama-cpp@<target>``: the runtime + the family's llama-cpp-python wheel and SDK libraries wheel
-    from the index, and the engine's tools (relinked against that wheel) in /opt/llama.cpp/bin."""
+    """``image:llama-cpp@<target>``: the runtime (which has the family's SDK libraries wheel: hipBLAS, rocBLAS)
+    + the family's llama-cpp-python wheel from the index, and the engine's tools (relinked against that
+    wheel) in /opt/llama.cpp/bin."""
     if recipe is None or not any(c.name == recipe.component for c in context.manifest.components):
         return
     package = f"package:{recipe.wheels[0]}@{family}"
@@ -138,8 +139,7 @@ def _plan_engine_image(context: StageContext, recipe: ImageRecipe | None, target
     action = _image_action(
         context, recipe, target, family, version=component.version, blocked=blocked,
         deps=[f"push:runtime@{target}", runtime_id, *([index] if index in context.actions else []), package],
-        parts=[{"dep": package, "src": "tools", "dest": "opt/llama.cpp/bin"}], scripts=["opt/cairn/bin/cairn-llama"],
-        wheels=[*recipe.wheels, f"rocm-sdk-libraries-{family}"])  # the wheel's hipBLAS/rocBLAS come from the latter
+        parts=[{"dep": package, "src": "tools", "dest": "opt/llama.cpp/bin"}], scripts=["opt/cairn/bin/cairn-llama"])
     context.actions[action.id] = action
     push = f"push:{recipe.name}@{target}"
     context.actions[push] = _push_action(push, action.id, registry_id, push_blocked)
@@ -187,7 +187,7 @@ def _push_action(action_id: str, image_id: str, registry_id: str, blocked: str) 
 
 def _image_action(context: StageContext, recipe: ImageRecipe, target: str, family: str, *, version: str,
                   blocked: str, deps: list[str], parts: list[dict[str, str]], scripts: list[str],
-                  links: dict[str, str] | None = None, wheels: list[str] | None = None) -> Action:
+                  links: dict[str, str] | None = None) -> Action:
     release = context.manifest.release
     python = release.python[0]
     tags = list(recipe.render_tags(rocm=release.version, target=target, version=version, python=python))
@@ -200,8 +200,7 @@ def _image_action(context: StageContext, recipe: ImageRecipe, target: str, famil
             "tags": tags, "labels": labels_for(context, recipe, target, family, f"{recipe.repo}:{tags[0]}"),
             "parent": deps[0], "parent_image": deps[1] if len(deps) > 1 else "", "parts": parts,
             "script_files": scripts, "links": dict(sorted((links or {}).items())),
-            "index": next((d for d in deps if d.startswith("index:")), ""),
-            "wheels": list(recipe.wheels if wheels is None else wheels),
+            "index": next((d for d in deps if d.startswith("index:")), ""), "wheels": list(recipe.wheels_for(family)),
             "engine": "docker legacy builder, --no-cache, --network host",
         })
 

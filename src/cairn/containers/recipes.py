@@ -19,6 +19,7 @@ from cairn.paths import recipes_dir, repo_root
 
 KINDS = ("runtime", "framework", "build")
 GATES = ("static-coverage", "in-container", "gpu")
+FAMILY_FIELD = "{family}"
 _IMAGE_KEYS = {"name", "template", "kind", "from", "repo", "tags", "gates", "sdk", "component", "wheels", "builder",
                "source_git", "needs_components", "source_url"}
 _BASE_KEYS = {"name", "suite", "variant", "mirror", "repo", "include", "path_exclude", "path_include", "suites",
@@ -64,11 +65,15 @@ class ImageRecipe:
     source_url: str
     sdk: str = ""
     component: str = ""  # a per-family component whose tree goes into the image (cairn-smoke)
-    wheels: tuple[str, ...] = ()  # distributions taken from the release's wheel index
+    wheels: tuple[str, ...] = ()  # distributions taken from the release's wheel index ({family}: the image's)
     builder: str = ""  # recipe of the build image a source recipe compiles in
     source_git: str = ""
     needs_components: tuple[str, ...] = ()
     path: str = ""
+
+    def wheels_for(self, family: str) -> tuple[str, ...]:
+        """The projects this image installs from ``family``'s index (``rocm-sdk-libraries-{family}`` filled in)."""
+        return tuple(w.replace(FAMILY_FIELD, family) for w in self.wheels)
 
     def to_json(self) -> dict[str, Any]:
         return {"name": self.name, "template": self.template, "kind": self.kind, "from": self.parent,
@@ -191,7 +196,11 @@ def load_recipes(directory: Path | None = None) -> dict[str, ImageRecipe]:
         # names that become paths: templates/<template>.j2, the index's simple/<wheel>/ pages
         safe_name(recipe.template, _shown(path), "template")
         for wheel in recipe.wheels:
-            safe_name(wheel, _shown(path), "wheel project")
+            plain = wheel.replace(FAMILY_FIELD, "family")
+            if "{" in plain or "}" in plain:
+                raise _fail(path, f"wheel '{wheel}' has a placeholder other than {FAMILY_FIELD}",
+                            f"name the project, or use {FAMILY_FIELD} for the image's gfx family")
+            safe_name(plain, _shown(path), "wheel project")
         if recipe.name != path.stem:
             raise _fail(path, f"recipe name '{recipe.name}' differs from its file name", f'write name = "{path.stem}"')
         recipes[recipe.name] = recipe

@@ -118,6 +118,12 @@ class Cell:
     images: tuple[ImageRef, ...] = ()
     gates: tuple[GateResult, ...] = ()
     requirements: Requirements = Requirements()
+    partial: tuple[str, ...] = ()  # libraries the audit shows were built without this target's code
+
+    @property
+    def complete(self) -> bool:
+        """False for a *partial* cell: some shipped library has no code for its target (named in ``partial``)."""
+        return not self.partial
 
     @property
     def id(self) -> str:
@@ -184,6 +190,7 @@ def _cell_dict(c: Cell) -> dict[str, Any]:
         "wheels": [{"filename": w.filename, "url": w.url, "sha256": w.sha256, "size": w.size} for w in c.wheels],
         "images": [{"reference": i.reference, "digest": i.digest} for i in c.images],
         "gates": [{"gate": g.gate, "status": g.status, "reason": g.reason} for g in c.gates],
+        "partial": list(c.partial),
         "requirements": {"driver_name": c.requirements.driver_name, "driver": rng(c.requirements.driver),
                          "kernel": rng(c.requirements.kernel)},
     }
@@ -240,7 +247,7 @@ def from_dict(data: Any, where: str = "<matrix>") -> Matrix:
 
 
 _CELL_KEYS = {"id", "release", "channel", "gfx_target", "family", "products", "os", "python", "framework",
-              "index_url", "wheels", "images", "gates", "requirements"}
+              "index_url", "wheels", "images", "gates", "requirements", "partial"}
 
 
 def _cell(r: _Reader, raw: Any, at: str) -> Cell:
@@ -281,6 +288,7 @@ def _cell(r: _Reader, raw: Any, at: str) -> Cell:
         framework=Framework(r.text(fw, "name", f"{at}.framework"), r.text(fw, "version", f"{at}.framework")),
         index_url=str(c.get("index_url", "")), wheels=tuple(wheels), images=tuple(images), gates=tuple(gates),
         requirements=Requirements(rng("driver"), rng("kernel"), str(req.get("driver_name", "amdgpu"))),
+        partial=tuple(r.strings(c, "partial", at)) if "partial" in c else (),
     )
     if "id" in c and c["id"] != cell.id:
         raise InputError(r.where, f"{at}.id is {c['id']!r} but its fields say {cell.id!r}", "regenerate the matrix")

@@ -22,7 +22,7 @@ _CSS = """
 body{font:14px/1.4 system-ui,sans-serif;margin:1.5em;color:#222}
 table{border-collapse:collapse;width:100%}th,td{border:1px solid #ccc;padding:4px 6px;vertical-align:top;text-align:left}
 th{background:#f2f2f2}tr[hidden]{display:none}code{font-size:12px;word-break:break-all}
-.passed{color:#176b1d}.failed{color:#a4000f;font-weight:bold}.not-run{color:#7a5b00}
+.passed{color:#176b1d}.failed{color:#a4000f;font-weight:bold}.not-run{color:#7a5b00}.partial{color:#8a4b00;font-weight:bold}
 #controls{margin:1em 0}#controls input,#controls select{font-size:14px;padding:3px}
 """
 
@@ -74,11 +74,20 @@ def registry_products() -> dict[str, tuple[str, ...]]:
 
 
 def _gates(cell: Cell) -> str:
-    items = []
+    items = [_partial_html(cell)] if cell.partial else []
     for g in cell.gates:
         reason = f" — {html.escape(g.reason)}" if g.reason else ""
         items.append(f'<div class="{g.status}">{html.escape(g.gate)}: {HTML_MARK.get(g.status, g.status)}{reason}</div>')
     return "".join(items) or "<em>none recorded</em>"
+
+
+def partial_text(cell: Cell) -> str:
+    """One line for a partial cell: which shipped libraries have no code for its target."""
+    return f"partial — no {cell.gfx_target} code in: {', '.join(cell.partial)}"
+
+
+def _partial_html(cell: Cell) -> str:
+    return f'<div class="partial">{html.escape(partial_text(cell))}</div>'
 
 
 def _row(cell: Cell) -> str:
@@ -142,7 +151,8 @@ def to_markdown(matrix: Matrix) -> str:
     for c in sorted(matrix.cells, key=lambda c: c.id):
         wheels = "<br>".join(f"`{w.filename}`" for w in c.wheels) or "—"
         images = "<br>".join(f"`{i.pinned}`" for i in c.images) or "—"
-        gates = "<br>".join(f"{g.gate}: {STATUS_MARK.get(g.status, g.status)}" + (f" ({g.reason})" if g.reason else "") for g in c.gates) or "—"
+        gates = "<br>".join(([f"⚠ {partial_text(c)}"] if c.partial else [])
+                            + [f"{g.gate}: {STATUS_MARK.get(g.status, g.status)}" + (f" ({g.reason})" if g.reason else "") for g in c.gates]) or "—"
         req = c.requirements
         reqs = f"{req.driver_name} {req.driver}; kernel {req.kernel}"
         lines.append("| " + " | ".join(_md(x) for x in (c.gfx_target, ", ".join(c.products) or "—", c.os, c.python,

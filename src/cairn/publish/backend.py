@@ -79,6 +79,8 @@ class Backend(Protocol):
 
     def delete(self, key: str) -> None: ...
 
+    def grant_public_read(self) -> bool: ...
+
 
 def sha256_hex(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()
@@ -168,6 +170,10 @@ class FileBackend:
     def delete(self, key: str) -> None:
         self._path(key).unlink(missing_ok=True)
 
+    def grant_public_read(self) -> bool:
+        """Nothing to grant: every file is written world-readable (0644), for whichever server serves the directory."""
+        return False
+
 
 # -- S3 -------------------------------------------------------------------------------------------------------
 class S3Backend:
@@ -178,7 +184,8 @@ class S3Backend:
         self.prefix = prefix + "/" if prefix else ""
         self.endpoint = endpoint
         self.counters = Counters()
-        self.client = S3Client(endpoint, find_region(), find_credentials())
+        self.region = find_region()
+        self.client = S3Client(endpoint, self.region, find_credentials())
 
     @property
     def url(self) -> str:
@@ -323,6 +330,58 @@ class S3Backend:
             with contextlib.suppress(S3Error, CairnError):  # the failure that matters is the one being raised
                 self._call("abort multipart", "DELETE", key, query={"uploadId": upload_id})
             raise
+
+    def grant_public_read(self) -> bool:
+        """Make the bucket policy let anyone read the repository over HTTP (``cairn.publish.access`` says what
+        it grants and why); True when the policy had to be written. One GET when it already does; after a
+        write, one more to confirm no concurrent publisher replaced it (then merged again, up to 3 times)."""
+        from cairn.publish import access
+
+        blocked = self._public_access_blocked()
+        if blocked:
+            raise CairnError(f"s3://{self.bucket}: S3 Block Public Access is on for this bucket ({' and '.join(blocked)}), so pip, "
+                             "uv and the TUF client could not read the index anonymously — turn it off for this bucket (aws s3api "
+                             f"delete-public-access-block --bucket {self.bucket}); nothing was published")
+        wrote = False
+        for _attempt in range(3):
+            policy = access.merged(self._bucket_policy(), self.bucket, self.prefix, self.region)
+            if policy is None:
+                return wrote
+            self._put_bucket_policy(policy)
+            wrote = True
+        raise CairnError(f"s3://{self.bucket}: the bucket policy kept changing under this publish (another publisher?) "
+                         "— publish again; nothing was published")
+
+    def _public_access_blocked(self) -> list[str]:
+        """The bucket's Block Public Access settings that would stop anonymous reads: ``BlockPublicPolicy`` refuses the
+        policy, ``RestrictPublicBuckets`` ignores it. Unreadable (no permission) or absent: none known, carry on —
+        an account-wide block still makes S3 refuse the policy, which ``_put_bucket_policy`` reports."""
+        try:
+            body = self._call("get public access block", "GET", query={"publicAccessBlock": ""}).body
+        except S3Error:
+            return []
+        names = ("BlockPublicPolicy", "RestrictPublicBuckets")
+        values = xml_text(body, "PublicAccessBlockConfiguration", *names)
+        return [name for name, value in zip(names, values[0] if values else [], strict=False) if value.lower() == "true"]
+
+    def _bucket_policy(self) -> bytes | None:
+        try:
+            return self._call("get policy", "GET", query={"policy": ""}).body
+        except S3Error as exc:
+            if exc.code == "NoSuchBucketPolicy":
+                return None
+            raise CairnError(f"s3://{self.bucket}: cannot read its bucket policy ({exc}) — the publishing credentials need "
+                             "s3:GetBucketPolicy and s3:PutBucketPolicy on the bucket") from None
+
+    def _put_bucket_policy(self, policy: bytes) -> None:
+        md5 = base64.b64encode(hashlib.md5(policy).digest()).decode()  # PutBucketPolicy requires it
+        try:
+            self._call("put policy", "PUT", query={"policy": ""}, body=policy,
+                       headers={"Content-Type": "application/json", "Content-MD5": md5})
+        except S3Error as exc:
+            fix = (f"turn off S3 Block Public Access (BlockPublicPolicy) for this bucket (aws s3api delete-public-access-block "
+                   f"--bucket {self.bucket}) and give the publishing credentials s3:PutBucketPolicy") if exc.status == 403 else "retry"
+            raise CairnError(f"s3://{self.bucket}: S3 refused the public-read bucket policy ({exc}) — {fix}; nothing was published") from None
 
     def delete(self, key: str) -> None:
         try:

@@ -9,7 +9,8 @@ Layout::
                           optional "gfx_target" and "framework"} — matched to cells by image digest, or by
                          gfx target (and framework, when given)
 
-Each artifact in ``bundle.json``: ``path`` (under files/), ``kind`` (wheel | metadata | dockerfile | other),
+Each artifact in ``bundle.json``: ``path`` (under files/), ``kind`` (wheel | metadata | dockerfile | source | other;
+a *source* is a pinned input kept by sha256 at ``sources/sha256/<digest>``, published unversioned as a mirror),
 ``sha256`` (checked before anything is uploaded), ``content_type``, ``cells`` (gfx targets it belongs
 to, empty = every cell) and ``framework`` (only that framework's cells; empty = all, e.g. SDK wheels). Images are references + digests in the cells; their bytes stay in the registry.
 """
@@ -30,7 +31,7 @@ from cairn.names import inside, safe_name, safe_relpath
 from cairn.sign.provenance import BuildFacts
 
 SCHEMA = "cairn.bundle/v1"
-KINDS = ("wheel", "metadata", "dockerfile", "other")
+KINDS = ("wheel", "metadata", "dockerfile", "source", "other")
 _RANK = {"passed": 0, "not-run": 1, "failed": 2}
 
 
@@ -60,6 +61,7 @@ class BundleCell:
     framework_version: str
     images: tuple[ImageRef, ...] = ()
     requirements: Requirements = field(default_factory=Requirements)
+    partial: tuple[str, ...] = ()  # libraries shipped without this target's code (the audit says so)
 
 
 @dataclass(frozen=True)
@@ -212,6 +214,9 @@ def _artifact(read: _Fields, raw: dict[str, Any], n: int, root: Path) -> Artifac
     if family:
         safe_name(family, where, f"artifact {path}: family")
     name = path.rsplit("/", 1)[-1]
+    if kind == "source" and path != f"sources/sha256/{sha}":
+        raise InputError(where, f"artifact {path}: a source is published at sources/sha256/<its sha256>, not here",
+                         f"name it sources/sha256/{sha}")
     if kind == "wheel" and not _WHEEL_NAME.match(name):
         raise InputError(where, f"artifact {path}: {name!r} is not a wheel file name (name-version-python-abi-platform.whl)",
                          "put the wheel into files/ under the name it was built with")
@@ -241,7 +246,8 @@ def _cell(read: _Fields, raw: dict[str, Any], n: int) -> BundleCell:
 
     return BundleCell(target, family, read.text(raw, "os", ctx), read.text(raw, "python", ctx), read.text(raw, "framework", ctx),
                       read.text(raw, "framework_version", ctx), images,
-                      Requirements(version_range("driver"), version_range("kernel"), read.text(req, "driver_name", f"{ctx}.requirements", "amdgpu")))
+                      Requirements(version_range("driver"), version_range("kernel"), read.text(req, "driver_name", f"{ctx}.requirements", "amdgpu")),
+                      tuple(safe_name(n, where, f"{ctx} partial library") for n in read.strings(raw, "partial", ctx)))
 
 
 def _gate(path: Path) -> GateRecord:

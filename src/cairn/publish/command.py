@@ -54,6 +54,9 @@ def _common(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--root", type=Path, default=None, help="signed root.json matching the keys (default: <keys>/root.json)")
     parser.add_argument("--channel", choices=CHANNELS, default=None)
     parser.add_argument("--json", action="store_true", help="print the report as JSON")
+    parser.add_argument("--no-public-read", dest="public_read", action="store_false",
+                        help="S3: leave the bucket policy alone (by default anyone may read the repository over HTTP, as pip "
+                             "and uv do); for an index served by something with its own access to the bucket, e.g. a CDN")
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
@@ -117,7 +120,8 @@ def run(args: argparse.Namespace) -> int:
     bundle_dir = args.bundle or last_build_bundle(args.store)
     to = args.to or default_destination(args.store)
     keys_dir = _keys_dir(args)
-    done = fastpath.already_published(to, bundle_dir, args.channel, args.stage_only, args.root or keys_dir / "root.json", keys_dir)
+    done = fastpath.already_published(to, bundle_dir, args.channel, args.stage_only, args.root or keys_dir / "root.json", keys_dir,
+                                      args.public_read)
     if done is not None:
         _dev_note(args, keys_dir, False)
         _print(done, args.json)
@@ -129,7 +133,7 @@ def run(args: argparse.Namespace) -> int:
     bundle = load_bundle(bundle_dir)  # a bad bundle is refused before keys are made or anything is written
     keys, root = _keys_and_root(args)
     report = publish(bundle, open_backend(to), keys, root, channel=args.channel, stage_only=args.stage_only,
-                     log=(lambda _: None) if args.json else print)
+                     public_read=args.public_read, log=(lambda _: None) if args.json else print)
     _print(report.to_dict(), args.json)
     return 0
 
@@ -155,6 +159,6 @@ def run_promote(args: argparse.Namespace) -> int:
     keys, root = _keys_and_root(args)
     backend = open_backend(args.to or default_destination(args.store))
     report = promote(backend, keys, root, args.version, args.channel or "dev", as_version=args.as_version, gate_results=results,
-                     log=(lambda _: None) if args.json else print)
+                     public_read=args.public_read, log=(lambda _: None) if args.json else print)
     _print(report.to_dict(), args.json)
     return 0

@@ -35,13 +35,14 @@ from cairn import __version__
 
 RECORD_KEY = "channels/published.json"
 SCHEMA = "cairn.published/v1"
-LAYOUT = 1
+LAYOUT = 2  # 2: an S3 repository is publicly readable (bucket policy); a repository published before is published again
 REFRESH_BEFORE = timedelta(hours=12)  # must equal cairn.sign.tuf.REFRESH_BEFORE (a test checks)
 IN_PROGRESS = (json.dumps({"schema": SCHEMA, "in_progress": True}, sort_keys=True) + "\n").encode()
 TIMEOUT = 10
 
 
-def fingerprint(bundle_dir: Path, channel: str, stage_only: bool, root_signed: dict[str, Any], keys_public: dict[str, Any]) -> str:
+def fingerprint(bundle_dir: Path, channel: str, stage_only: bool, root_signed: dict[str, Any], keys_public: dict[str, Any],
+                public_read: bool = True) -> str:
     """What a publish's output depends on, as one sha256 (cheap: reads bundle.json and gates/, not the artifacts)."""
     h = hashlib.sha256()
 
@@ -53,7 +54,7 @@ def fingerprint(bundle_dir: Path, channel: str, stage_only: bool, root_signed: d
     add("bundle.json", (Path(bundle_dir) / "bundle.json").read_bytes())
     for gate in sorted((Path(bundle_dir) / "gates").glob("*.json")):
         add(f"gates/{gate.name}", gate.read_bytes())
-    add("channel", f"{channel} stage_only={bool(stage_only)}".encode())
+    add("channel", f"{channel} stage_only={bool(stage_only)} public_read={bool(public_read)}".encode())
     add("root", _canonical(root_signed))
     add("keys", _canonical(keys_public))
     return h.hexdigest()
@@ -73,14 +74,14 @@ def timestamp_fresh(timestamp: dict[str, Any], now: datetime | None = None) -> b
 
 
 def already_published(url: str, bundle_dir: Path, channel: str | None, stage_only: bool, root_path: Path,
-                      keys_dir: Path) -> dict[str, Any] | None:
+                      keys_dir: Path, public_read: bool = True) -> dict[str, Any] | None:
     """The report of the committed publish this one would repeat exactly, or None (then publish for real)."""
     try:
         bundle = json.loads((Path(bundle_dir) / "bundle.json").read_bytes())
         channel = channel or bundle["release"]["channel"]
         root_signed = json.loads(Path(root_path).read_bytes())["signed"]
         keys_public = json.loads((Path(keys_dir) / "public.json").read_bytes())
-        mine = fingerprint(bundle_dir, channel, stage_only, root_signed, keys_public)
+        mine = fingerprint(bundle_dir, channel, stage_only, root_signed, keys_public, public_read)
         get = _getter(url)
         if get is None:
             return None

@@ -27,6 +27,8 @@ from cairn.build import extra_runners
 from cairn.plan.graph import Action
 from cairn.plan.planner import StageContext
 from cairn.publish.bundle import write_bundle_json
+from cairn.store.base import file_sha256
+from cairn.wheels.sdk import partial_name
 
 LAYOUT = 1
 ACTION_ID = "bundle:release"
@@ -42,7 +44,7 @@ def extend_plan(context: StageContext) -> None:
     actions = context.actions
     release = context.manifest.release
     wanted = [a for a in actions.values() if a.kind in ("index", "image-build", "image-push", "gate")
-              or a.kind in ("package", "mirror")]
+              or a.kind in ("package", "mirror") or _pinned_deb(a)]
     deps, missing = [], {}
     for action in wanted:
         reason = closure_blocked(actions, action.id)
@@ -74,6 +76,11 @@ def extend_plan(context: StageContext) -> None:
         "requirements": REQUIREMENTS,
     }
     actions[ACTION_ID] = Action(ACTION_ID, "bundle", inputs, tuple(sorted(deps)))
+
+
+def _pinned_deb(action: Action) -> bool:
+    """A fetch of a .deb pinned by sha256: its bytes are published as the release's source mirror."""
+    return action.kind == "fetch" and "sha256" in action.inputs.get("source", {}).get("deb", {})
 
 
 def closure_blocked(actions: dict[str, Action], start: str) -> str:
@@ -179,10 +186,12 @@ def run_bundle(ctx: Any) -> None:
             _link(dockerfile, out / "files" / path)
             artifacts.append({"path": path, "kind": "dockerfile", "family": push.get("target", ""), "cells": [target],
                               "content_type": "text/plain; charset=utf-8", "recipe": f"recipes/containers/{name}.toml"})
+    artifacts += _source_mirror(ctx, out)
     _write_gates(ctx, out / "gates", images)
     cells = []
     for fam, targets in sorted(inputs["families"].items()):
         frameworks = inputs["frameworks"].get(fam) or [["rocm-sdk", rel["version"]]]
+        partial = _partial(ctx, fam)
         for target in targets:
             for python in rel["python"]:
                 for project, version in frameworks:
@@ -190,6 +199,7 @@ def run_bundle(ctx: Any) -> None:
                                   "framework": project, "framework_version": version,
                                   "images": [{"reference": i["reference"], "digest": i["digest"]} for i in images.get(target, [])
                                              if inputs["image_frameworks"].get(i["image"], "") in ("", project)],
+                                  "partial": partial.get(target, []),
                                   "requirements": inputs["requirements"]})
     write_bundle_json(out, {
         "release": {k: rel[k] for k in ("name", "version", "channel", "source_date_epoch", "manifest_sha256", "required_gates")},
@@ -201,6 +211,32 @@ def run_bundle(ctx: Any) -> None:
     })
     ctx.log.write(f"bundle: {len(artifacts)} artifact(s), {len(cells)} cell(s), "
                   f"{len(list((out / 'gates').glob('*.json')))} gate result(s)\n")
+
+
+def _source_mirror(ctx: Any, out: Path) -> list[dict[str, Any]]:
+    """Every pinned .deb the release was built from, as ``sources/sha256/<digest>``: published and signed with
+    the release, so a pin the archive no longer serves can still be fetched (``CAIRN_SOURCE_MIRROR``)."""
+    found = []
+    for dep in sorted(d for d in ctx.deps if d.startswith("fetch:deb:")):
+        debs = sorted(ctx.deps[dep].glob("*.deb"))
+        if len(debs) != 1:
+            continue
+        sha = file_sha256(debs[0])  # the fetch checked it against the pin; the name is what the bytes are
+        path = f"sources/sha256/{sha}"
+        _link(debs[0], out / "files" / path)
+        found.append({"path": path, "kind": "source", "sha256": sha, "content_type": "application/vnd.debian.binary-package",
+                      "recipe": dep})
+    return found
+
+
+def _partial(ctx: Any, family: str) -> dict[str, list[str]]:
+    """Target → the expansion libraries the family's libraries wheel ships without that target's code, as
+    the wheel's own audit recorded them (a cell with any is *partial*: shown, never called complete)."""
+    tree = ctx.deps.get(f"package:rocm-sdk-libraries@{family}")
+    if tree is None or not (tree / "report.json").is_file():
+        return {}
+    audit = json.loads((tree / "report.json").read_text()).get("audit", {})
+    return {t: sorted(partial_name(p) for p in paths) for t, paths in sorted(audit.get("partial", {}).items())}
 
 
 def _wheel_recipes(ctx: Any) -> dict[str, str]:

@@ -48,7 +48,8 @@ from cairn.sign import provenance
 from cairn.sign.keys import KeySet
 from cairn.sign.tuf import RepoState, hashed_name, read_state, sign_state
 
-OCTET = "application/octet-stream"
+WHEEL = "application/zip"  # a wheel is a zip archive; browsers and curl save it as one
+CORE_METADATA = "text/plain; charset=utf-8"  # PEP 658: the wheel's METADATA file, email-header text in UTF-8
 JSON = "application/json"
 JSONL = "application/vnd.in-toto.bundle"
 THREADS = 16
@@ -110,11 +111,13 @@ Log = Callable[[str], None]
 
 # -- the public entry points ---------------------------------------------------------------------------------
 def publish(bundle: Bundle, backend: Backend, keys: KeySet, root: Metadata[Root], *, channel: str | None = None,
-            stage_only: bool = False, log: Log = lambda _: None) -> Report:
+            stage_only: bool = False, public_read: bool = True, log: Log = lambda _: None) -> Report:
     """Stage ``bundle`` and (unless ``stage_only``) promote it to ``channel``; returns what happened.
 
-    Three upload phases and the commit: (1) every blob with its content-addressed copy, and the content-addressed
-    copies of the staging record, gates, pages and matrices (nothing links those until the metadata is signed);
+    First the bucket policy (S3): anyone may read the repository (``public_read=False``: the bucket is left as
+    it is, for an index served by something with its own access to it, e.g. a CDN). Then three upload phases
+    and the commit: (1) every blob with its content-addressed copy, and the content-addressed copies of the
+    staging record, gates, pages and matrices (nothing links those until the metadata is signed);
     (2) the plain names of the record, gates, project pages and matrices, which link the blobs of (1); (3) the
     family root pages, which link the project pages; then the signed metadata, timestamp last. Image signatures
     are pushed to their registry meanwhile.
@@ -123,9 +126,11 @@ def publish(bundle: Bundle, backend: Backend, keys: KeySet, root: Metadata[Root]
     if channel not in CHANNELS:
         raise CairnError(f"unknown channel '{channel}' — use one of {', '.join(CHANNELS)}")
     staged = _stage_objects(bundle, keys)  # reads and checks every artifact's sha256 before anything is uploaded
+    run = _Run(backend, keys, root, log)
+    if public_read:  # before anything is written or signed: a refused policy leaves nothing half-published
+        run.grant_public_read()
     with ThreadPoolExecutor(max_workers=1) as registry:
         images = registry.submit(sign_images, bundle, keys, log)
-        run = _Run(backend, keys, root, log)
         record = staged.pop()  # release.json names every blob: its plain name goes up after them
         stage = json.loads(record.data)
         gates = json.loads(next(o.data for o in staged if o.key.endswith("/gates.json")))
@@ -136,17 +141,18 @@ def publish(bundle: Bundle, backend: Backend, keys: KeySet, root: Metadata[Root]
             indexes += _promotion(stage, gates, channel, report)
         run.upload_in_order([o for o in staged if o.immutable], indexes)
         report.images = images.result()
-    run.commit(report, publish_fingerprint(bundle, channel, stage_only, keys, root))
+    run.commit(report, publish_fingerprint(bundle, channel, stage_only, keys, root, public_read))
     return report
 
 
-def publish_fingerprint(bundle: Bundle, channel: str, stage_only: bool, keys: KeySet, root: Metadata[Root]) -> str:
+def publish_fingerprint(bundle: Bundle, channel: str, stage_only: bool, keys: KeySet, root: Metadata[Root],
+                        public_read: bool = True) -> str:
     """The fingerprint ``cairn publish``'s fast path compares (``fastpath.fingerprint``); "" without public.json."""
     try:
         public = json.loads((keys.directory / "public.json").read_bytes())
     except (OSError, ValueError):
         return ""
-    return fastpath.fingerprint(bundle.root, channel, stage_only, root.signed.to_dict(), public)
+    return fastpath.fingerprint(bundle.root, channel, stage_only, root.signed.to_dict(), public, public_read)
 
 
 def sign_images(bundle: Bundle, keys: KeySet, log: Log = lambda _: None) -> dict[str, str]:
@@ -175,7 +181,7 @@ def sign_images(bundle: Bundle, keys: KeySet, log: Log = lambda _: None) -> dict
 
 def promote(backend: Backend, keys: KeySet, root: Metadata[Root], version: str, channel: str, *,
             as_version: str = "", gate_results: list[tuple[Path, dict[str, Any]]] | None = None,
-            log: Log = lambda _: None) -> Report:
+            public_read: bool = True, log: Log = lambda _: None) -> Report:
     """Move ``channel`` to staged ``version`` (only cells whose required gates passed); re-signs, never rebuilds.
 
     ``gate_results`` are gate verdicts reported after staging — the GPU gate run on a GPU host — as
@@ -186,6 +192,8 @@ def promote(backend: Backend, keys: KeySet, root: Metadata[Root], version: str, 
     if channel not in CHANNELS:
         raise CairnError(f"unknown channel '{channel}' — use one of {', '.join(CHANNELS)}")
     run = _Run(backend, keys, root, log)
+    if public_read:
+        run.grant_public_read()
     raw = backend.get(f"staging/{version}/release.json")
     if raw is None:
         raise CairnError(f"{backend.url} has no staged release {version} — run cairn publish --stage-only first")
@@ -280,15 +288,16 @@ def _stage_objects(bundle: Bundle, keys: KeySet) -> list[Obj]:
         if artifact.kind == "wheel":
             key = f"packages/{artifact.family or 'any'}/{artifact.name}"
             metadata = _wheel_metadata(data, artifact.name)
-            objs.append(Obj(key, data, OCTET, True, digest=artifact.sha256))
-            objs.append(Obj(f"{key}.metadata", metadata, OCTET, True))
+            objs.append(Obj(key, data, WHEEL, True, digest=artifact.sha256))
+            objs.append(Obj(f"{key}.metadata", metadata, CORE_METADATA, True))
             attest(key, artifact.name, artifact.sha256, artifact.recipe)
             files[key] = {"sha256": artifact.sha256, "size": len(data), "metadata_sha256": sha256_hex(metadata),
                           "requires_python": _requires_python(metadata)}
             wheel_keys[artifact.path] = key
         else:
             top = "dockerfiles" if artifact.kind == "dockerfile" else "files"
-            key = f"{top}/{bundle.version}/{artifact.path}"
+            # a source is content-addressed and shared by every release: sources/sha256/<digest>, a mirror base
+            key = artifact.path if artifact.kind == "source" else f"{top}/{bundle.version}/{artifact.path}"
             objs.append(Obj(key, data, artifact.content_type, True, digest=artifact.sha256))
             attest(key, artifact.name, artifact.sha256, artifact.recipe)
             files[key] = {"sha256": artifact.sha256, "size": len(data)}
@@ -310,6 +319,7 @@ def _stage_objects(bundle: Bundle, keys: KeySet) -> list[Obj]:
             "os": cell.os, "python": cell.python, "framework": {"name": cell.framework, "version": cell.framework_version},
             "images": images,
             "wheels": sorted(wheel_keys[a.path] for a in bundle.artifacts_for(cell) if a.kind == "wheel"),
+            "partial": list(cell.partial),
             "requirements": {"driver_name": cell.requirements.driver_name,
                              "driver": _range(cell.requirements.driver), "kernel": _range(cell.requirements.kernel)},
         })
@@ -399,7 +409,7 @@ def build_matrix(stage: dict[str, Any], cells: list[dict[str, Any]], gates: dict
             index_url=f"{index_prefix}/simple/{c['family']}/",
             wheels=tuple(WheelFile(posixpath.basename(k), k, stage["files"][k]["sha256"], stage["files"][k]["size"]) for k in c["wheels"]),
             images=tuple(ImageRef(i["reference"], i["digest"]) for i in c["images"]),
-            gates=tuple(gate_list),
+            gates=tuple(gate_list), partial=tuple(c.get("partial", ())),
             requirements=Requirements(VersionRange(**req["driver"]), VersionRange(**req["kernel"]), req["driver_name"]),
         ))
     release = Release(rel["name"], rel["version"], channel, rel["source_date_epoch"], rel.get("manifest_sha256", ""),
@@ -431,6 +441,11 @@ class _Run:
         if first is not None and served != first.to_bytes(JSONSerializer(compact=False)):
             raise CairnError(f"{self.backend.url} was signed under another TUF root (metadata/1.root.json differs from "
                              "the root of these keys) — publish with that repository's keys, or to a new location")
+
+    def grant_public_read(self) -> None:
+        """Anyone may read the repository over HTTP (pip, uv, a TUF client): on S3 the bucket policy says so."""
+        if self.backend.grant_public_read():
+            self.log(f"bucket policy: anyone may read {self.backend.url} (and list the bucket, so a missing project is a 404)")
 
     def _signed_and_listed(self, key: str, size: int, sha: str) -> bool:
         """Present with these bytes, judged from one LIST and the signed targets (no request per object)."""

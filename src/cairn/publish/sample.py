@@ -50,13 +50,14 @@ def write_sample_bundle(root: Path, *, version: str = "5.2.3", channel: str = "d
 
     ``payload_bytes`` of incompressible data go into each wheel; ``seed`` changes every byte (a new build).
     ``images[family] = (reference, digest)`` names a real pushed image instead of a made-up one.
-    ``families`` defaults to the default release's families (the registry is the only place gfx lists live).
+    ``families`` defaults to the families of the legacy Debian 12 release (single-target families: the
+    registry and the manifests are the only places gfx lists live).
     """
     if families is None:
         from cairn.model.manifest import load_manifest
-        from cairn.paths import default_manifest
+        from cairn.paths import releases_dir
 
-        families = load_manifest(default_manifest()).release.families
+        families = load_manifest(releases_dir() / "rocm-5.2.3.toml").release.families
     root = Path(root)
     (root / "files" / "wheels").mkdir(parents=True, exist_ok=True)
     (root / "files" / "dockerfiles").mkdir(parents=True, exist_ok=True)

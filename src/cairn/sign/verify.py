@@ -18,7 +18,8 @@ import urllib.request
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from urllib.parse import urlparse
+from typing import Any
+from urllib.parse import unquote, urlparse
 
 from securesystemslib.signer import SSlibKey
 from tuf.api import exceptions as tuf_errors
@@ -32,10 +33,20 @@ from cairn.sign.tuf import hashed_name
 
 
 class AnyFetcher(FetcherInterface):
-    """``file://`` and ``http(s)://`` for the TUF client (its default fetcher speaks only HTTP)."""
+    """``file://``, ``http(s)://`` (anonymous, as pip reads the index) and ``s3://bucket/prefix`` (signed requests
+    with the environment's AWS credentials, endpoint from ``$CAIRN_S3_ENDPOINT``) for the TUF client."""
+
+    def __init__(self) -> None:
+        self._buckets: dict[tuple[str | None, str], Any] = {}
 
     def _fetch(self, url: str) -> Iterator[bytes]:
         parsed = urlparse(url)
+        if parsed.scheme == "s3":
+            key = unquote(parsed.path.lstrip("/"))
+            data = self._bucket(parsed.netloc).get(key)
+            if data is None:
+                raise tuf_errors.DownloadHTTPError(f"{url} not found", 404)
+            return iter([data])
         if parsed.scheme == "file":
             try:
                 data = Path(parsed.path).read_bytes()
@@ -49,11 +60,29 @@ class AnyFetcher(FetcherInterface):
             raise tuf_errors.DownloadHTTPError(f"{url}: {exc}", exc.code) from None
 
 
+    def _bucket(self, bucket: str) -> Any:
+        """The publisher's own S3 wrapper for one bucket (its retries, its one-line errors), made once per endpoint."""
+        endpoint = os.environ.get("CAIRN_S3_ENDPOINT") or None
+        if (endpoint, bucket) not in self._buckets:
+            from cairn.publish.backend import S3Backend
+
+            self._buckets[(endpoint, bucket)] = S3Backend(bucket, "", endpoint)
+        return self._buckets[(endpoint, bucket)]
+
+
+_FETCHER = AnyFetcher()
+
+
 def fetch(url: str) -> bytes | None:
+    return fetch_status(url)[0]
+
+
+def fetch_status(url: str) -> tuple[bytes | None, int]:
+    """The bytes at ``url`` and 200, or None and the HTTP status that said no (404 missing, 403 not readable)."""
     try:
-        return b"".join(AnyFetcher()._fetch(url))
-    except tuf_errors.DownloadHTTPError:
-        return None
+        return b"".join(_FETCHER._fetch(url)), 200
+    except tuf_errors.DownloadHTTPError as exc:
+        return None, exc.status_code
 
 
 @dataclass
@@ -84,7 +113,7 @@ def trusted_updater(url: str, root_bytes: bytes, cache: Path | None = None) -> t
         _check_is_repository(base)  # a local stat: say "not a repository" before making a cache for it
     cache = cache or cache_dir_for(base)
     (cache / "targets").mkdir(parents=True, exist_ok=True)
-    updater = Updater(str(cache), base + "metadata/", str(cache / "targets"), base, fetcher=AnyFetcher(), bootstrap=root_bytes)
+    updater = Updater(str(cache), base + "metadata/", str(cache / "targets"), base, fetcher=_FETCHER, bootstrap=root_bytes)
     started = time.time()
     try:
         updater.refresh()
@@ -106,7 +135,12 @@ def _check_is_repository(base: str) -> None:
     if parsed.scheme == "file" and not Path(parsed.path).is_dir():
         what = "not a directory" if Path(parsed.path).exists() else "no such directory"
         raise CairnError(f"{parsed.path}: not a Cairn repository ({what}) — {fix}")
-    if fetch(base + "metadata/timestamp.json") is None and fetch(base + "metadata/1.root.json") is None:
+    timestamp, status = fetch_status(base + "metadata/timestamp.json")
+    if timestamp is None and fetch(base + "metadata/1.root.json") is None:
+        if status == 403:  # a private bucket read anonymously: saying "not a repository" would send the user astray
+            raise CairnError(f"{base}: metadata/timestamp.json answers 403 Forbidden — the repository is not readable "
+                             "without credentials; publish it without --no-public-read, or verify s3://BUCKET/PREFIX "
+                             "(signed requests)")
         shown = parsed.path if parsed.scheme == "file" else base
         raise CairnError(f"{shown}: not a Cairn repository (no metadata/timestamp.json or metadata/1.root.json) — {fix}")
 
@@ -150,7 +184,7 @@ def verify_repository(url: str, root_bytes: bytes, cache: Path | None = None, *,
     for path, info in sorted(targets.items()):
         sha = info["hashes"]["sha256"]
         names = [path, hashed_name(path, sha)]
-        if path.endswith("/index.html") and base.startswith("http"):
+        if path.endswith("/index.html") and base.startswith(("http", "s3")):  # the key pip reads: <project>/
             names.append(path.removesuffix("index.html"))
         for name in names:
             if in_progress and name != names[1] and not _immutable(path):

@@ -3,7 +3,8 @@
 Each wheel installs one directory into site-packages (``_rocm_sdk_core/``, ``_rocm_sdk_devel/``,
 ``_rocm_sdk_libraries/``) laid out like ``/opt/rocm``. Which file goes where is decided by ``classify``:
 headers, CMake/pkg-config files, device bitcode and the hipcc driver are *devel*; shared libraries built by
-an expansion component are *libraries*; everything else is *core*. Wheels cannot hold symlinks, so a
+an expansion component, and the data they load, are *libraries*; static archives are not shipped; everything
+else is *core*. Wheels cannot hold symlinks, so a
 library is shipped once under its SONAME (what the loader asks for); the unversioned ``libfoo.so``
 development link becomes a one-line linker script in devel (``INPUT(libfoo.so.N)``).
 
@@ -42,10 +43,12 @@ def classify(rel: str, expansion_owned: frozenset[str] = frozenset()) -> str | N
         return DEVEL
     if top == "bin" and parts[-1].startswith(_DEVEL_BIN_PREFIXES):
         return DEVEL
-    if top == "share" and len(parts) > 1 and parts[1] in ("doc", "man", "lintian"):
+    if top == "lib" and parts[-1].endswith(".a"):
+        return None  # static archives: wheels serve run time and linking against shared libraries (CK's are 2 GB)
+    if top == "share" and len(parts) > 1 and parts[1] in ("doc", "man", "lintian", "bug"):
         return None  # licenses are collected separately into each wheel's .dist-info
-    if top == "lib" and len(parts) == 2 and rel in expansion_owned:
-        return LIBRARIES
+    if rel in expansion_owned:
+        return LIBRARIES  # an expansion's libraries and their data (rocBLAS's Tensile files, MIOpen's databases)
     return CORE
 
 
@@ -59,8 +62,12 @@ class Staged:
 
 
 def stage_part(tree: Path, part: str, scratch: Path, log: IO[str], *, expansion_owned: frozenset[str] = frozenset(),
-               rpaths: dict[str, str] | None = None) -> list[Staged]:
-    """Select ``part``'s files of the SDK tree, resolve symlinks, copy ELF files and set their RPATH."""
+               rpaths: dict[str, str] | None = None, split: FamilySplit | None = None) -> list[Staged]:
+    """Select ``part``'s files of the SDK tree, resolve symlinks, copy ELF files and set their RPATH.
+
+    With ``split`` (the libraries wheel of one family), per-target data files of other targets are left out
+    and every fat binary keeps only the device code that runs on one of the family's targets (the split is
+    written before patchelf touches the copy)."""
     root = ROOTS[part]
     chosen: dict[str, Path] = {}
     dev_links: dict[str, str] = {}
@@ -84,13 +91,16 @@ def stage_part(tree: Path, part: str, scratch: Path, log: IO[str], *, expansion_
             chosen[rel] = path
     staged: list[Staged] = []
     for rel, source in sorted(chosen.items()):
+        if split is not None and split.drops(rel):
+            continue
         info = elf.inspect(source)
         executable = bool(os.stat(source).st_mode & 0o111)
         if info is not None and rpaths is not None:
             directory = str(Path(rel).parent)
             rpath = rpaths.get(directory, rpaths.get("*", "$ORIGIN"))
             copy = scratch / hashlib.sha256(f"{part}/{rel}".encode()).hexdigest()
-            shutil.copyfile(source, copy)
+            if split is None or not split.split_into(rel, source, copy):
+                shutil.copyfile(source, copy)
             os.chmod(copy, 0o755 if executable else 0o644)
             elf.set_rpath(copy, rpath, log)
             source = copy
@@ -151,26 +161,95 @@ def sonames(staged: list[Staged]) -> list[str]:
     return sorted({Path(s.arcname).name for s in staged if ".so" in Path(s.arcname).name})
 
 
-def check_family_coverage(lib_dir: Path, family: str, targets: Iterable[str], log: IO[str]) -> dict[str, Any]:
-    """The audit gate: every device-code library must cover every target of the family."""
-    from cairn.audit import audit_paths
+def partial_name(path: str) -> str:
+    """How a partial entry is shown: ``lib/librccl.so.1`` → ``librccl.so.1``; a kernel-file folder
+    ``lib/rocblas/5/library/`` → ``rocblas kernel files``."""
+    if not path.endswith("/"):
+        return Path(path).name
+    parts = path.strip("/").split("/")
+    return f"{parts[1] if parts[0] == 'lib' and len(parts) > 2 else parts[-2]} kernel files"
 
-    report = audit_paths([lib_dir])
-    result: dict[str, Any] = {"device_binaries": len(report.device_binaries), "targets_everywhere": list(report.targets_everywhere),
-                              "coverage": {}}
-    if not report.device_binaries:
-        log.write(f"audit: no device code in {lib_dir.name}; nothing to gate\n")
+
+class FamilySplit:
+    """One family's cut of the expansion libraries: what to leave out, how to split, and what the bytes covered
+    before and after (so a target a library never had is *partial*, and a target the split lost is a bug)."""
+
+    def __init__(self, family: str, targets: Iterable[str], log: IO[str]) -> None:
+        from cairn.audit.split import parse_devices
+        from cairn.model.targets import load_registry
+
+        self.family, self.targets, self.log = family, tuple(targets), log
+        self.registry = load_registry()
+        self.devices = parse_devices(",".join(self.targets), self.registry)
+        self.before: list[Any] = []  # BinaryAudit of each original fat library
+        self.after: list[Any] = []
+        self.dropped: list[str] = []
+        self.kernel_dirs: dict[str, list[str]] = {}  # ``…/library/`` → its per-target file names (Tensile)
+
+    def drops(self, rel: str) -> bool:
+        from cairn.audit.split_tree import keeps_data_file
+
+        name = Path(rel).name
+        keep = keeps_data_file(name, self.devices, self.registry)
+        parts = Path(rel).parts
+        if keep is not None and "library" in parts[:-1]:  # a library's per-target kernel files, as coverage reads them
+            folder = "/".join(parts[: parts.index("library") + 1]) + "/"
+            self.kernel_dirs.setdefault(folder, []).append(name)
+        if keep is False:
+            self.dropped.append(rel)
+            return True
+        return False
+
+    def split_into(self, rel: str, source: Path, copy: Path) -> bool:
+        """Write the family's split of ``source`` to ``copy``; False when it has no device code to split."""
+        from cairn.audit.binary import audit_file
+        from cairn.audit.model import FATBIN
+        from cairn.audit.split import split_audited
+
+        before = audit_file(source, display=rel, registry=self.registry)
+        if before.kind != FATBIN or not before.bundles:
+            return False
+        report = split_audited(source, copy, self.devices, before, self.registry)
+        self.before.append(before)
+        self.after.append(audit_file(copy, display=rel, registry=self.registry))
+        self.log.write(f"split {rel} for {self.family}: device code {report.device_bytes_before} → "
+                       f"{report.device_bytes_after} bytes ({', '.join(report.targets_after) or 'host only'})\n")
+        return True
+
+    def coverage(self) -> dict[str, Any]:
+        """Per target: covered, or the libraries that were built without its code (the family is then partial).
+        A library whose original carries a target's code but whose split copy does not fails the build."""
+        from cairn.audit.report import AuditReport
+
+        before = AuditReport(tuple(self.before), len(self.before), self.registry)
+        after = AuditReport(tuple(self.after), len(self.after), self.registry)
+        result: dict[str, Any] = {"device_binaries": len(self.after), "dropped_data_files": len(self.dropped),
+                                  "targets_everywhere": list(after.targets_everywhere), "coverage": {}, "partial": {}}
+        for target in self.targets:
+            had, has = before.coverage(target), after.coverage(target)
+            lost = sorted({g.path for g in has.gaps} - {g.path for g in had.gaps})
+            if lost:
+                raise CheckFailed(f"rocm-sdk-libraries-{self.family}: the split lost {target} code of {lost[0]}"
+                                  + (f" (+{len(lost) - 1} more)" if len(lost) > 1 else "")
+                                  + " — a Cairn bug: the original covers it; report it with the build log")
+            missing = sorted(g.path for g in has.gaps) + self._kernel_dirs_without(target)
+            result["coverage"][target] = {"covered": has.covered and not missing, "via": list(has.via), "missing": missing}
+            if missing:
+                result["partial"][target] = missing
+                self.log.write(f"audit: {target} partial — built without its code: {', '.join(missing)}\n")
+            else:
+                self.log.write(f"audit: {has.message()}\n")
         return result
-    failures = []
-    for target in targets:
-        coverage = report.coverage(target)
-        result["coverage"][target] = {"covered": coverage.covered, "via": list(coverage.via)}
-        log.write(f"audit: {coverage.message()}\n")
-        if not coverage.covered:
-            failures.append(coverage.message())
-    if failures:
-        raise CheckFailed(f"rocm-sdk-libraries-{family}: {failures[0]} — build the expansion libraries for every target of {family}")
-    return result
+
+    def _kernel_dirs_without(self, target: str) -> list[str]:
+        """Kernel-file folders (``lib/hipblaslt/library/``) with no file for ``target``: that library finds no
+        kernels on it, as surely as a fat binary without its code object."""
+        from cairn.audit.split import parse_devices
+        from cairn.audit.split_tree import keeps_data_file
+
+        device = parse_devices(target, self.registry)
+        return sorted(folder for folder, names in self.kernel_dirs.items()
+                      if not any(keeps_data_file(n, device, self.registry) for n in names))
 
 
 def write_report(out: Path, wheels: list[Path], extra: dict[str, Any]) -> None:
@@ -213,8 +292,10 @@ def build_sdk_wheel(out: Path, part: str, tree: Path, inputs: dict[str, Any], lo
     }[part]
     with scratch_dir(out) as scratch_name:
         scratch = Path(scratch_name)
-        staged = stage_part(tree, part, scratch, log, expansion_owned=expansion_owned, rpaths=rpaths)
+        split = FamilySplit(family, targets, log) if part == LIBRARIES else None
+        staged = stage_part(tree, part, scratch, log, expansion_owned=expansion_owned, rpaths=rpaths, split=split)
         extra: list[Member] = []
+        extra_description = ""
         report: dict[str, Any] = {"part": part, "sdk_version": version}
         requires: tuple[str, ...] = (f"rocm-sdk-core=={version}",)
         if part == CORE:
@@ -233,11 +314,8 @@ def build_sdk_wheel(out: Path, part: str, tree: Path, inputs: dict[str, Any], lo
             name, summary = "rocm-sdk-devel", "ROCm headers, hipcc, device bitcode and CMake files"
             manifest = None
         else:
-            lib_dir = scratch / "audit"
-            lib_dir.mkdir()
-            for item in staged:
-                os.link(item.source, lib_dir / Path(item.arcname).name)  # same filesystem as the store
-            report["audit"] = check_family_coverage(lib_dir, family, targets, log)
+            assert split is not None
+            report["audit"] = split.coverage()
             libs_info = scratch / "libraries.json"
             libs_info.write_text(json.dumps({"family": family, "targets": list(targets), "version": version,
                                              "audit": report["audit"]}, indent=2, sort_keys=True) + "\n")
@@ -245,6 +323,11 @@ def build_sdk_wheel(out: Path, part: str, tree: Path, inputs: dict[str, Any], lo
             tag = tag_for(staged)
             name, summary = f"rocm-sdk-libraries-{family}", f"ROCm expansion libraries for {family} ({', '.join(targets)})"
             manifest = None
+            if report["audit"]["partial"]:
+                notes = "; ".join(f"{t}: no code in {', '.join(partial_name(m) for m in missing)}"
+                                  for t, missing in sorted(report["audit"]["partial"].items()))
+                summary += " — partial"
+                extra_description = f"\n\nPartial coverage, as the audit of these bytes shows: {notes}."
         if manifest is not None and manifest.is_file():
             staged.append(Staged(f"{ROOTS[CORE]}/share/cairn/manifest.json", manifest.resolve(), False))
         platform = tag.tag if tag else "any"
@@ -254,7 +337,7 @@ def build_sdk_wheel(out: Path, part: str, tree: Path, inputs: dict[str, Any], lo
         extra += licenses(tree, inputs.get("license_packages", {}).get(part))
         metadata = Metadata(name=name, version=version, summary=summary, requires_dist=requires,
                             requires_python=">=3.8", license="Various (see .dist-info/licenses)",
-                            description=f"{summary}.\n\nBuilt by Cairn from {inputs['release']} {version}.")
+                            description=f"{summary}.\n\nBuilt by Cairn from {inputs['release']} {version}.{extra_description}")
         wheel = write_wheel(out / "wheels", metadata, f"py3-none-{platform}", members_of(staged),
                             source_date_epoch=epoch, extra_dist_info=extra)
     write_report(out, [wheel], report)
@@ -279,12 +362,15 @@ def build_meta_wheel(out: Path, inputs: dict[str, Any]) -> Path:
 
 
 def expansion_paths(trees: Iterable[Path]) -> frozenset[str]:
-    """``lib/<file>`` paths provided by expansion components (their shared libraries go to libraries)."""
+    """Paths under ``lib/`` and ``share/`` provided by expansion components: their shared libraries and the
+    data those load at run time (``lib/rocblas/library/*``, ``share/miopen/db/*``) go to the libraries wheel,
+    never to core (which every family shares)."""
     owned = set()
     for tree in trees:
-        lib = tree / "lib"
-        if lib.is_dir():
-            owned |= {f"lib/{p.name}" for p in lib.iterdir() if ".so" in p.name}
+        for top in ("lib", "share"):
+            root = tree / top
+            if root.is_dir():
+                owned |= {p.relative_to(tree).as_posix() for p in root.rglob("*") if not p.is_dir() or p.is_symlink()}
     return frozenset(owned)
 
 

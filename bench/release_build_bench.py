@@ -1,0 +1,87 @@
+"""Cold build benchmark: what `nox -s build` does for the default release, from an empty store, timed per step.
+
+    python bench/release_build_bench.py --out bench/results/release_build.json [--store DIR] [--manifest NAME]
+
+Runs the front door's steps one after another, each as its own `cairn` process, exactly as `noxfile.py`'s
+build session does: `cairn build` (into an empty `--store`: every pinned input fetched, the build image made
+with mmdebstrap, every compile, wheel, image and gate), `cairn gate`, `cairn publish --dev-keys`,
+`cairn verify` and `cairn matrix`; then `cairn build` a second time, which must run 0 actions. The JSON records
+each step's wall seconds, the action counts of both builds, the ten slowest actions and the machine. Needs the
+services (`cairn services start`: DOCKER_HOST and CAIRN_REGISTRY in the environment, or its state file).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from machine import describe
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def run(step: list[str], env: dict[str, str]) -> float:
+    started = time.monotonic()
+    subprocess.run([sys.executable, "-m", "cairn.cli", *step], cwd=ROOT, env=env, check=True)
+    return round(time.monotonic() - started, 1)
+
+
+def summary(store: Path) -> dict[str, object]:
+    report = json.loads((store / "last-build.json").read_text())
+    actions = report["actions"]
+    counts: dict[str, int] = {}
+    for entry in actions.values():
+        counts[entry["status"]] = counts.get(entry["status"], 0) + 1
+    slowest = sorted(((entry.get("seconds") or 0.0, name) for name, entry in actions.items() if entry["status"] == "ran"),
+                     reverse=True)[:10]
+    return {"counts": dict(sorted(counts.items())), "slowest": [{"action": n, "seconds": round(s, 1)} for s, n in slowest]}
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--out", type=Path, required=True)
+    parser.add_argument("--store", type=Path, default=Path("/tmp/cairn-cold-build"))
+    parser.add_argument("--manifest", default="default")
+    args = parser.parse_args()
+    if args.store.exists():
+        shutil.rmtree(args.store)
+    store = str(args.store)
+    env = {**os.environ, "CAIRN_ROOT": str(ROOT)}
+    jobs = str(os.cpu_count() or 2)
+    keys = args.store / "keys" / "dev"
+    steps: dict[str, float] = {}
+    steps["cairn build (cold)"] = run(["build", args.manifest, "--store", store, "--jobs", jobs], env)
+    first = summary(args.store)
+    steps["cairn gate"] = run(["gate", "--store", store], env)
+    steps["cairn publish --dev-keys"] = run(["publish", "--dev-keys", "--store", store,
+                                             "--to", (args.store / "publish").as_uri()], env)
+    steps["cairn verify"] = run(["verify", str(args.store / "publish"), "--root", str(keys / "root.json")], env)
+    steps["cairn matrix"] = run(["matrix", "--store", store, "--root", str(keys / "root.json"), "--format", "html",
+                                 "--out", str(args.store / "matrix.html")], env)
+    steps["cairn build (second run)"] = run(["build", args.manifest, "--store", store, "--jobs", jobs], env)
+    second = summary(args.store)
+    result = {
+        "benchmark": "release_build",
+        "command": " ".join(["python", "bench/release_build_bench.py", *sys.argv[1:]]),
+        "manifest": args.manifest,
+        "machine": describe(),
+        "steps_seconds": steps,
+        "cold_total_seconds": round(sum(v for k, v in steps.items() if k != "cairn build (second run)"), 1),
+        "first_build": first,
+        "second_build": second,
+        "second_build_ran": second["counts"].get("ran", 0),
+    }
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text(json.dumps(result, indent=2, sort_keys=True) + "\n")
+    print(json.dumps({k: result[k] for k in ("steps_seconds", "cold_total_seconds", "second_build_ran")}, indent=2))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
