@@ -137,7 +137,10 @@ def test_an_image_whose_ggml_carries_only_gfx12_code_fails_the_static_gate_namin
         build_image(out=out, context=context, dockerfile=dockerfile, parent_tree=_tree(store, actions, f"image:llama-cpp@{TARGET}"),
                     parent_ref=push["reference"], epoch=1761811681, labels={}, tags=["wrong-target"],
                     record={"name": "llama-cpp", "target": TARGET}, log=log)
-    status, reason, _ = static_gate(out / "oci", TARGET, "7.2.4")
+    # the libraries the family's SDK wheel ships without gfx1100 code are accepted as partial, as the gate action does
+    report = json.loads((_tree(store, actions, f"package:rocm-sdk-libraries@{FAMILY}") / "report.json").read_text())
+    partial = tuple(report.get("audit", {}).get("partial", {}).get(TARGET, ()))
+    status, reason, _ = static_gate(out / "oci", TARGET, "7.2.4", partial=partial)
     assert status == "failed"
     assert "libggml-hip.so" in reason and TARGET in reason
 
