@@ -106,7 +106,7 @@ def cmake_script(args: Mapping[str, object], targets: Sequence[str], deps: int, 
     # where the time went: CPU and wall seconds per translation unit, slowest first, and their sums
     lines += ['echo "# build wall seconds: $(( $(date +%s) - started ))"',f"echo '# compile CPU seconds, wall seconds, object (slowest first)'; sort -rn {_TIMES}",
               f"awk '{{cpu += $1; n += 1}} END {{printf \"# %d compiles, %.0f CPU seconds\\n\", n, cpu}}' {_TIMES}",
-              f"awk '/\\.cu\\.o$/ {{cpu += $1; n += 1}} END {{printf \"# %d HIP compiles, %.0f CPU seconds\\n\", n, cpu}}' {_TIMES}"]
+              f"awk '/\\.cu\\.o$/ {{cpu += $1; n += 1}} END {{printf \"# %d .cu (HIP) compiles, %.0f CPU seconds\\n\", n, cpu}}' {_TIMES}"]
     return "\n".join(lines) + "\n"
 
 
