@@ -7,6 +7,7 @@ for one target only.
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -133,3 +134,75 @@ def test_the_python_package_comes_from_the_sdist_with_its_runtime_requirements(c
     assert "llama_cpp/server/app.py" in paths and all(p.startswith("llama_cpp/") for p in paths)
     assert not any(p.startswith("llama_cpp/lib/") for p in paths)  # the libraries are ours, not the sdist's
     assert requires == ["typing-extensions>=4.5.0", "numpy>=1.20.0", "diskcache>=5.6.1", "jinja2>=2.11.3"]
+
+
+DEVICE_LIBS = Path("/usr/lib/x86_64-linux-gnu/amdgcn/bitcode")
+
+
+@pytest.mark.hipcc
+@pytest.mark.slow
+def test_the_engine_wheel_packs_the_sdist_package_with_relinked_libraries_and_tools(cache_dir: Path, tmp_path: Path) -> None:
+    """The wheel runner on a build tree shaped like build:llama.cpp's (versioned sonames, symlinks, bin/), made
+    of real ELF files: a HIP library named libggml-hip (host hipcc, gfx1030), libllama needing it, a tool."""
+    import json
+    import zipfile
+    from types import SimpleNamespace
+
+    from cairn.errors import CheckFailed
+    from cairn.plan.graph import Action
+    from cairn.wheels.engine import run_engine_wheel
+
+    hipcc, gcc = need_tool("hipcc"), need_tool("gcc")
+    need_tool("patchelf")
+    built = tmp_path / "built"
+    (built / "lib").mkdir(parents=True)
+    (built / "bin").mkdir()
+    (tmp_path / "k.hip").write_text("#include <hip/hip_runtime.h>\n__global__ void k(float* x) { x[0] = 1.0f; }\n"
+                                    'extern "C" int ggml_hip_probe(void) { return 7; }\n')
+    subprocess.run([hipcc, "-shared", "-fPIC", f"--rocm-device-lib-path={DEVICE_LIBS}", "--offload-arch=gfx1030",
+                    "-Wl,-soname,libggml-hip.so.0", "-o", built / "lib" / "libggml-hip.so.0.9.7", tmp_path / "k.hip"],
+                   check=True, capture_output=True, env={**os.environ, "HIP_PLATFORM": "amd"})
+    (built / "lib" / "libggml-hip.so.0").symlink_to("libggml-hip.so.0.9.7")
+    (built / "lib" / "libggml-hip.so").symlink_to("libggml-hip.so.0")
+    (tmp_path / "llama.c").write_text("int ggml_hip_probe(void); int llama_probe(void) { return ggml_hip_probe(); }\n")
+    subprocess.run([gcc, "-shared", "-fPIC", "-Wl,-soname,libllama.so.0", "-o", built / "lib" / "libllama.so.0.0.1",
+                    tmp_path / "llama.c", f"-L{built / 'lib'}", "-lggml-hip"], check=True)
+    (built / "lib" / "libllama.so.0").symlink_to("libllama.so.0.0.1")
+    (tmp_path / "server.c").write_text("int llama_probe(void); int main(void) { return llama_probe() == 7 ? 0 : 1; }\n")
+    (built / "lib" / "libllama.so").symlink_to("libllama.so.0")
+    subprocess.run([gcc, "-o", built / "bin" / "llama-server", tmp_path / "server.c", f"-L{built / 'lib'}", "-lllama",
+                    f"-Wl,-rpath-link,{built / 'lib'}"], check=True)
+    sdist = llama_sdist(cache_dir)
+    inputs = {"build": "build:llama.cpp@gfx103X", "fetch": "fetch:sdist", "sdist": sdist.name, "package": "llama_cpp",
+              "project": "llama-cpp-python", "component": "llama.cpp", "device_libraries": ["libggml-hip.so"],
+              "targets": ["gfx1030"], "build_version": "0.3.36+rocm.7.2.4", "description": "test",
+              "requires": ["rocm-sdk[gfx1030]==7.2.4"], "source_date_epoch": 1761811681,
+              "tools_rpath": "/usr/local/lib/python3.14/dist-packages/llama_cpp/lib"}
+
+    def run(out: Path, **changes: object) -> None:
+        out.mkdir()
+        action = Action("package:llama-cpp-python@gfx103X", "package", {**inputs, **changes}, family="gfx103X")
+        with open(tmp_path / f"{out.name}.log", "w") as log:
+            run_engine_wheel(SimpleNamespace(action=action, out=out, log=log,
+                                             deps={"build:llama.cpp@gfx103X": built, "fetch:sdist": sdist.parent}))
+
+    out = tmp_path / "out"
+    run(out)
+    (wheel,) = (out / "wheels").glob("*.whl")
+    assert wheel.name.startswith("llama_cpp_python-0.3.36+rocm.7.2.4-py3-none-")
+    with zipfile.ZipFile(wheel) as archive:
+        names = set(archive.namelist())
+        metadata = archive.read("llama_cpp_python-0.3.36+rocm.7.2.4.dist-info/METADATA").decode()
+        archive.extractall(tmp_path / "site")
+    assert {"llama_cpp/__init__.py", "llama_cpp/lib/libllama.so", "llama_cpp/lib/libggml-hip.so"} <= names
+    assert not any(n.startswith("llama_cpp/lib/") and n.endswith((".so.0", ".so.0.9.7")) for n in names)
+    assert "Requires-Dist: rocm-sdk[gfx1030]==7.2.4" in metadata and "Requires-Dist: numpy>=1.20.0" in metadata
+    llama = elf.inspect(tmp_path / "site" / "llama_cpp" / "lib" / "libllama.so")
+    assert llama is not None and llama.soname == "libllama.so" and "libggml-hip.so" in llama.needed
+    assert llama.runpath == "$ORIGIN:$ORIGIN/../../_rocm_sdk_core/lib:$ORIGIN/../../_rocm_sdk_libraries/lib"
+    tool = elf.inspect(out / "tools" / "llama-server")
+    assert tool is not None and "libllama.so" in tool.needed and tool.runpath == inputs["tools_rpath"]
+    assert json.loads((out / "report.json").read_text())["tools"] == ["llama-server"]
+    with pytest.raises(CheckFailed, match=r"libggml-hip\.so"):  # built for gfx1030, packaged for a family of gfx1100
+        run(tmp_path / "wrong", targets=["gfx1100"])
+    assert not list((tmp_path / "wrong").glob("wheels/*.whl"))
