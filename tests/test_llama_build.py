@@ -35,8 +35,24 @@ def _plan(manifest: Path = MANIFEST) -> dict:
     return plan_release(load_manifest(manifest, registry), registry, HOST).by_id()
 
 
-def test_every_family_gets_one_llama_build_with_the_code_objects_ggml_can_use() -> None:
-    plan = _plan()
+def _every_family(tmp_path: Path) -> Path:
+    """The default release with llama.cpp built for all of its families, not only the default's."""
+    path = tmp_path / "default.toml"
+    path.write_text(MANIFEST.read_text().replace('families = ["gfx110X-dgpu"]\n',
+                                                 'families = ["gfx94X-dcgpu", "gfx110X-dgpu", "gfx1151", "gfx120X-all", "gfx90a-dcgpu"]\n'))
+    return path
+
+
+def test_the_default_release_builds_llama_cpp_for_the_family_its_budget_holds_and_says_so_for_the_rest() -> None:
+    registry = load_registry()
+    plan = plan_release(load_manifest(MANIFEST, registry), registry, HOST)
+    built = sorted(a.id for a in plan.actions if a.id.startswith("build:llama.cpp@"))
+    assert built == ["build:llama.cpp@gfx110X-dgpu"]
+    assert "llama.cpp: not built for gfx1151 (its build.args.families names gfx110X-dgpu)" in plan.notes
+
+
+def test_every_family_gets_one_llama_build_with_the_code_objects_ggml_can_use(tmp_path: Path) -> None:
+    plan = _plan(_every_family(tmp_path))
     targets = {fam: plan[f"build:llama.cpp@{fam}"].inputs["targets"] for fam in
                ("gfx110X-dgpu", "gfx120X-all", "gfx1151", "gfx94X-dcgpu", "gfx90a-dcgpu")}
     assert targets == {
@@ -55,8 +71,8 @@ def test_every_family_gets_one_llama_build_with_the_code_objects_ggml_can_use() 
     assert args["build_targets"] == ["llama-cli", "llama-simple", "llama-server", "llama-bench"]
 
 
-def test_the_wheel_action_packages_each_family_build_and_the_index_lists_it() -> None:
-    plan = _plan()
+def test_the_wheel_action_packages_each_family_build_and_the_index_lists_it(tmp_path: Path) -> None:
+    plan = _plan(_every_family(tmp_path))
     wheel = plan["package:llama-cpp-python@gfx1151"]
     assert wheel.deps == ("build:llama.cpp@gfx1151", "fetch:pypi:llama_cpp_python-0.3.36.tar.gz", "package:rocm-sdk-core")
     assert wheel.inputs["build_version"] == "0.3.36+rocm.7.2.4.dev.1761811681"
@@ -67,13 +83,19 @@ def test_the_wheel_action_packages_each_family_build_and_the_index_lists_it() ->
     assert "package:llama-cpp-python@gfx1151" not in plan["index:gfx110X-dgpu"].deps
 
 
-def test_a_generic_target_that_leaves_a_family_member_out_is_refused_naming_the_file(tmp_path: Path) -> None:
+@pytest.mark.parametrize(("old", "new", "says"), [
+    ('"gfx120X-all" = "gfx12-generic"', '"gfx120X-all" = "gfx11-generic"', "does not cover gfx1200, gfx1201"),
+    ('families = ["gfx110X-dgpu"]', 'families = ["gfx110X-dgpu", "gfx950-dcgpu"]', "names gfx950-dcgpu, which the release does not build"),
+], ids=["generic-leaves-members-out", "family-not-in-release"])
+def test_a_bad_llama_build_choice_is_refused_in_one_line_naming_the_file(tmp_path: Path, old: str, new: str, says: str) -> None:
     bad = tmp_path / "default.toml"
-    bad.write_text(MANIFEST.read_text().replace('"gfx120X-all" = "gfx12-generic"', '"gfx120X-all" = "gfx11-generic"'))
+    text = _every_family(tmp_path).read_text() if "gfx120X" in old else MANIFEST.read_text()
+    assert old in text
+    bad.write_text(text.replace(old, new))
     result = subprocess.run([sys.executable, "-m", "cairn.cli", "plan", str(bad)], capture_output=True, text=True, cwd=ROOT)
     assert result.returncode == 2, result.stdout + result.stderr
     line, = result.stderr.strip().splitlines()
-    assert str(bad) in line and "does not cover gfx1200, gfx1201" in line and "Traceback" not in result.stderr
+    assert str(bad) in line and says in line and "Traceback" not in result.stderr
 
 
 def test_the_build_script_unpacks_the_sdist_in_the_container_and_installs_only_the_named_tools() -> None:
