@@ -228,3 +228,23 @@ def test_the_engine_wheel_packs_the_sdist_package_with_relinked_libraries_and_to
     with pytest.raises(CheckFailed, match=r"libggml-hip\.so"):  # built for gfx1030, packaged for a family of gfx1100
         run(tmp_path / "wrong", targets=["gfx1100"])
     assert not list((tmp_path / "wrong").glob("wheels/*.whl"))
+
+
+@pytest.mark.network
+@pytest.mark.slow
+def test_the_tiny_models_are_a_content_addressed_artifact_of_the_build(tmp_path: Path) -> None:
+    """``model:tiny-llama`` from the pinned sdist: the same bytes every time (the F32 model's sha256 is the one
+    docs/engines.md shows), with their references, and nothing else (the vocab is inside the models)."""
+    import json
+
+    store = tmp_path / "store"
+    result = subprocess.run([sys.executable, "-m", "cairn.cli", "build", "--family", "gfx110X-dgpu", "--only", "model:tiny-llama",
+                             "--store", str(store)], capture_output=True, text=True, cwd=ROOT, timeout=900)
+    assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-2000:]
+    record = json.loads((store / "last-build.json").read_text())["actions"]["model:tiny-llama"]
+    tree = store / "trees" / record["output"]
+    entries = json.loads((tree / "gate-inputs.json").read_text())
+    assert [e["quant"] for e in entries] == ["F32", "Q8_0"]
+    assert entries[0]["path"] == "tiny-llama-F32-f15569fe2acd2eee.gguf"
+    assert sorted(p.name for p in tree.iterdir()) == sorted(
+        ["gate-inputs.json", *(e["path"] for e in entries), *(e["reference"] for e in entries)])
