@@ -61,3 +61,14 @@ def test_agents_listed_with_a_device_pass_and_a_crash_never_does(check: ModuleTy
     fake_rocminfo(tmp_path, "Segmentation fault\n", 139)
     check.KFD = str(tmp_path / "no-kfd")
     assert check.rocminfo()["ok"] is False
+
+
+def test_llama_cpp_python_libraries_are_loaded_without_importing_the_package(check: ModuleType, tmp_path: Path,
+                                                                            monkeypatch: pytest.MonkeyPatch) -> None:
+    """The image has no NumPy, so ``import llama_cpp`` would fail; its lib/ is found from the spec alone."""
+    package = tmp_path / "site" / "llama_cpp"
+    (package / "lib").mkdir(parents=True)
+    (package / "__init__.py").write_text("raise ImportError('numpy is not installed')\n")
+    monkeypatch.syspath_prepend(str(tmp_path / "site"))
+    dirs, _ = check.sdk_library_dirs()
+    assert str(package / "lib") in dirs

@@ -15,6 +15,7 @@ cannot run a kernel.
 
 import ctypes
 import glob
+import importlib.util
 import json
 import os
 import subprocess
@@ -57,20 +58,26 @@ def rocminfo(kfd=None):
 
 
 def sdk_library_dirs():
-    """The installed SDK wheels' library directories (rocm_sdk), then Cairn's wheels' (cairn_smoke)."""
-    dirs = []
+    """The installed SDK wheels' library directories (rocm_sdk), then Cairn's wheels' (cairn_smoke, llama_cpp);
+    and what is wrong when the SDK itself is missing (the other directories are still checked)."""
+    dirs, problem = [], ""
     try:
         import rocm_sdk
     except ImportError as exc:
-        return [], f"rocm_sdk is not importable ({exc}): the image has no rocm-sdk-core wheel"
-    dirs += [str(d) for d in rocm_sdk.library_dirs()]
+        problem = f"rocm_sdk is not importable ({exc}): the image has no rocm-sdk-core wheel"
+    else:
+        dirs += [str(d) for d in rocm_sdk.library_dirs()]
     try:
         import cairn_smoke
     except ImportError:
         cairn_smoke = None
     if cairn_smoke is not None:
         dirs.append(os.path.join(os.path.dirname(cairn_smoke.__file__), "lib"))
-    return [d for d in dirs if os.path.isdir(d)], ""
+    # llama-cpp-python's libraries, located without importing it (its import needs NumPy, which images lack)
+    llama = importlib.util.find_spec("llama_cpp")
+    if llama is not None and llama.submodule_search_locations:
+        dirs.append(os.path.join(next(iter(llama.submodule_search_locations)), "lib"))
+    return [d for d in dirs if os.path.isdir(d)], problem
 
 
 def main():
