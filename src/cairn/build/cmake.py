@@ -96,17 +96,21 @@ def cmake_script(args: Mapping[str, object], targets: Sequence[str], deps: int, 
     launchers = " ".join(_quote(f"-DCMAKE_{lang}_{step}_LAUNCHER=python3;{_TIMER}")
                          for step in ("COMPILER", "LINKER") for lang in ("C", "CXX", "HIP"))
     lines += [f"cmake -S {source} -B /tmp/build -G {GENERATOR} {quoted} {launchers}", "started=$(date +%s)"]
+    build = f"cmake --build /tmp/build --parallel {jobs}" + (f" --target {' '.join(build_targets)}" if build_targets else "")
+    # the build's status is kept so where the time went is logged even for a build that fails
+    lines += ["status=0", f"{build} || status=$?",
+              # CPU and wall seconds per translation unit, slowest first, and their sums
+              'echo "# build wall seconds: $(( $(date +%s) - started ))"',
+              f"echo '# compile CPU seconds, wall seconds, object (slowest first)'; sort -rn {_TIMES}",
+              f"awk '{{cpu += $1; n += 1}} END {{printf \"# %d compiles, %.0f CPU seconds\\n\", n, cpu}}' {_TIMES}",
+              f"awk '/\\.cu\\.o$/ {{cpu += $1; n += 1}} END {{printf \"# %d .cu (HIP) compiles, %.0f CPU seconds\\n\", n, cpu}}' {_TIMES}",
+              'if [ "$status" -ne 0 ]; then exit "$status"; fi']
     if build_targets:
-        lines += [f"cmake --build /tmp/build --parallel {jobs} --target {' '.join(build_targets)}",
-                  "mkdir -p /out/bin /out/lib",
+        lines += ["mkdir -p /out/bin /out/lib",
                   *(f"cp -a /tmp/build/bin/{name} /out/bin/" for name in build_targets),
                   "find /tmp/build -name 'lib*.so*' \\( -type f -o -type l \\) -exec cp -a {} /out/lib/ \\;"]
     else:
-        lines += [f"cmake --build /tmp/build --parallel {jobs}", "cmake --install /tmp/build"]
-    # where the time went: CPU and wall seconds per translation unit, slowest first, and their sums
-    lines += ['echo "# build wall seconds: $(( $(date +%s) - started ))"',f"echo '# compile CPU seconds, wall seconds, object (slowest first)'; sort -rn {_TIMES}",
-              f"awk '{{cpu += $1; n += 1}} END {{printf \"# %d compiles, %.0f CPU seconds\\n\", n, cpu}}' {_TIMES}",
-              f"awk '/\\.cu\\.o$/ {{cpu += $1; n += 1}} END {{printf \"# %d .cu (HIP) compiles, %.0f CPU seconds\\n\", n, cpu}}' {_TIMES}"]
+        lines.append("cmake --install /tmp/build")
     return "\n".join(lines) + "\n"
 
 
