@@ -94,7 +94,17 @@ def tests(session: nox.Session) -> None:
     """The whole suite, real tools included (see .ci/run for the services it expects)."""
     session.install("-e", ".[test]")
     install_llama_cpp(session)
-    session.run("pytest", *session.posargs)
+    # the engine builds (llama.cpp with HIP for a family: ≥ 16 CPU-minutes each) are their own session
+    session.run("pytest", "-m", "not engine_build", *session.posargs)
+
+
+@nox.session
+def engines(session: nox.Session) -> None:
+    """The inference-engine tests that build an engine from source in the build image (tests marked engine_build)."""
+    ensure_host_packages(session, {**HOST_TOOLS, **CONTAINER_TOOLS}, HOST_FILES)
+    session.install("-e", ".[test]")
+    env = start_services(session)
+    session.run("pytest", "-m", "engine_build", *session.posargs, env=env)
 
 
 def install_llama_cpp(session: nox.Session) -> None:

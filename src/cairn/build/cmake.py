@@ -5,6 +5,24 @@ packages of components built before) read-only under ``/deps/<n>`` and on ``CMAK
 install prefix is a fresh ``/out``; the container has no network, so a configure step that tries to download
 fails instead of making the build depend on the day. The build tree lives in the container's own /tmp and is
 thrown away: only the installed files become the action's output.
+
+A pinned sdist (a ``pypi`` source: one ``.tar.gz``) is mounted as ``/src.tar.gz`` and unpacked inside the
+container, so nothing in the archive can choose a path on the host; ``source_subdir`` then names the CMake
+project in it (``llama_cpp_python-0.3.36/vendor/llama.cpp``). Three more args serve such vendored trees:
+
+- ``stage_deps = "debian"``: Debian's CMake package files locate themselves by their real path under
+  ``/usr/lib/x86_64-linux-gnu/cmake`` and cannot be used from ``/deps/<n>``, so each dependency's
+  ``include/`` and ``lib/`` are linked back into the image's ``/usr`` (the CMake files copied, since they
+  resolve symlinks) before configuring;
+- ``build_targets``: build only these targets (the tools a release ships, not every test and example) and
+  install by copying: executables to ``/out/bin``, shared libraries to ``/out/lib`` (their RPATH is the
+  project's install RPATH, e.g. ``$ORIGIN/../lib``);
+- ``device_libraries``: libraries that must carry device code for exactly the action's targets, checked
+  by the audit before the output is committed (a build that silently dropped a target fails here).
+
+Every compile runs under a small launcher that records its CPU seconds (user + system of the compiler,
+so a busy shared host does not inflate them) and wall seconds; the list and its sums go to the action's
+log, not its output, so the output stays reproducible and the log says where the build's time went.
 """
 
 from __future__ import annotations
@@ -21,13 +39,42 @@ from cairn.proc import require_tool, run
 GENERATOR = "Ninja"
 
 
-def cmake_script(args: Mapping[str, object], targets: Sequence[str], deps: int, jobs: int) -> str:
+ARCHIVE_IN_IMAGE = "/src.tar.gz"
+UNPACKED_IN_IMAGE = "/tmp/src"
+# Debian's multiarch prefix, where the CMake package files of the release's debs expect to live
+_DEB_LIBDIR = "/usr/lib/x86_64-linux-gnu"
+
+
+_TIMER, _TIMES = "/tmp/cairn-cpu-seconds.py", "/tmp/cairn-cpu-seconds.log"
+_TIMER_SOURCE = f"""
+import resource, subprocess, sys, time
+start = time.monotonic()
+code = subprocess.call(sys.argv[1:])
+used = resource.getrusage(resource.RUSAGE_CHILDREN)
+target = sys.argv[sys.argv.index("-o") + 1] if "-o" in sys.argv else "?"
+with open("{_TIMES}", "a") as log:
+    log.write(f"{{used.ru_utime + used.ru_stime:.1f}} {{time.monotonic() - start:.1f}} {{target}}\\n")
+sys.exit(code)
+"""
+
+
+def cmake_script(args: Mapping[str, object], targets: Sequence[str], deps: int, jobs: int, *,
+                 archive: bool = False) -> str:
     """The shell script run in the image (exposed so logs and tests can show it)."""
     subdir = str(args.get("source_subdir", "") or "")
     if subdir.startswith("/") or ".." in Path(subdir).parts:
         raise CairnError(f"cmake source_subdir '{subdir}' must stay inside the source tree")
-    source = f"/src/{subdir}".rstrip("/")
-    prefix_path = ";".join(f"/deps/{n}" for n in range(deps))
+    root = UNPACKED_IN_IMAGE if archive else "/src"
+    source = f"{root}/{subdir}".rstrip("/")
+    build_targets = [str(t) for t in args.get("build_targets", []) or []]  # type: ignore[union-attr]
+    for name in build_targets:
+        if not name.replace("-", "").replace("_", "").isalnum():
+            raise CairnError(f"cmake build target '{name}' is not a CMake target name (letters, digits, '-', '_')")
+    stage = str(args.get("stage_deps", "") or "")
+    if stage not in ("", "debian"):
+        raise CairnError(f"cmake stage_deps '{stage}' is not known (use \"debian\" or leave it out)")
+    # staged dependencies are found in /usr like the image's own packages; /deps/<n> would be found first
+    prefix_path = "" if stage == "debian" else ";".join(f"/deps/{n}" for n in range(deps))
     defines = ["-DCMAKE_INSTALL_PREFIX=/out", "-DCMAKE_BUILD_TYPE=Release", f"-DCMAKE_PREFIX_PATH={prefix_path}",
                "-DCMAKE_INSTALL_LIBDIR=lib"]
     if targets:
@@ -35,10 +82,36 @@ def cmake_script(args: Mapping[str, object], targets: Sequence[str], deps: int, 
         defines += [f"-DGPU_TARGETS={joined}", f"-DAMDGPU_TARGETS={joined}", f"-DCMAKE_HIP_ARCHITECTURES={joined}"]
     extra = [str(a) for a in args.get("cmake_args", []) or []]  # type: ignore[union-attr]
     quoted = " ".join(_quote(a) for a in [*defines, *extra])
-    return ("set -eu\n"
-            f"cmake -S {source} -B /tmp/build -G {GENERATOR} {quoted}\n"
-            f"cmake --build /tmp/build --parallel {jobs}\n"
-            "cmake --install /tmp/build\n")
+    lines = ["set -eu"]
+    if archive:
+        lines.append(f"mkdir -p {UNPACKED_IN_IMAGE} && tar -xzf {ARCHIVE_IN_IMAGE} -C {UNPACKED_IN_IMAGE} --no-same-owner")
+    if stage == "debian" and deps:
+        lines += [f"for d in {' '.join(f'/deps/{n}' for n in range(deps))}; do",
+                  '  if [ -d "$d/include" ]; then cp -rs "$d/include/." /usr/include/; fi',
+                  f'  if [ -d "$d/lib" ]; then cp -rs "$d/lib/." {_DEB_LIBDIR}/; fi',
+                  f'  if [ -d "$d/lib/cmake" ]; then cp -r --remove-destination "$d/lib/cmake/." {_DEB_LIBDIR}/cmake/; fi',
+                  "done"]
+    # every compile and link runs under a launcher that records its CPU seconds (not wall time: the host is shared)
+    lines += [f"cat > {_TIMER} <<'EOF'", _TIMER_SOURCE.strip(), "EOF", f"touch {_TIMES}"]
+    launchers = " ".join(_quote(f"-DCMAKE_{lang}_{step}_LAUNCHER=python3;{_TIMER}")
+                         for step in ("COMPILER", "LINKER") for lang in ("C", "CXX", "HIP"))
+    lines += [f"cmake -S {source} -B /tmp/build -G {GENERATOR} {quoted} {launchers}", "started=$(date +%s)"]
+    build = f"cmake --build /tmp/build --parallel {jobs}" + (f" --target {' '.join(build_targets)}" if build_targets else "")
+    # the build's status is kept so where the time went is logged even for a build that fails
+    lines += ["status=0", f"{build} || status=$?",
+              # CPU and wall seconds per translation unit, slowest first, and their sums
+              'echo "# build wall seconds: $(( $(date +%s) - started ))"',
+              f"echo '# compile CPU seconds, wall seconds, object (slowest first)'; sort -rn {_TIMES}",
+              f"awk '{{cpu += $1; n += 1}} END {{printf \"# %d compiles, %.0f CPU seconds\\n\", n, cpu}}' {_TIMES}",
+              f"awk '/\\.cu\\.o$/ {{cpu += $1; n += 1}} END {{printf \"# %d .cu (HIP) compiles, %.0f CPU seconds\\n\", n, cpu}}' {_TIMES}",
+              'if [ "$status" -ne 0 ]; then exit "$status"; fi']
+    if build_targets:
+        lines += ["mkdir -p /out/bin /out/lib",
+                  *(f"cp -a /tmp/build/bin/{name} /out/bin/" for name in build_targets),
+                  "find /tmp/build -name 'lib*.so*' \\( -type f -o -type l \\) -exec cp -a {} /out/lib/ \\;"]
+    else:
+        lines.append("cmake --install /tmp/build")
+    return "\n".join(lines) + "\n"
 
 
 def _quote(arg: str) -> str:
@@ -51,9 +124,10 @@ def cmake_in_image(source: Path, deps: Sequence[Path], out: Path, *, image: str,
     from cairn.services import engine_host
 
     docker = require_tool("docker", "docker.io")
-    script = cmake_script(args, targets, len(deps), jobs)
+    archive = source.is_file()
+    script = cmake_script(args, targets, len(deps), jobs, archive=archive)
     log.write(script)
-    mounts = ["-v", f"{source}:/src:ro"]
+    mounts = ["-v", f"{source}:{ARCHIVE_IN_IMAGE if archive else '/src'}:ro"]
     for n, dep in enumerate(deps):
         mounts += ["-v", f"{dep}:/deps/{n}:ro"]
     epoch = os.environ.get("SOURCE_DATE_EPOCH", "0")
@@ -63,3 +137,16 @@ def cmake_in_image(source: Path, deps: Sequence[Path], out: Path, *, image: str,
             env={"DOCKER_HOST": engine_host()}, log=log, timeout=4 * 3600)
         for entry in sorted(Path(work).iterdir()):
             os.replace(entry, out / entry.name)
+    check_device_code(out, args, targets)
+
+
+def check_device_code(out: Path, args: Mapping[str, object], targets: Sequence[str]) -> None:
+    """Every library named by ``device_libraries`` carries code for exactly ``targets`` (the audit's words)."""
+    from cairn.build.hip import check_coverage
+
+    for name in [str(n) for n in args.get("device_libraries", []) or []]:  # type: ignore[union-attr]
+        library = out / "lib" / name
+        if not library.is_file():
+            raise CairnError(f"the build installed no lib/{name} (device_libraries names it): "
+                             "check the build's targets and options")
+        check_coverage(library, targets)

@@ -143,7 +143,13 @@ def run_cmake(ctx: ActionContext) -> None:
     if not isinstance(toolchain, dict):
         raise CairnError(f"{ctx.action.id}: cmake builds run in the release's build image; the manifest names none")
     fetched = ctx.deps[ctx.action.deps[0]]
-    source = fetched / "src" if (fetched / "src").is_dir() else fetched
+    archives = sorted(fetched.glob("*.tar.gz"))
+    if (fetched / "src").is_dir():
+        source = fetched / "src"
+    elif len(archives) == 1:  # a pinned sdist: unpacked inside the build container
+        source = archives[0]
+    else:
+        source = fetched
     dep_trees = [ctx.deps[d] for d in ctx.action.deps[1:] if d not in (toolchain["image"], toolchain["push"])]
     cmake_in_image(source, dep_trees, ctx.out, image=_toolchain_image(ctx, toolchain),
                    args=inputs["build"]["args"], targets=inputs.get("targets", []), log=ctx.log)

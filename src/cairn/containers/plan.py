@@ -38,7 +38,7 @@ from cairn.services.engine import START_HINT
 from cairn.store.local import normalize_modes
 
 SCRIPTS = {"opt/cairn/bin/cairn-check": "cairn_check", "opt/cairn/bin/cairn-smoke": "cairn_smoke",
-           "opt/cairn/bin/cairn-jax": "cairn_jax"}
+           "opt/cairn/bin/cairn-jax": "cairn_jax", "opt/cairn/bin/cairn-llama": "cairn_llama"}
 FRAMEWORK_SCRIPTS = {"jax": ["opt/cairn/bin/cairn-jax"]}  # the gate scripts a framework image carries
 _SCRIPTS_DIR = Path(__file__).parent / "scripts"
 
@@ -111,6 +111,8 @@ def extend_plan(context: StageContext) -> None:
                     parts=[], scripts=["opt/cairn/bin/cairn-smoke"])
                 actions[f"push:smoke@{target}"] = _push_action(f"push:smoke@{target}", f"image:smoke@{target}",
                                                                registry_id, push_blocked)
+            _plan_engine_image(context, recipes.get("llama-cpp"), target, family, index, image_id,
+                               blocked=index_blocked or engine_blocked, push_blocked=push_blocked, registry_id=registry_id)
             for framework in context.manifest.frameworks:
                 recipe = recipes.get(framework.recipe)
                 if recipe is None:
@@ -144,6 +146,27 @@ def _library_env(wheels: list[str], python: str) -> dict[str, str]:
     if any(w.startswith("rocm-sdk-libraries") for w in wheels):
         return {"LD_LIBRARY_PATH": f"{_site(python)}/_rocm_sdk_libraries/lib"}
     return {}
+
+
+def _plan_engine_image(context: StageContext, recipe: ImageRecipe | None, target: str, family: str, index: str,
+                       runtime_id: str, *, blocked: str, push_blocked: str, registry_id: str) -> None:
+    """``image:llama-cpp@<target>``: the runtime (which has the family's SDK libraries wheel: hipBLAS, rocBLAS)
+    + the family's llama-cpp-python wheel from the index, and the engine's tools (relinked against that
+    wheel) in /opt/llama.cpp/bin."""
+    if recipe is None or not any(c.name == recipe.component for c in context.manifest.components):
+        return
+    package = f"package:{recipe.wheels[0]}@{family}"
+    if index in context.actions and package not in context.actions[index].deps:
+        context.notes.append(f"{recipe.name} image for {target}: {index} publishes no {recipe.wheels[0]} wheel; not built")
+        return
+    component = context.manifest.component(recipe.component)
+    action = _image_action(
+        context, recipe, target, family, version=component.version, blocked=blocked,
+        deps=[f"push:runtime@{target}", runtime_id, *([index] if index in context.actions else []), package],
+        parts=[{"dep": package, "src": "tools", "dest": "opt/llama.cpp/bin"}], scripts=["opt/cairn/bin/cairn-llama"])
+    context.actions[action.id] = action
+    push = f"push:{recipe.name}@{target}"
+    context.actions[push] = _push_action(push, action.id, registry_id, push_blocked)
 
 
 def _site(python: str) -> str:

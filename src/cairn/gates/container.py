@@ -22,8 +22,10 @@ def host_has_gpu() -> bool:
     return os.path.exists("/dev/kfd")
 
 
-def run_in_image(reference: str, command: list[str], *, gpu: bool, log: Any, timeout: int = 600) -> tuple[int, str]:
-    """Run ``command`` in ``registry/reference``; returns (exit code, output)."""
+def run_in_image(reference: str, command: list[str], *, gpu: bool, log: Any, timeout: int = 600,
+                 mounts: dict[str, str] | None = None) -> tuple[int, str]:
+    """Run ``command`` in ``registry/reference``; returns (exit code, output). ``mounts`` maps host
+    directories to read-only paths in the container (the gate's inputs, e.g. a model)."""
     client = docker_client()
     registry, _ = registry_address()
     image = f"{registry}/{reference}"
@@ -32,6 +34,8 @@ def run_in_image(reference: str, command: list[str], *, gpu: bool, log: Any, tim
     if gpu:
         options = {"network_mode": "host", "devices": ["/dev/kfd:/dev/kfd", "/dev/dri:/dev/dri"],
                    "group_add": ["video"], "security_opt": ["seccomp=unconfined"]}
+    if mounts:
+        options["volumes"] = {host: {"bind": inside, "mode": "ro"} for host, inside in sorted(mounts.items())}
     log.write(f"+ docker run {options} {image} {' '.join(command)}\n")
     container = client.containers.create(image, command, **options)
     try:
@@ -44,7 +48,7 @@ def run_in_image(reference: str, command: list[str], *, gpu: bool, log: Any, tim
     return code, output
 
 
-def _report(output: str) -> dict[str, Any]:
+def report_of(output: str) -> dict[str, Any]:
     start = output.find("{")
     try:
         return json.loads(output[start:]) if start >= 0 else {}
@@ -67,7 +71,7 @@ def container_gate(reference: str, commands: list[list[str]], *, gpu: bool, log:
     failures = []
     for command in commands:
         code, output = run_in_image(reference, command, gpu=gpu, log=log)
-        report = _report(output)
+        report = report_of(output)
         evidence[" ".join(command)] = {"exit": code, "report": report or output[-2000:]}
         if code != 0:
             detail = "; ".join(report.get("failures", [])[:3]) if report else _failure_lines(output)

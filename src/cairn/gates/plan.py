@@ -28,8 +28,13 @@ LAYOUT_VERSION = 1
 SDK_TEST = ["python3", "-m", "rocm_sdk", "test"]
 IN_CONTAINER = {"runtime": [["cairn-check"], SDK_TEST],
                 "smoke": [["cairn-check"], SDK_TEST, ["python3", "-m", "cairn_smoke"], ["cairn-smoke", "--cpu"]],
-                "jax": [["cairn-check"], ["cairn-jax", "--cpu"]]}
-ON_GPU = {"runtime": [["cairn-check"]], "smoke": [["cairn-smoke", "--gpu"]], "jax": [["cairn-jax", "--gpu"]]}
+                "jax": [["cairn-check"], ["cairn-jax", "--cpu"]],
+                "llama-cpp": [["cairn-check"], SDK_TEST, ["llama-cli", "--version"]]}
+ON_GPU = {"runtime": [["cairn-check"]], "smoke": [["cairn-smoke", "--gpu"]], "jax": [["cairn-jax", "--gpu"]],
+          "llama-cpp": [["cairn-check"]]}
+# images whose gates also run an engine on the project's own tiny model (cairn.gates.llama)
+ENGINE_IMAGES = {"llama-cpp": "model:tiny-llama"}
+TINY_MODEL_LAYOUT = 1
 
 
 @cache
@@ -61,8 +66,42 @@ def extend_plan(context: StageContext) -> None:
             libraries = f"package:rocm-sdk-libraries@{image.family}"
             if gate == "static-coverage" and libraries in context.actions:
                 deps += (libraries,)  # what its audit says the family's libraries lack: partial, not failed
+            if name in ENGINE_IMAGES and gate in ("in-container", "gpu"):
+                inputs["engine_inputs"] = ENGINE_IMAGES[name]
+                deps = (*deps, _tiny_model(context))
             action_id = f"gate:{gate}:{name}@{target}"
             context.actions[action_id] = Action(id=action_id, kind="gate", inputs=inputs, deps=deps, family=image.family)
+
+
+def _tiny_model(context: StageContext) -> str:
+    """``model:tiny-llama``: the seeded tiny models and their NumPy references, from the pinned sdist's vocab
+    (cairn.engines.llama.build) — a content-addressed artifact of the build, never a committed file."""
+    from importlib.metadata import version
+
+    from cairn.engines.llama.build import DEFAULT_SEED
+    from cairn.engines.llama.vocab import DEFAULT_VOCAB, SDIST
+
+    action_id = ENGINE_IMAGES["llama-cpp"]
+    if action_id not in context.actions:
+        fetch = f"fetch:pypi:{SDIST['filename']}"
+        h = hashlib.sha256()
+        for path in sorted((Path(__file__).parents[1] / "engines" / "llama").glob("*.py")):
+            h.update(path.name.encode() + b"\0" + path.read_bytes() + b"\0")
+        context.actions[action_id] = Action(id=action_id, kind="tiny-model", deps=(fetch,), inputs={
+            "layout": TINY_MODEL_LAYOUT, "code": h.hexdigest(), "seed": DEFAULT_SEED, "vocab": DEFAULT_VOCAB,
+            "sdist": SDIST["filename"], "gguf": version("gguf"), "numpy": version("numpy")})
+    return action_id
+
+
+def run_tiny_model(ctx: Any) -> None:
+    from cairn.engines.llama.build import build_gate_inputs
+    from cairn.engines.llama.vocab import extract_vocab
+
+    inputs = ctx.action.inputs
+    vocab = extract_vocab(ctx.deps[ctx.action.deps[0]] / inputs["sdist"], inputs["vocab"], ctx.out)
+    for entry in build_gate_inputs(vocab, ctx.out, inputs["seed"]):
+        ctx.log.write(f"{entry['quant']}: {entry['path']} ({entry['size']} bytes), reference {entry['reference']}\n")
+    vocab.unlink()  # the models carry the vocab; the artifact is the models and their references
 
 
 def run_gate(ctx: Any) -> None:
@@ -81,6 +120,12 @@ def run_gate(ctx: Any) -> None:
         status, reason, evidence = static_gate(image_tree / "oci", inputs["target"], inputs["rocm"], partial=partial)
     else:
         status, reason, evidence = container_gate(push["reference"], inputs["commands"], gpu=gate == "gpu", log=ctx.log)
+        if status == "passed" and inputs.get("engine_inputs"):
+            from cairn.gates.llama import llama_gate
+
+            status, reason, engine = llama_gate(push["reference"], ctx.deps[inputs["engine_inputs"]], gpu=gate == "gpu",
+                                                log=ctx.log)
+            evidence = {**evidence, "engine": engine}
     result = GateResult(gate, inputs["image"], inputs["target"], inputs["family"], push["digest"], status, reason, evidence)
     ctx.log.write(json.dumps(result.to_json(), indent=1, sort_keys=True) + "\n")
     if status == "failed":
@@ -99,3 +144,4 @@ def _known_partial(ctx: Any, target: str) -> tuple[str, ...]:
 
 
 extra_runners.register("gate", run_gate)
+extra_runners.register("tiny-model", run_tiny_model)

@@ -15,6 +15,7 @@ from pathlib import PurePosixPath
 from typing import Any
 from urllib.parse import urlparse
 
+from cairn.errors import ManifestError
 from cairn.model.manifest import Component, Manifest, Source
 from cairn.model.targets import Registry
 from cairn.plan.graph import Action, Plan, toposort
@@ -22,7 +23,7 @@ from cairn.plan.probe import Host
 from cairn.plan.toolchain import IMAGE_ID, PUSH_ID, toolchain_actions
 
 # Bumped whenever the code that performs an action kind changes what it writes: part of every key.
-LAYOUT_VERSIONS = {"fetch": 1, "deb-unpack": 1, "copy": 1, "hip": 1, "cmake": 1, "wheel-unpack": 1, "assemble": 1}
+LAYOUT_VERSIONS = {"fetch": 1, "deb-unpack": 1, "copy": 1, "hip": 1, "cmake": 2, "wheel-unpack": 1, "assemble": 1}
 
 
 # Later stages add their actions (package, image, gate, sign, publish) through ``extend_plan(context)``
@@ -84,12 +85,19 @@ def plan_release(manifest: Manifest, registry: Registry, host: Host, families: t
         if comp.pin_unknown:
             notes.append(f"{comp.name}: pin unknown — {comp.pin_unknown}")
         if comp.build.target_specific:
+            only = _only_families(manifest, comp)
             for fam in families:
+                if only is not None and fam not in only:
+                    notes.append(f"{comp.name}: not built for {fam} (its build.args.families names {', '.join(only)})")
+                    continue
                 targets = _component_targets(comp, fam, registry)
                 if not targets:
                     notes.append(f"{comp.name}: no targets of {fam} left after exclusions; not built for it")
                     continue
-                if toolchain:  # LLVM 22 has generic targets: one more code object that covers the family's members
+                chosen = comp.build.arg("family_targets")
+                if chosen is not None:  # the component says which code objects cover each family (llama.cpp)
+                    targets = _chosen_targets(manifest, comp, fam, targets, registry)
+                elif toolchain:  # LLVM 22 has generic targets: one more code object that covers the family's members
                     targets = (*targets, *sorted({g for t in targets if (g := registry.target(t).generic)} - set(targets)))
                 action = _build_action(comp, by_name, host, family=fam, targets=targets, toolchain=toolchain)
                 actions[action.id] = action
@@ -123,6 +131,43 @@ def _component_targets(comp: Component, family: str, registry: Registry) -> tupl
     excluded = set(registry.expand_all(comp.exclude_targets)) if comp.exclude_targets else set()
     targets = registry.targets_for_project(family, comp.project) if comp.project else registry.expand(family)
     return tuple(t for t in targets if t not in excluded)
+
+
+def _only_families(manifest: Manifest, comp: Component) -> tuple[str, ...] | None:
+    """``build.args.families``: the release families a costly per-family build is limited to (None: all)."""
+    named = comp.build.arg("families")
+    if named is None:
+        return None
+    names = tuple(str(n) for n in (_thaw(named) if isinstance(named, tuple) else [named]))
+    unknown = [n for n in names if n not in manifest.release.families]
+    if unknown:
+        raise ManifestError(manifest.path, f"{comp.name}: build.args.families names {', '.join(unknown)}, which the "
+                            f"release does not build", f"use families from [release] families ({', '.join(manifest.release.families)})")
+    return names
+
+
+def _chosen_targets(manifest: Manifest, comp: Component, family: str, exact: tuple[str, ...],
+                    registry: Registry) -> tuple[str, ...]:
+    """``family_targets`` of a component: the code objects named for ``family`` (a generic target that
+    covers every member), else the family's exact targets — never both, since each is a full compile.
+
+    A generic entry must cover every target of the family: a code object that leaves a member out would
+    make that member's GPU fail to load the library at run time."""
+    chosen = dict(_thaw(comp.build.arg("family_targets")) or {})
+    named = chosen.get(family)
+    if named is None:
+        return exact
+    names = [named] if isinstance(named, str) else list(named)
+    where = f"{comp.name}: family_targets.\"{family}\""
+    for name in names:
+        if not registry.known_processor(str(name)):
+            raise ManifestError(manifest.path, f"{where} names unknown gfx target '{name}'",
+                                "use a target or generic target from manifests/targets.toml")
+    left_out = [t for t in exact if not any(registry.can_run(str(n), t) for n in names)]
+    if left_out:
+        raise ManifestError(manifest.path, f"{where} = {names} does not cover {', '.join(left_out)}",
+                            "name a generic target whose members include every target of the family, or drop the entry")
+    return tuple(str(n) for n in names)
 
 
 def _fetch_action(fid: str, comp: Component, host: Host, content: str = "") -> Action:
@@ -193,7 +238,7 @@ def _build_action(comp: Component, by_name: dict[str, Component], host: Host, fa
         "layout": LAYOUT_VERSIONS[kind],
         "component": comp.name,
         "version": comp.version,
-        "build": {"kind": kind, "args": _thaw(comp.build.args)},
+        "build": {"kind": kind, "args": _build_args(comp)},
     }
     blocked = ""
     if kind in ("hip", "cmake"):
@@ -224,6 +269,13 @@ def _build_action(comp: Component, by_name: dict[str, Component], host: Host, fa
                    "(e.g. toolchain-rocm7)")
     return Action(id=build_id(comp, family), kind="build", inputs=inputs, deps=tuple(dict.fromkeys(deps)),
                   component=comp.name, family=family, blocked=blocked)
+
+
+def _build_args(comp: Component) -> Any:
+    """The build args as inputs. ``families`` only chooses which build actions exist and shapes no output,
+    so it is left out (adding a family must not rebuild the others)."""
+    args = _thaw(comp.build.args)
+    return {k: v for k, v in args.items() if k != "families"} if isinstance(args, dict) else args
 
 
 def _propagate_blocked(actions: tuple[Action, ...]) -> tuple[Action, ...]:

@@ -27,8 +27,8 @@ from cairn.build import extra_runners
 from cairn.errors import ManifestError
 from cairn.model.manifest import Framework
 from cairn.plan.graph import Action
-from cairn.plan.planner import LAYOUT_VERSIONS, StageContext, build_id
-from cairn.wheels import frameworks, index, sdk, wheelfile
+from cairn.plan.planner import LAYOUT_VERSIONS, StageContext, build_id, fetch_id
+from cairn.wheels import engine, frameworks, index, sdk, wheelfile
 from cairn.wheels.recipes import Recipe, known_recipes, load_recipe
 from cairn.wheels.versions import extra_name, framework_version, rocm_major, sdk_version
 
@@ -103,6 +103,30 @@ def extend_plan(context: StageContext) -> None:
                 "requires": [f"rocm-sdk[{extra_name(fam)}]=={version}"],
             }, (built, "package:rocm-sdk-core"), component=comp.name, family=fam, blocked=blocked_tools), (fam,))
 
+    for recipe in _recipes_of_kind(context, "engine"):
+        comp = manifest.component(recipe.component)
+        if comp.version not in recipe.versions:
+            raise ManifestError(manifest.path, f"component '{comp.name}' is version {comp.version}, which the engine recipe "
+                                f"{recipe.name} does not list", f"add [versions.\"{comp.version}\"] to recipes/wheels/{recipe.path.name}")
+        if comp.source.kind != "pypi":
+            raise ManifestError(manifest.path, f"component '{comp.name}' is packaged by the engine recipe {recipe.name}, "
+                                "which takes its Python package from a pinned sdist", "give it a source.pypi = { … } pin")
+        fetch = fetch_id(comp.source)
+        for fam in context.families:
+            built = build_id(comp, fam)
+            if built not in actions:
+                continue
+            add(Action(f"package:{recipe.project}@{fam}", "package", {
+                **base, "part": "engine", "recipe": recipe.name, "recipe_sha256": recipe.digest,
+                "project": recipe.project, "package": recipe.package, "component": comp.name, "build": built,
+                "fetch": fetch, "sdist": comp.source.get("filename"),
+                "device_libraries": list(comp.build.arg("device_libraries", ()) or ()),
+                "targets": list(actions[built].inputs.get("targets", registry.expand(fam))),
+                "build_version": framework_version(comp.version, version), "description": recipe.description,
+                "requires": [f"rocm-sdk[{extra_name(fam)}]=={version}"],
+                "tools_rpath": f"/usr/local/lib/python{release.python[0]}/dist-packages/{recipe.package}/lib",
+            }, (built, fetch, "package:rocm-sdk-core"), component=comp.name, family=fam, blocked=blocked_tools), (fam,))
+
     sdk_blocked = _closure_blocked(actions, "assemble:sdk")
     for framework in manifest.frameworks:
         recipe = load_recipe(framework.recipe)
@@ -120,11 +144,16 @@ def extend_plan(context: StageContext) -> None:
 
 
 def _hip_extensions(context: StageContext) -> list[Recipe]:
+    return _recipes_of_kind(context, "hip-extension")
+
+
+def _recipes_of_kind(context: StageContext, kind: str) -> list[Recipe]:
+    """Recipes of ``kind`` that package a per-family component this manifest builds."""
     names = {c.name for c in context.manifest.components if c.build.target_specific}
     found = []
     for name in known_recipes():
         recipe = load_recipe(name)
-        if recipe.kind == "hip-extension" and recipe.component in names:
+        if recipe.kind == kind and recipe.component in names:
             found.append(recipe)
     return found
 
@@ -351,6 +380,9 @@ def run_package(ctx: Any) -> None:
         return
     if part == "framework":
         frameworks.run_source(ctx)
+        return
+    if part == "engine":
+        engine.run_engine_wheel(ctx)
         return
     tree = ctx.deps["assemble:sdk"]
     owned = sdk.expansion_paths(tree_path for dep, tree_path in ctx.deps.items() if dep.startswith("build:"))

@@ -7,6 +7,8 @@ Three kinds (schema and examples in docs/wheels.md):
   ``exclude_targets``) against our own SDK wheels; pure-Python ones build once for every family.
 - ``mirror``: pinned upstream binary wheels, fetched, verified, audited and republished unchanged.
 - ``hip-extension``: one of our HIP components as a per-family Python wheel.
+- ``engine``: an upstream Python package taken from the sdist a ``cmake`` component compiled, with that
+  component's per-family libraries in ``<package>/lib`` (llama-cpp-python; cairn.wheels.engine).
 
 A manifest's ``[frameworks.<name>] recipe = "…" version = "…"`` picks a recipe and one of its versions.
 """
@@ -26,7 +28,7 @@ from cairn.model import tomlpos
 from cairn.model.manifest import Source, _freeze, check_fetched_name
 from cairn.names import safe_name
 
-KINDS = ("source", "mirror", "hip-extension")
+KINDS = ("source", "mirror", "hip-extension", "engine")
 _HEX40 = re.compile(r"^[0-9a-f]{40}$")
 _HEX64 = re.compile(r"^[0-9a-f]{64}$")
 _TOP = {"kind", "project", "description", "versions", "build", "component", "package"}
@@ -160,6 +162,10 @@ def load_recipe(name: str, path: Path | None = None) -> Recipe:
     for n, pin in enumerate(build.build_requires):
         if "==" not in pin:
             raise fail(("build", "build_requires", n), f"build requirement '{pin}' is not pinned", "pin it exactly: name==version")
+    if kind in ("hip-extension", "engine"):
+        for key in ("component", "package"):
+            if not isinstance(data.get(key), str) or not data[key]:
+                raise fail((), f"a {kind} recipe needs '{key}'", f'add {key} = "…"')
     if kind == "source" and (not build.commands or not build.wheel):
         raise fail(("build",), "a source recipe needs build.commands and build.wheel", "see docs/wheels.md")
     raw_versions = data.get("versions", {})
