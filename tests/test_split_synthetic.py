@@ -365,7 +365,7 @@ def test_a_family_libraries_wheel_is_cut_to_the_family_and_names_what_it_lacks(t
     import io
     import zipfile
 
-    from cairn.wheels import sdk
+    from cairn.wheels import elf, sdk
 
     tree = tmp_path / "tree"
     lib_dir = tree / "lib"
@@ -374,6 +374,10 @@ def test_a_family_libraries_wheel_is_cut_to_the_family_and_names_what_it_lacks(t
     write_elf(lib_dir / "libblas.so.5", section([ccob(bundle_for(["gfx1100", "gfx1101", "gfx942"]))]))
     write_elf(lib_dir / "libccl.so.1", section([ccob(bundle_for(["gfx1100", "gfx942"]))]))  # built without gfx1101
     (lib_dir / "libck_ops.a").write_bytes(b"!<arch>\n" + b"x" * 100)
+    (tree / "bin").mkdir()
+    write_elf(tree / "bin" / "ccltool", None)  # an expansion's tool (rcclras links librccl)
+    (lib_dir / "fft" / "1.0").mkdir(parents=True)
+    write_elf(lib_dir / "fft" / "1.0" / "fft_helper", None)  # a helper in a subdirectory (rocfft_rtc_helper)
     for name in ("TensileLibrary_gfx1100.dat", "TensileLibrary_gfx942.dat"):  # no gfx1101 kernel files
         (kernels / name).write_bytes(name.encode())
     owned = sdk.expansion_paths([tree])
@@ -394,6 +398,10 @@ def test_a_family_libraries_wheel_is_cut_to_the_family_and_names_what_it_lacks(t
         assert not [n for n in names if n.endswith(("gfx942.dat", ".a"))]
         blas = tmp_path / "libblas.so.5"
         blas.write_bytes(zf.read("_rocm_sdk_libraries/lib/libblas.so.5"))
+        for member, want in (("bin/ccltool", "$ORIGIN:$ORIGIN/../lib:$ORIGIN/../../_rocm_sdk_core/lib"),
+                             ("lib/fft/1.0/fft_helper", "$ORIGIN:$ORIGIN/../..:$ORIGIN/../../../../_rocm_sdk_core/lib")):
+            (tmp_path / "elf").write_bytes(zf.read(f"_rocm_sdk_libraries/{member}"))
+            assert elf.inspect(tmp_path / "elf").runpath == want, member  # finds the family's libraries, then core's
         metadata = zf.read(next(n for n in names if n.endswith(".dist-info/METADATA"))).decode()
     assert set(audit_file(blas).targets) == {"gfx1100", "gfx1101"}  # the gfx942 code is gone
     assert "— partial" in metadata and "gfx1101: no code in libccl.so.1, rocblas kernel files" in metadata

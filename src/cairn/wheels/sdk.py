@@ -19,7 +19,7 @@ import json
 import os
 import shutil
 import tempfile
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any
@@ -62,7 +62,7 @@ class Staged:
 
 
 def stage_part(tree: Path, part: str, scratch: Path, log: IO[str], *, expansion_owned: frozenset[str] = frozenset(),
-               rpaths: dict[str, str] | None = None, split: FamilySplit | None = None) -> list[Staged]:
+               rpaths: Callable[[str], str] | None = None, split: FamilySplit | None = None) -> list[Staged]:
     """Select ``part``'s files of the SDK tree, resolve symlinks, copy ELF files and set their RPATH.
 
     With ``split`` (the libraries wheel of one family), per-target data files of other targets are left out
@@ -96,8 +96,7 @@ def stage_part(tree: Path, part: str, scratch: Path, log: IO[str], *, expansion_
         info = elf.inspect(source)
         executable = bool(os.stat(source).st_mode & 0o111)
         if info is not None and rpaths is not None:
-            directory = str(Path(rel).parent)
-            rpath = rpaths.get(directory, rpaths.get("*", "$ORIGIN"))
+            rpath = rpaths(str(Path(rel).parent))
             copy = scratch / hashlib.sha256(f"{part}/{rel}".encode()).hexdigest()
             if split is None or not split.split_into(rel, source, copy):
                 shutil.copyfile(source, copy)
@@ -285,10 +284,13 @@ def build_sdk_wheel(out: Path, part: str, tree: Path, inputs: dict[str, Any], lo
     version = inputs["sdk_version"]
     epoch = inputs["source_date_epoch"]
     core_lib = f"{ROOTS[CORE]}/lib"
-    rpaths = {
-        CORE: {"lib": "$ORIGIN", "*": elf.origin_rpath("bin", "lib")},
-        DEVEL: {"*": elf.origin_rpath("bin", f"../{core_lib}")},
-        LIBRARIES: {"lib": elf.origin_rpath(f"{ROOTS[LIBRARIES]}/lib", core_lib)},
+    libraries = ROOTS[LIBRARIES]
+    rpaths: Callable[[str], str] = {  # the ELF file's directory in the tree → its run path
+        CORE: lambda d: "$ORIGIN" if d == "lib" else elf.origin_rpath("bin", "lib"),
+        DEVEL: lambda d: elf.origin_rpath("bin", f"../{core_lib}"),
+        # an expansion's libraries, its tools (bin/rcclras) and helpers in subdirectories
+        # (lib/rocfft/<v>/rocfft_rtc_helper) find the family's libraries and then core's
+        LIBRARIES: lambda d: elf.origin_rpath(f"{libraries}/{d}", f"{libraries}/lib", core_lib),
     }[part]
     with scratch_dir(out) as scratch_name:
         scratch = Path(scratch_name)
@@ -362,12 +364,12 @@ def build_meta_wheel(out: Path, inputs: dict[str, Any]) -> Path:
 
 
 def expansion_paths(trees: Iterable[Path]) -> frozenset[str]:
-    """Paths under ``lib/`` and ``share/`` provided by expansion components: their shared libraries and the
-    data those load at run time (``lib/rocblas/library/*``, ``share/miopen/db/*``) go to the libraries wheel,
-    never to core (which every family shares)."""
+    """Paths under ``bin/``, ``lib/`` and ``share/`` provided by expansion components: their shared libraries,
+    tools (``bin/rcclras`` links librccl) and the data they load at run time (``lib/rocblas/library/*``,
+    ``share/miopen/db/*``) go to the libraries wheel, never to core (which every family shares)."""
     owned = set()
     for tree in trees:
-        for top in ("lib", "share"):
+        for top in ("bin", "lib", "share"):
             root = tree / top
             if root.is_dir():
                 owned |= {p.relative_to(tree).as_posix() for p in root.rglob("*") if not p.is_dir() or p.is_symlink()}
