@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import importlib.util
 import os
+import sys
 from pathlib import Path
 from types import ModuleType
 
@@ -70,5 +71,7 @@ def test_llama_cpp_python_libraries_are_loaded_without_importing_the_package(che
     (package / "lib").mkdir(parents=True)
     (package / "__init__.py").write_text("raise ImportError('numpy is not installed')\n")
     monkeypatch.syspath_prepend(str(tmp_path / "site"))
+    for name in [m for m in sys.modules if m == "llama_cpp" or m.startswith("llama_cpp.")]:
+        monkeypatch.delitem(sys.modules, name)  # the real one, when another test of the session imported it
     dirs, _ = check.sdk_library_dirs()
     assert str(package / "lib") in dirs
