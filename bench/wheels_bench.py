@@ -1,8 +1,8 @@
-"""Wheels benchmark: wheel build time for the default release, index generation time, rebuild reproducibility.
+"""Wheels benchmark: wheel build time for the legacy Debian 12 release (rocm-5.2.3), index generation time, rebuild reproducibility.
 
     python bench/wheels_bench.py --out bench/results/wheels.json [--store DIR] [--family F ...]
 
-Builds the default release's SDK and wheels stage (with the frameworks it publishes: SGLang from its sdist,
+Builds that release's SDK and wheels stage (with the frameworks it publishes: SGLang from its sdist,
 the mirrored JAX plugin; no images) into ``--store``, then forgets the cache records of every wheel, mirror
 and index action and builds them again: the figure ``reproducible`` is true only when every rebuilt output
 tree has the same digest. The JSON records each rebuilt action's seconds, every wheel's size and the machine.
