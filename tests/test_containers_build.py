@@ -82,9 +82,9 @@ def test_images_are_built_pushed_and_labelled(built: Path, services: object) -> 
     assert sum(x["size"] for x in smoke["layers"][len(runtime["layers"]):]) < 1_000_000
     # the SDK came from the family index, pinned by the sha256 the index publishes
     index = built / "trees" / _actions(built)[f"index:{FAMILY}"]["output"] / FAMILY / "simple"
-    for record, project in ((runtime, "rocm-sdk-core"), (smoke, "cairn-smoke")):
-        published = json.loads((index / project / "index.v1.json").read_text())["files"][0]
-        assert [(w["filename"], w["sha256"]) for w in record["wheels"]] == [(published["filename"], published["hashes"]["sha256"])]
+    for record, projects in ((runtime, ["rocm-sdk-core", f"rocm-sdk-libraries-{FAMILY}"]), (smoke, ["cairn-smoke"])):
+        published = [json.loads((index / p / "index.v1.json").read_text())["files"][0] for p in projects]
+        assert [(w["filename"], w["sha256"]) for w in record["wheels"]] == [(f["filename"], f["hashes"]["sha256"]) for f in published]
     registry = current().registry  # type: ignore[union-attr]
     raw = proc.run(["skopeo", "inspect", "--tls-verify=false", f"docker://{registry}/cairn/smoke@{smoke['digest']}"])
     labels = json.loads(raw.stdout)["Labels"]
@@ -96,7 +96,7 @@ def test_images_are_built_pushed_and_labelled(built: Path, services: object) -> 
 
 
 def test_gates_pass_and_gpu_is_not_run(built: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    code = main(["gate", "--store", str(built), "--json"])
+    code = main(["gate", LEGACY, "--store", str(built), "--json"])
     report = json.loads(capsys.readouterr().out)
     status = {(r["gate"], r["image"]): r for r in report["results"]}
     for image in ("runtime", "smoke"):
@@ -105,7 +105,9 @@ def test_gates_pass_and_gpu_is_not_run(built: Path, capsys: pytest.CaptureFixtur
         gpu = status[("gpu", image)]
         if not os.path.exists("/dev/kfd"):
             assert (gpu["status"], gpu["reason"]) == ("not-run", "not run: no AMD GPU on this host")
-    assert "gfx90a: covered by all 1 binaries" in status[("static-coverage", "smoke")]["reason"]
+    # the smoke kernels and the family's math libraries (rocSPARSE, rocRAND) in the runtime layers under it
+    assert "gfx90a: covered by all 3 binaries" in status[("static-coverage", "smoke")]["reason"]
+    assert "gfx90a: covered by all 2 binaries" in status[("static-coverage", "runtime")]["reason"]
     # the in-container gate ran the SDK's own test and the smoke kernels' CPU references, for real
     evidence = json.loads((built / "trees" / _actions(built)[f"gate:in-container:smoke@{FAMILY}"]["output"]
                            / "gate.json").read_text())["evidence"]
@@ -174,14 +176,14 @@ def test_diff_names_the_layer_and_file(built: Path, capsys: pytest.CaptureFixtur
 
 
 def test_dockerfile_of_a_blocked_image_is_rendered_with_the_reason(built: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    assert main(["image", "dockerfile", f"sglang@{FAMILY}", "--store", str(built)]) == 1
+    assert main(["image", "dockerfile", f"sglang@{FAMILY}", LEGACY, "--store", str(built)]) == 1
     out = capsys.readouterr().out
     assert out.startswith(f"# BLOCKED: sglang 0.5.10.post1: sglang is in index:{FAMILY}, but its runtime needs torch")
     runtime = _record(built, f"image:runtime@{FAMILY}")
     assert f"FROM ${{REGISTRY}}/cairn/rocm@{runtime['digest']} AS wheels" in out
     assert "sglang-0.5.10.post1+rocm.5.2.3.dev.1700000000-py3-none-any.whl sha256:" in out
     assert f"torch (not in index:{FAMILY})" in out
-    assert main(["image", "dockerfile", f"runtime@{FAMILY}", "--store", str(built)]) == 0
+    assert main(["image", "dockerfile", f"runtime@{FAMILY}", LEGACY, "--store", str(built)]) == 0
     assert capsys.readouterr().out.startswith("# Rendered by cairn from dockerfiles/runtime.Dockerfile.j2")
 
 
