@@ -276,7 +276,8 @@ def test_a_library_debian_built_without_the_target_is_partial_only_where_its_aud
     hipcc = need_tool("hipcc")
     (tmp_path / "k.hip").write_text('#include <hip/hip_runtime.h>\n__global__ void k(float* x) { x[0] = 1; }\n')
     subprocess.run([hipcc, "-fPIC", "-shared", "--rocm-device-lib-path=/usr/lib/x86_64-linux-gnu/amdgcn/bitcode",
-                    "--offload-arch=gfx1030", "-o", tmp_path / "libother.so", tmp_path / "k.hip"],
+                    "--offload-arch=gfx1030", "-Wl,-rpath,$ORIGIN/../../_rocm_sdk_core/lib",  # finds libamdhip64 as shipped
+                    "-o", tmp_path / "libother.so", tmp_path / "k.hip"],
                    check=True, env={**os.environ, "HIP_PLATFORM": "amd"})
     code = (tmp_path / "libother.so").read_bytes()
     shipped = derive(runtime_layout, tmp_path / "partial", {f"{SITE}/_rocm_sdk_libraries/lib/libother.so": code})

@@ -42,7 +42,7 @@ def tree(store: Path, action: str) -> Path:
 def test_the_libraries_wheel_carries_gfx1151_code_and_names_what_it_lacks(store: Path, tmp_path: Path) -> None:
     report = json.loads((tree(store, f"package:rocm-sdk-libraries@{FAMILY}") / "report.json").read_text())
     # hipSPARSELt is built for gfx942/gfx950 only and RCCL without gfx1151: named, the family still ships
-    assert report["audit"]["partial"] == {TARGET: ["lib/hipsparselt/library/", "lib/libhipsparselt.so.0", "lib/librccl.so.1"]}
+    assert report["audit"]["partial"] == {TARGET: ["lib/libhipsparselt.so.0", "lib/librccl.so.1", "lib/hipsparselt/library/"]}
     (wheel,) = (tree(store, f"package:rocm-sdk-libraries@{FAMILY}") / "wheels").glob("*.whl")
     with zipfile.ZipFile(wheel) as zf:
         (tmp_path / "librocblas.so.5").write_bytes(zf.read("_rocm_sdk_libraries/lib/librocblas.so.5"))
