@@ -9,8 +9,10 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -40,7 +42,7 @@ def _records(store: Path, record: str = "last-build.json") -> dict[str, dict[str
 
 
 @pytest.fixture(scope="module")
-def two_builds(default_slice: Path, tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict, dict]:
+def two_builds(default_slice: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Path, dict, dict]]:
     """The session's default slice (umask 022) and a second fresh store elsewhere, under umask 077 and another
     TMPDIR, building the kernels and the wheels again (its debs from the first store's source mirror, so the
     archive is asked once): both must agree on every key and every output digest."""
@@ -55,7 +57,8 @@ def two_builds(default_slice: Path, tmp_path_factory: pytest.TempPathFactory) ->
                              "--store", str(store), "--jobs", "2"], capture_output=True, text=True, env=env, cwd=ROOT,
                             timeout=3000, preexec_fn=lambda: os.umask(0o077))
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
-    return default_slice, _records(default_slice, SLICE_RECORD), _records(store) | {"_store": {"key": "", "output": str(store), "status": ""}}
+    yield default_slice, _records(default_slice, SLICE_RECORD), _records(store) | {"_store": {"key": "", "output": str(store), "status": ""}}
+    shutil.rmtree(base)  # the second SDK (GBs): a CI disk holds the session's slice and one more store at a time
 
 
 def test_kernels_compile_in_the_build_image_for_the_target_and_its_generic(two_builds: tuple[Path, dict, dict]) -> None:
