@@ -9,6 +9,7 @@ from __future__ import annotations
 import os
 import shutil
 import tempfile
+import threading
 import urllib.error
 import urllib.request
 from pathlib import Path
@@ -37,6 +38,20 @@ def atomic_write(path: Path, data: bytes | str, mode: int = 0o644) -> None:
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
+
+
+def link_or_copy(source: Path, dest: Path) -> None:
+    """``dest`` becomes another name for ``source``'s bytes: a hard link where the filesystem allows one (the
+    store's files are immutable, and a GB deb or wheel is then stored once), else a copy. Made under a temp name
+    and renamed, so a reader or a racing writer only ever sees a complete file."""
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    tmp = dest.with_name(f".{dest.name}.{os.getpid()}.{threading.get_ident()}.link")
+    tmp.unlink(missing_ok=True)
+    try:
+        os.link(source, tmp)
+    except OSError:
+        shutil.copyfile(source, tmp)
+    os.replace(tmp, dest)
 
 
 def _open(url: str, timeout: float):  # type: ignore[no-untyped-def]

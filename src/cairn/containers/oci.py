@@ -14,7 +14,6 @@ import fnmatch
 import hashlib
 import json
 import os
-import shutil
 import tarfile
 import zlib
 from collections.abc import Iterable, Mapping
@@ -24,6 +23,7 @@ from pathlib import Path
 from typing import IO, Any
 
 from cairn.errors import CairnError
+from cairn.io import link_or_copy
 from cairn.names import relpath_problem
 
 LAYOUT_VERSION = 1
@@ -216,10 +216,7 @@ class Layout:
         """Reuse a blob another layout already holds (hard link: the store shares bytes between trees)."""
         dest = self.blob(layer.digest)
         if not dest.exists():
-            try:
-                os.link(source, dest)
-            except OSError:
-                shutil.copyfile(source, dest)
+            link_or_copy(source, dest)
 
     def write_image(self, config: Mapping[str, Any], layers: Iterable[Layer], annotations: Mapping[str, str],
                     tags: Iterable[str]) -> tuple[str, str, int]:
@@ -251,14 +248,7 @@ _CONFIG_KEYS = ("User", "ExposedPorts", "Env", "Entrypoint", "Cmd", "Volumes", "
 
 def _remember(record: Path, layer: Layer, blob: Path) -> None:
     """Keep ``blob`` (hard link) and its description in the layer cache; a race leaves one complete copy."""
-    record.parent.mkdir(parents=True, exist_ok=True)
-    gz = record.with_suffix(".gz")
-    tmp = gz.with_name(f".{gz.name}.{os.getpid()}")
-    try:
-        os.link(blob, tmp)
-    except OSError:
-        shutil.copyfile(blob, tmp)
-    os.replace(tmp, gz)
+    link_or_copy(blob, record.with_suffix(".gz"))
     text = json.dumps(layer.to_json(), sort_keys=True)
     tmp_record = record.with_name(f".{record.name}.{os.getpid()}")
     tmp_record.write_text(text)

@@ -16,7 +16,6 @@ import base64
 import contextlib
 import hashlib
 import os
-import shutil
 import tempfile
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -27,6 +26,7 @@ from urllib.parse import quote, urlparse
 from xml.sax.saxutils import escape
 
 from cairn.errors import CairnError
+from cairn.io import link_or_copy
 from cairn.names import relpath_problem
 from cairn.publish.s3http import ConnectionFailed, Response, S3Error, xml_text
 
@@ -170,15 +170,7 @@ class FileBackend:
                 self.counters.puts -= 1
                 self.counters.copies += 1
             return wrote
-        path.parent.mkdir(parents=True, exist_ok=True)
-        link = path.with_name(f".tmp-{path.name}")
-        link.unlink(missing_ok=True)
-        try:
-            os.link(origin, link)
-        except OSError:
-            shutil.copyfile(origin, link)
-            os.chmod(link, 0o644)
-        os.replace(link, path)
+        link_or_copy(origin, path)
         self.counters.copies += 1
         return True
 

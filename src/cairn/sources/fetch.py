@@ -19,6 +19,7 @@ from urllib.parse import urlparse
 
 from cairn import io, proc
 from cairn.errors import CairnError, PinMismatch
+from cairn.io import link_or_copy
 from cairn.paths import repo_root
 from cairn.sources.pypi import download_pinned
 from cairn.store.base import file_sha256
@@ -69,15 +70,8 @@ def _from_mirrors(sha256: str, dest: Path, log: IO[str], store_mirror: Path | No
 def keep_in_mirror(path: Path, sha256: str, store_mirror: Path) -> None:
     """Hard-link a verified input into the store's mirror, so the pin outlives the archive."""
     dest = store_mirror / mirror_key(sha256)
-    if dest.exists():
-        return
-    dest.parent.mkdir(parents=True, exist_ok=True)
-    tmp = dest.with_name(f".{sha256}.{os.getpid()}")
-    try:
-        os.link(path, tmp)
-    except OSError:
-        shutil.copyfile(path, tmp)
-    os.replace(tmp, dest)
+    if not dest.exists():
+        link_or_copy(path, dest)
 
 
 def fetch_deb_from_suite(source: Mapping[str, Any], out: Path, log: IO[str], store_mirror: Path | None = None) -> None:
