@@ -7,7 +7,6 @@ directory of this repository. The built trees are checked by what a user would l
 from __future__ import annotations
 
 import hashlib
-import http.server
 import os
 import signal
 import subprocess
@@ -26,30 +25,18 @@ from cairn.plan.planner import plan_release
 from cairn.plan.probe import Host
 from cairn.store.local import LocalStore
 from conftest import need_tool
+from servers import serve_directory
 
 HOST = Host(tools=frozenset({"git", "apt-get", "dpkg-deb", "pip"}), reachable_hosts=frozenset({"127.0.0.1"}))
 DELAY = {"seconds": 0.0}
-
-
-class _SlowHandler(http.server.SimpleHTTPRequestHandler):
-    def do_GET(self) -> None:
-        time.sleep(DELAY["seconds"])
-        super().do_GET()
-
-    def log_message(self, *args: object) -> None:
-        pass
 
 
 @pytest.fixture
 def http_dir(tmp_path: Path) -> Iterator[tuple[Path, str]]:
     root = tmp_path / "www"
     root.mkdir()
-    handler = lambda *a, **k: _SlowHandler(*a, directory=str(root), **k)  # noqa: E731
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    yield root, f"http://127.0.0.1:{server.server_address[1]}"
-    server.shutdown()
+    with serve_directory(root, DELAY) as base:
+        yield root, base
 
 
 def _archive(root: Path, name: str, content: bytes) -> str:

@@ -152,18 +152,10 @@ def test_bad_input_is_one_line(tmp_path, repository) -> None:
 
 @pytest.mark.s3
 def test_two_releases_of_a_repository_in_s3(tmp_path, monkeypatch) -> None:
-    from conftest import need_module
-    from test_publish_s3 import BUCKET, env, free_port  # the publishing tests' moto set-up
+    from servers import moto_s3
+    from test_publish_s3 import BUCKET, env  # the publishing tests' environment
 
-    moto_server = need_module("moto.server")
-    boto3 = need_module("boto3")
-    port = free_port()
-    server = moto_server.ThreadedMotoServer(ip_address="127.0.0.1", port=port, verbose=False)
-    server.start()
-    try:
-        s3 = {"endpoint": f"http://127.0.0.1:{port}"}
-        boto3.client("s3", endpoint_url=s3["endpoint"], region_name="us-east-1", aws_access_key_id="test",
-                     aws_secret_access_key="test").create_bucket(Bucket=BUCKET)
+    with moto_s3(BUCKET) as s3:
         environ = env(s3, tmp_path)
         for name in ("CAIRN_S3_ENDPOINT", "AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_DEFAULT_REGION"):
             monkeypatch.setenv(name, environ[name])
@@ -183,5 +175,3 @@ def test_two_releases_of_a_repository_in_s3(tmp_path, monkeypatch) -> None:
                               capture_output=True, text=True, env=environ, timeout=120)
         assert bare.returncode == 2 and bare.stderr.strip() == (
             f"cairn diff: s3://{BUCKET}/diff: holds 2 staged releases (5.2.3, 5.2.4) — name one as s3://{BUCKET}/diff@VERSION")
-    finally:
-        server.stop()

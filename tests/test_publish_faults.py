@@ -37,7 +37,8 @@ from cairn.publish.sample import write_sample_bundle
 from cairn.sign.keys import load_keys
 from cairn.sign.provenance import verify_attestation
 from cairn.sign.verify import fetch, verify_repository
-from test_publish_s3 import BUCKET, env, free_port, keys  # noqa: F401 - shared fixtures
+from servers import free_port
+from test_publish_s3 import BUCKET, env, keys  # noqa: F401 - shared fixtures
 
 pytestmark = pytest.mark.s3
 KILLS = int(os.environ.get("CAIRN_FAULT_KILLS", "20"))

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 import os
-import socket
 import subprocess
 import sys
 import time
@@ -17,6 +16,7 @@ from tuf.api.serialization.json import JSONSerializer
 from cairn.publish.sample import write_sample_bundle
 from cairn.sign.keys import init_keys, make_root
 from conftest import need_module
+from servers import moto_s3
 
 boto3 = need_module("boto3")
 moto_server = need_module("moto.server")
@@ -25,22 +25,10 @@ BUCKET = "cairn-releases"
 pytestmark = pytest.mark.s3
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 @pytest.fixture(scope="module")
 def s3():
-    port = free_port()
-    server = moto_server.ThreadedMotoServer(ip_address="127.0.0.1", port=port, verbose=False)
-    server.start()
-    endpoint = f"http://127.0.0.1:{port}"
-    client = boto3.client("s3", endpoint_url=endpoint, region_name="us-east-1", aws_access_key_id="test", aws_secret_access_key="test")
-    client.create_bucket(Bucket=BUCKET)  # private, as S3 makes it: cairn publish grants the public reads itself
-    yield {"server": server, "endpoint": endpoint, "client": client, "port": port}
-    server.stop()
+    with moto_s3(BUCKET) as server:
+        yield server
 
 
 @pytest.fixture(scope="module")

@@ -8,15 +8,12 @@ Every build is ``python -m cairn.cli build`` in its own process, read through it
 from __future__ import annotations
 
 import hashlib
-import http.server
 import io
 import json
 import os
-import socket
 import subprocess
 import sys
 import tarfile
-import threading
 import time
 import uuid
 from pathlib import Path
@@ -25,6 +22,7 @@ import pytest
 
 from cairn.store.archive import DamagedArchive, pack, unpack
 from conftest import need_module
+from servers import moto_s3, serve_directory
 
 boto3 = need_module("boto3")
 moto_server = need_module("moto.server")
@@ -35,32 +33,10 @@ DELAY = {"seconds": 0.0}
 pytestmark = pytest.mark.s3
 
 
-class _SlowHandler(http.server.SimpleHTTPRequestHandler):
-    def do_GET(self) -> None:
-        time.sleep(DELAY["seconds"])
-        super().do_GET()
-
-    def log_message(self, *args: object) -> None:
-        pass
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 @pytest.fixture(scope="module")
 def s3():
-    port = _free_port()
-    server = moto_server.ThreadedMotoServer(ip_address="127.0.0.1", port=port, verbose=False)
-    server.start()
-    endpoint = f"http://127.0.0.1:{port}"
-    client = boto3.client("s3", endpoint_url=endpoint, region_name="us-east-1", aws_access_key_id="test", aws_secret_access_key="test")
-    client.create_bucket(Bucket=BUCKET)
-    client.put_bucket_versioning(Bucket=BUCKET, VersioningConfiguration={"Status": "Enabled"})  # to count overwrites
-    yield {"endpoint": endpoint, "client": client}
-    server.stop()
+    with moto_s3(BUCKET, versioning=True) as server:  # versioned, to count overwrites
+        yield server
 
 
 @pytest.fixture
@@ -68,9 +44,11 @@ def manifest(tmp_path: Path):
     """A release of PARTS archive components served over loopback HTTP (slowed down by DELAY when asked)."""
     www = tmp_path / "www"
     www.mkdir()
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), lambda *a, **k: _SlowHandler(*a, directory=str(www), **k))
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    base = f"http://127.0.0.1:{server.server_address[1]}"
+    with serve_directory(www, DELAY) as base:
+        yield _manifest_served_at(tmp_path, www, base)
+
+
+def _manifest_served_at(tmp_path: Path, www: Path, base: str) -> Path:
     parts = ['[release]\nname = "cache-test"\nversion = "1.0.0"\nchannel = "dev"\nsource_date_epoch = 1700000000\n'
              'base_os = "debian-12"\nfamilies = ["gfx90a"]\n\n[core]']
     for n in range(PARTS):
@@ -81,8 +59,7 @@ def manifest(tmp_path: Path):
                      'build = { kind = "copy" }\n')
     path = tmp_path / "cache-test.toml"
     path.write_text("\n".join(parts))
-    yield path
-    server.shutdown()
+    return path
 
 
 @pytest.fixture

@@ -25,7 +25,7 @@ from cairn.publish.sample import write_sample_bundle
 from cairn.sign.cosign import PAYLOAD_TYPE, SIGNATURE_ANNOTATION, ImageName, Registry, payload, sign_image
 from cairn.sign.keys import init_keys, make_root
 from conftest import need_tool
-from test_publish_s3 import free_port
+from servers import free_port
 
 pytestmark = pytest.mark.registry
 

@@ -1,0 +1,69 @@
+"""Loopback servers the tests talk to for real: moto's S3 over HTTP, and a directory served over HTTP.
+
+One place for both, so every test that needs a bucket or an archive server starts it the same way.
+"""
+
+from __future__ import annotations
+
+import http.server
+import socket
+import threading
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+from conftest import need_module
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@contextmanager
+def moto_s3(bucket: str, *, versioning: bool = False) -> Iterator[dict[str, Any]]:
+    """A moto S3 server on a free loopback port with one private ``bucket`` (versioned when asked, so a test can
+    count overwrites): ``{"server", "endpoint", "client", "port"}``."""
+    moto_server = need_module("moto.server")
+    boto3 = need_module("boto3")
+    port = free_port()
+    server = moto_server.ThreadedMotoServer(ip_address="127.0.0.1", port=port, verbose=False)
+    server.start()
+    try:
+        endpoint = f"http://127.0.0.1:{port}"
+        client = boto3.client("s3", endpoint_url=endpoint, region_name="us-east-1", aws_access_key_id="test",
+                              aws_secret_access_key="test")
+        client.create_bucket(Bucket=bucket)  # private, as S3 makes it: cairn publish grants public reads itself
+        if versioning:
+            client.put_bucket_versioning(Bucket=bucket, VersioningConfiguration={"Status": "Enabled"})
+        yield {"server": server, "endpoint": endpoint, "client": client, "port": port}
+    finally:
+        server.stop()
+
+
+@contextmanager
+def serve_directory(root: Path, delay: dict[str, float] | None = None) -> Iterator[str]:
+    """``root`` over HTTP on loopback; each GET first sleeps ``delay["seconds"]`` (read per request, so a test
+    can slow the server down mid-way). Yields the base URL."""
+    pause = delay if delay is not None else {"seconds": 0.0}
+
+    class Handler(http.server.SimpleHTTPRequestHandler):
+        def __init__(self, *args: Any, **kwargs: Any) -> None:
+            super().__init__(*args, directory=str(root), **kwargs)
+
+        def do_GET(self) -> None:
+            time.sleep(pause["seconds"])
+            super().do_GET()
+
+        def log_message(self, *args: object) -> None:
+            pass
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}"
+    finally:
+        server.shutdown()
