@@ -26,10 +26,11 @@ from machine import describe
 ROOT = Path(__file__).resolve().parents[1]
 
 
-def run(step: list[str], env: dict[str, str]) -> float:
+def run(step: list[str], env: dict[str, str]) -> tuple[float, int]:
+    """Wall seconds and exit status of one `cairn` step (its output goes to this terminal, progress included)."""
     started = time.monotonic()
-    subprocess.run([sys.executable, "-m", "cairn.cli", *step], cwd=ROOT, env=env, check=True)
-    return round(time.monotonic() - started, 1)
+    status = subprocess.run([sys.executable, "-m", "cairn.cli", *step], cwd=ROOT, env=env).returncode
+    return round(time.monotonic() - started, 1), status
 
 
 def summary(store: Path) -> dict[str, object]:
@@ -40,7 +41,9 @@ def summary(store: Path) -> dict[str, object]:
         counts[entry["status"]] = counts.get(entry["status"], 0) + 1
     slowest = sorted(((entry.get("seconds") or 0.0, name) for name, entry in actions.items() if entry["status"] == "ran"),
                      reverse=True)[:10]
-    return {"counts": dict(sorted(counts.items())), "slowest": [{"action": n, "seconds": round(s, 1)} for s, n in slowest]}
+    failed = {name: entry.get("detail") for name, entry in actions.items() if entry["status"] == "failed"}
+    return {"counts": dict(sorted(counts.items())), "slowest": [{"action": n, "seconds": round(s, 1)} for s, n in slowest],
+            "failed": failed, "action_seconds_sum": round(sum(e.get("seconds") or 0.0 for e in actions.values()), 1)}
 
 
 def main() -> int:
@@ -56,15 +59,22 @@ def main() -> int:
     jobs = str(os.cpu_count() or 2)
     keys = args.store / "keys" / "dev"
     steps: dict[str, float] = {}
-    steps["cairn build (cold)"] = run(["build", args.manifest, "--store", store, "--jobs", jobs], env)
+    exits: dict[str, int] = {}
+    plan = [
+        ("cairn build (cold)", ["build", args.manifest, "--store", store, "--jobs", jobs]),
+        ("cairn gate", ["gate", args.manifest, "--store", store]),
+        ("cairn publish --dev-keys", ["publish", "--dev-keys", "--store", store, "--to", (args.store / "publish").as_uri()]),
+        ("cairn verify", ["verify", str(args.store / "publish"), "--root", str(keys / "root.json")]),
+        ("cairn matrix", ["matrix", "--store", store, "--root", str(keys / "root.json"), "--format", "html",
+                          "--out", str(args.store / "matrix.html")]),
+    ]
+    for name, step in plan:  # a failed step is recorded, and the steps after it (which need its output) not run
+        steps[name], exits[name] = run(step, env)
+        if exits[name] != 0:
+            break
     first = summary(args.store)
-    steps["cairn gate"] = run(["gate", "--store", store], env)
-    steps["cairn publish --dev-keys"] = run(["publish", "--dev-keys", "--store", store,
-                                             "--to", (args.store / "publish").as_uri()], env)
-    steps["cairn verify"] = run(["verify", str(args.store / "publish"), "--root", str(keys / "root.json")], env)
-    steps["cairn matrix"] = run(["matrix", "--store", store, "--root", str(keys / "root.json"), "--format", "html",
-                                 "--out", str(args.store / "matrix.html")], env)
-    steps["cairn build (second run)"] = run(["build", args.manifest, "--store", store, "--jobs", jobs], env)
+    if all(code == 0 for code in exits.values()):
+        steps["cairn build (second run)"], exits["cairn build (second run)"] = run(plan[0][1], env)
     second = summary(args.store)
     result = {
         "benchmark": "release_build",
@@ -72,15 +82,17 @@ def main() -> int:
         "manifest": args.manifest,
         "machine": describe(),
         "steps_seconds": steps,
+        "steps_exit_status": exits,
+        "completed": all(code == 0 for code in exits.values()) and len(exits) == len(plan) + 1,
         "cold_total_seconds": round(sum(v for k, v in steps.items() if k != "cairn build (second run)"), 1),
         "first_build": first,
         "second_build": second,
-        "second_build_ran": second["counts"].get("ran", 0),
+        "second_build_ran": second["counts"].get("ran", 0) if "cairn build (second run)" in exits else None,
     }
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(result, indent=2, sort_keys=True) + "\n")
-    print(json.dumps({k: result[k] for k in ("steps_seconds", "cold_total_seconds", "second_build_ran")}, indent=2))
-    return 0
+    print(json.dumps({k: result[k] for k in ("steps_seconds", "steps_exit_status", "cold_total_seconds", "second_build_ran")}, indent=2))
+    return 0 if result["completed"] else 1
 
 
 if __name__ == "__main__":
