@@ -200,7 +200,7 @@ def test_cli_build_reports_counts_and_json(project) -> None:  # type: ignore[no-
 def test_image_builds_run_one_at_a_time_beside_other_work(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """An image build holds its GB tree several times over on disk: two at once filled the disk. With two
     jobs, image builds take turns while another kind of action runs beside them."""
-    from cairn.build import extra_runners
+    from cairn import stages
     from cairn.plan.graph import Action, Plan
 
     lock = threading.Lock()
@@ -219,7 +219,7 @@ def test_image_builds_run_one_at_a_time_beside_other_work(tmp_path: Path, monkey
             running[kind] -= 1
 
     for kind in running:
-        monkeypatch.setitem(extra_runners._REGISTRY, kind, runner)
+        monkeypatch.setitem(stages.RUNNERS, kind, runner)
     actions = (*(Action(f"image:{n}", "image-build", {"n": n}) for n in range(3)), Action("package:x", "package", {"n": 9}))
     report = execute(Plan("m", "0" * 64, actions), LocalStore(tmp_path / "store"), jobs=2)
     assert report.ok and peak == {"image-build": 1, "both": 2}

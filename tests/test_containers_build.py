@@ -18,7 +18,6 @@ import subprocess
 import sys
 import tarfile
 import tempfile
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -32,14 +31,12 @@ from cairn.containers.recipes import load_base
 from cairn.gates.container import container_gate
 from cairn.gates.plan import SDK_TEST
 from cairn.gates.static import static_gate
-from cairn.plan import planner
 from cairn.plan.prepare import load, make_plan
 from cairn.services import current, docker_client, services_dir
 from cairn.store.local import LocalStore
 from conftest import LEGACY, need, need_tool
 
 FAMILY = "gfx90a"
-STAGES = ["cairn.wheels.plan", "cairn.containers.plan", "cairn.gates.plan"]
 CONTAINER_KINDS = ("image:", "push:", "gate:")
 COMMANDS.setdefault("gate", ("cairn.gates.command", "gates"))
 COMMANDS.setdefault("image", ("cairn.containers.command", "images"))
@@ -47,15 +44,7 @@ pytestmark = [pytest.mark.slow, pytest.mark.docker, pytest.mark.registry]
 
 
 @pytest.fixture(scope="session")
-def stages() -> Iterator[None]:
-    saved = list(planner.STAGE_PLANNERS)
-    planner.STAGE_PLANNERS[:] = [*[m for m in saved if m not in STAGES], *STAGES]
-    yield
-    planner.STAGE_PLANNERS[:] = saved
-
-
-@pytest.fixture(scope="session")
-def built(services: object, stages: None, tmp_path_factory: pytest.TempPathFactory) -> Path:
+def built(services: object, tmp_path_factory: pytest.TempPathFactory) -> Path:
     store = tmp_path_factory.mktemp("store-a")
     code = main(["build", LEGACY, "--store", str(store), "--family", FAMILY, "--jobs", "2"])
     need(code == 0 or (store / "last-build.json").exists(), "the build ran")
@@ -122,7 +111,7 @@ def test_gates_pass_and_gpu_is_not_run(built: Path, capsys: pytest.CaptureFixtur
     assert "gfx908 skips static-coverage" in report["parity_gaps"] and code == 1
 
 
-def test_two_clean_builds_give_identical_digests(built: Path, tmp_path: Path, stages: None) -> None:
+def test_two_clean_builds_give_identical_digests(built: Path, tmp_path: Path) -> None:
     manifest, registry = load(LEGACY)
     plan = make_plan(manifest, registry, [FAMILY])
     store = LocalStore(tmp_path / "another" / "place" / "store-b")

@@ -5,22 +5,16 @@ from __future__ import annotations
 
 import pytest
 
-from cairn.plan import planner
 from cairn.plan.prepare import load, make_plan
 from conftest import LEGACY
 
-STAGES = ["cairn.wheels.plan", "cairn.containers.plan", "cairn.gates.plan"]
+STAGES = ["wheels", "images", "gates"]
 
 
 @pytest.fixture(scope="module")
 def actions() -> dict:
-    saved = list(planner.STAGE_PLANNERS)
-    planner.STAGE_PLANNERS[:] = STAGES
-    try:
-        manifest, registry = load(LEGACY)
-        return make_plan(manifest, registry, ["gfx90a"]).by_id()
-    finally:
-        planner.STAGE_PLANNERS[:] = saved
+    manifest, registry = load(LEGACY)
+    return make_plan(manifest, registry, ["gfx90a"], stages=STAGES).by_id()
 
 
 def test_images_install_from_the_family_index(actions: dict) -> None:
@@ -38,25 +32,15 @@ def test_sglang_is_blocked_by_torch_for_rocm(actions: dict) -> None:
 
 
 def test_without_the_wheels_stage_images_say_what_is_missing() -> None:
-    saved = list(planner.STAGE_PLANNERS)
-    planner.STAGE_PLANNERS[:] = ["cairn.containers.plan"]
-    try:
-        manifest, registry = load(LEGACY)
-        plan = make_plan(manifest, registry, ["gfx90a"]).by_id()
-    finally:
-        planner.STAGE_PLANNERS[:] = saved
+    manifest, registry = load(LEGACY)
+    plan = make_plan(manifest, registry, ["gfx90a"], stages=["images"]).by_id()
     assert plan["image:runtime@gfx90a"].blocked.startswith(
         "needs index:gfx90a: images install the release's wheels from the family index")
 
 
 def test_the_7_2_4_jax_image_is_checked_for_linkage_before_it_is_built() -> None:
-    saved = list(planner.STAGE_PLANNERS)
-    planner.STAGE_PLANNERS[:] = STAGES
-    try:
-        manifest, registry = load("default")
-        plan = make_plan(manifest, registry, ["gfx94X-dcgpu"]).by_id()
-    finally:
-        planner.STAGE_PLANNERS[:] = saved
+    manifest, registry = load("default")
+    plan = make_plan(manifest, registry, ["gfx94X-dcgpu"], stages=STAGES).by_id()
     image, link = plan["image:jax@gfx942"], plan["linkage:jax@gfx94X-dcgpu"]
     assert "linkage:jax@gfx94X-dcgpu" in image.deps and image.inputs["linkage"] == link.id
     wheels = ["numpy", "scipy", "ml-dtypes", "opt-einsum", "jaxlib", "jax", "jax-rocm7-pjrt", "jax-rocm7-plugin"]

@@ -34,7 +34,7 @@ def actions(tmp_path_factory) -> dict:
     manifest = tmp_path_factory.mktemp("m") / "rocm-7.2.4.toml"
     manifest.write_text((ROOT / "manifests" / "releases" / "default.toml").read_text() + ORT)
     registry = load_registry()
-    stages = ["cairn.wheels.plan", "cairn.containers.plan", "cairn.gates.plan", "cairn.publish.plan"]
+    stages = ["wheels", "images", "gates", "bundle"]
     return make_plan(load_manifest(manifest, registry), registry, [FAMILY], host=HOST, stages=stages).by_id()
 
 

@@ -24,7 +24,6 @@ import pytest
 from cairn.build.executor import execute
 from cairn.model.manifest import load_manifest
 from cairn.model.targets import load_registry
-from cairn.plan import planner
 from cairn.plan.prepare import make_plan
 from cairn.store.local import LocalStore
 from conftest import need_tool
@@ -47,12 +46,7 @@ def release_manifest(tmp: Path) -> Path:
 
 def build(manifest: Path, store: LocalStore):
     registry = load_registry()
-    stages = planner.STAGE_PLANNERS if "cairn.wheels.plan" in planner.STAGE_PLANNERS else [*planner.STAGE_PLANNERS, "cairn.wheels.plan"]
-    saved, planner.STAGE_PLANNERS = planner.STAGE_PLANNERS, stages
-    try:
-        plan = make_plan(load_manifest(manifest, registry), registry, [FAMILY])
-    finally:
-        planner.STAGE_PLANNERS = saved
+    plan = make_plan(load_manifest(manifest, registry), registry, [FAMILY])
     store.lock()
     try:
         report = execute(plan, store, jobs=2, only={f"index:{FAMILY}"})

@@ -14,7 +14,6 @@ import pytest
 from cairn.errors import ManifestError
 from cairn.model.manifest import load_manifest
 from cairn.model.targets import load_registry
-from cairn.plan import planner
 from cairn.plan.prepare import make_plan
 from cairn.plan.probe import Host
 from cairn.wheels.recipes import load_recipe
@@ -29,14 +28,8 @@ SET = {"jax", "jaxlib", "jax-rocm7-plugin", "jax-rocm7-pjrt"}
 
 
 def _plan(manifest: Path = MANIFEST, families: tuple[str, ...] = (FAMILY,)) -> dict:
-    saved = list(planner.STAGE_PLANNERS)
-    if "cairn.wheels.plan" not in planner.STAGE_PLANNERS:
-        planner.STAGE_PLANNERS.append("cairn.wheels.plan")
-    try:
-        registry = load_registry()
-        return make_plan(load_manifest(manifest, registry), registry, list(families), host=HOST).by_id()
-    finally:
-        planner.STAGE_PLANNERS[:] = saved
+    registry = load_registry()
+    return make_plan(load_manifest(manifest, registry), registry, list(families), host=HOST).by_id()
 
 
 def _py314_files() -> list:
@@ -102,14 +95,8 @@ def test_the_mirrored_plugin_is_unchanged_and_audited_for_its_generic_targets(tm
     from cairn.build.executor import execute
     from cairn.store.local import LocalStore
 
-    saved = list(planner.STAGE_PLANNERS)
-    if "cairn.wheels.plan" not in planner.STAGE_PLANNERS:
-        planner.STAGE_PLANNERS.append("cairn.wheels.plan")
-    try:
-        registry = load_registry()
-        plan = make_plan(load_manifest(MANIFEST, registry), registry, [FAMILY])
-    finally:
-        planner.STAGE_PLANNERS[:] = saved
+    registry = load_registry()
+    plan = make_plan(load_manifest(MANIFEST, registry), registry, [FAMILY])
     store = LocalStore(tmp_path / "store")
     store.lock()
     try:

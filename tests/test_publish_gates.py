@@ -30,7 +30,7 @@ def test_unplanned_gpu_gate_names_what_the_plan_lacked_not_the_hosts_gpu(tmp_pat
     would blame hardware that was never asked; the bundle says what the plan lacked."""
     registry = load_registry()
     manifest = load_manifest(LEGACY_MANIFEST, registry)
-    plan = make_plan(manifest, registry, stages=["cairn.wheels.plan", "cairn.publish.plan"])
+    plan = make_plan(manifest, registry, stages=["wheels", "bundle"])
     action = next(a for a in plan.actions if a.id == "bundle:release")
     run_bundle(SimpleNamespace(action=action, out=tmp_path, deps={}, log=io.StringIO()))
     target = "gfx90a"

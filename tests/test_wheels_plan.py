@@ -9,7 +9,6 @@ import pytest
 from cairn.errors import ManifestError
 from cairn.model.manifest import load_manifest
 from cairn.model.targets import load_registry
-from cairn.plan import planner
 from cairn.plan.prepare import make_plan
 from cairn.plan.probe import Host
 from cairn.wheels.recipes import load_recipe
@@ -24,12 +23,6 @@ SGLANG = ('[frameworks.sglang]\nrecipe = "sglang"\nversion = "0.5.10.post1"\nsou
 JAX_WHEEL = "jax_rocm7_plugin-0.10.0-cp311-cp311-manylinux_2_28_x86_64.whl"
 JAX = ('[frameworks.jax]\nrecipe = "jax"\nversion = "0.10.0"\nsource.pypi = { name = "jax-rocm7-plugin", version = "0.10.0", '
        f'filename = "{JAX_WHEEL}", sha256 = "41fc46f1ce64207f8f144cb0d89f304dadd4a4f4de5c541ad44de380afad43bd" }}\n')
-
-
-@pytest.fixture(autouse=True)
-def wheels_stage(monkeypatch):
-    monkeypatch.setattr(planner, "STAGE_PLANNERS", [*planner.STAGE_PLANNERS, "cairn.wheels.plan"]
-                        if "cairn.wheels.plan" not in planner.STAGE_PLANNERS else planner.STAGE_PLANNERS)
 
 
 def _plan(manifest: Path, families: list[str]):

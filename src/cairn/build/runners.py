@@ -216,17 +216,9 @@ def runner_for(action: Action) -> Runner:
         kind: Any = action.inputs["build"]["kind"]
         if kind in BUILD_RUNNERS:
             return BUILD_RUNNERS[kind]
-    from cairn.build import extra_runners
+    from cairn.stages import RUNNERS  # here, not at the top: the stages' own modules import this one
 
-    runner = extra_runners.lookup(action)
-    if runner is None:  # later stages register their runners when imported: import them all, then look again
-        import importlib
-
-        from cairn.plan.planner import STAGE_PLANNERS
-
-        for module in STAGE_PLANNERS:
-            importlib.import_module(module)
-        runner = extra_runners.lookup(action)
+    runner = RUNNERS.get(action.kind)
     if runner is None:
         raise CairnError(f"no runner for action kind '{action.kind}' ({action.id})")
     return runner

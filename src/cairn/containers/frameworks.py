@@ -16,8 +16,8 @@ from packaging.version import Version
 
 from cairn.containers.recipes import ImageRecipe
 from cairn.errors import CairnError
+from cairn.plan.context import StageContext
 from cairn.plan.graph import Action
-from cairn.plan.planner import StageContext
 
 
 def published(context: StageContext, family: str) -> dict[str, Action]:

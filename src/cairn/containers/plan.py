@@ -18,7 +18,6 @@ import shutil
 from pathlib import Path
 from typing import Any
 
-from cairn.build import extra_runners
 from cairn.containers import base as base_image
 from cairn.containers import image as engine_image
 from cairn.containers import publish
@@ -30,8 +29,8 @@ from cairn.containers.oci import LAYOUT_VERSION, rfc3339
 from cairn.containers.recipes import BaseRecipe, ImageRecipe, containers_dir, load_base, load_recipes
 from cairn.containers.render import TEMPLATE_SUFFIX, dockerfiles_dir, render
 from cairn.errors import CairnError
+from cairn.plan.context import StageContext
 from cairn.plan.graph import Action
-from cairn.plan.planner import StageContext
 from cairn.plan.probe import apt_versions
 from cairn.services import engine_host, registry_address
 from cairn.services.engine import START_HINT
@@ -88,7 +87,7 @@ def extend_plan(context: StageContext) -> None:
         index = f"index:{family}"
         index_blocked = "" if index in actions else (
             f"needs {index}: images install the release's wheels from the family index "
-            f"(add cairn.wheels.plan to STAGE_PLANNERS before cairn.containers.plan)")
+            f"(the wheels stage plans it, before the images stage: cairn.stages)")
         for target in context.registry.expand(family):
             runtime = recipes["runtime"]
             image_id = f"image:runtime@{target}"
@@ -311,7 +310,10 @@ def run_image(ctx: Any) -> None:
         shutil.rmtree(context_dir, ignore_errors=True)
 
 
-extra_runners.register("image-base", run_base)
-extra_runners.register("image-push", run_push)
-extra_runners.register("image-build", run_image)
-extra_runners.register("linkage", run_linkage)
+# the action kinds this stage adds, and what runs each (declared in cairn.stages)
+RUNNERS = {
+    "image-base": run_base,
+    "image-push": run_push,
+    "image-build": run_image,
+    "linkage": run_linkage,
+}

@@ -12,12 +12,11 @@ import json
 from pathlib import Path
 from typing import Any
 
-from cairn.build import extra_runners
 from cairn.coverage.model import ComponentCoverage, release_coverage
 from cairn.coverage.run import measure_component
 from cairn.model.targets import load_registry
+from cairn.plan.context import StageContext, build_id, fetch_id
 from cairn.plan.graph import Action
-from cairn.plan.planner import StageContext, build_id, fetch_id
 
 LAYOUT = 2
 RELEASE_ID = "coverage:release"
@@ -56,5 +55,8 @@ def run_release(ctx: Any) -> None:
     (ctx.out / "coverage.json").write_text(json.dumps(result, indent=2, sort_keys=True) + "\n")
 
 
-extra_runners.register("coverage", run_component)
-extra_runners.register("coverage-release", run_release)
+# the action kinds this stage adds, and what runs each (declared in cairn.stages)
+RUNNERS = {
+    "coverage": run_component,
+    "coverage-release": run_release,
+}

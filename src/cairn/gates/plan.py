@@ -2,8 +2,8 @@
 
 ``gate:<gate>:<image>@<target>`` depends on the image (its OCI layout, for the static gate) and on its
 push (the digest the in-container and GPU gates run). The GPU gate's key includes whether this host has
-a GPU, so a "not run" recorded here is never reused on a GPU host. Register with STAGE_PLANNERS after
-``cairn.containers.plan``.
+a GPU, so a "not run" recorded here is never reused on a GPU host. It comes after the images stage
+in ``cairn.stages``.
 """
 
 from __future__ import annotations
@@ -14,14 +14,13 @@ from functools import cache
 from pathlib import Path
 from typing import Any
 
-from cairn.build import extra_runners
 from cairn.errors import CheckFailed
 from cairn.gates.container import container_gate, host_has_gpu
 from cairn.gates.result import GateResult
 from cairn.gates.static import static_gate
 from cairn.gates.summary import BLOCKED_PREFIX
+from cairn.plan.context import StageContext
 from cairn.plan.graph import Action
-from cairn.plan.planner import StageContext
 
 LAYOUT_VERSION = 1
 # the commands each image's scripts answer to (see cairn/containers/scripts)
@@ -143,5 +142,8 @@ def _known_partial(ctx: Any, target: str) -> tuple[str, ...]:
     return tuple(report.get("audit", {}).get("partial", {}).get(target, ()))
 
 
-extra_runners.register("gate", run_gate)
-extra_runners.register("tiny-model", run_tiny_model)
+# the action kinds this stage adds, and what runs each (declared in cairn.stages)
+RUNNERS = {
+    "gate": run_gate,
+    "tiny-model": run_tiny_model,
+}

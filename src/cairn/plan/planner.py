@@ -9,56 +9,19 @@ Later stages append their own actions (package, image, audit, gate, sign, publis
 
 from __future__ import annotations
 
-import importlib
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from pathlib import PurePosixPath
 from typing import Any
 from urllib.parse import urlparse
 
+from cairn import stages as pipeline
 from cairn.errors import ManifestError
-from cairn.model.manifest import Component, Manifest, Source
+from cairn.model.manifest import Component, Manifest
 from cairn.model.targets import Registry
+from cairn.plan.context import LAYOUT_VERSIONS, StageContext, build_id, fetch_id
 from cairn.plan.graph import Action, Plan, toposort
 from cairn.plan.probe import Host
 from cairn.plan.toolchain import IMAGE_ID, PUSH_ID, toolchain_actions
-
-# Bumped whenever the code that performs an action kind changes what it writes: part of every key.
-LAYOUT_VERSIONS = {"fetch": 1, "deb-unpack": 1, "copy": 1, "hip": 1, "cmake": 2, "wheel-unpack": 1, "assemble": 1}
-
-
-# Later stages add their actions (package, image, gate, sign, publish) through ``extend_plan(context)``
-# in these modules, in this order; each may read the actions earlier stages added.
-STAGE_PLANNERS: list[str] = ["cairn.coverage.plan", "cairn.wheels.plan", "cairn.containers.plan", "cairn.gates.plan", "cairn.publish.plan"]
-
-
-@dataclass
-class StageContext:
-    """What a stage planner sees and extends: add actions to ``actions`` (id → Action), notes to ``notes``."""
-
-    manifest: Manifest
-    registry: Registry
-    host: Host
-    families: tuple[str, ...]
-    actions: dict[str, Action]
-    notes: list[str]
-
-
-def fetch_id(source: Source) -> str:
-    f = dict(source.fields)
-    if source.kind == "git":
-        repo = PurePosixPath(urlparse(f["url"]).path).name.removesuffix(".git")
-        return f"fetch:{repo}@{str(f.get('commit', 'unpinned'))[:12]}"
-    if source.kind == "archive":
-        return f"fetch:{PurePosixPath(urlparse(f['url']).path).name}"
-    if source.kind == "deb":
-        return f"fetch:deb:{f['package']}"
-    if source.kind == "pypi":
-        return f"fetch:pypi:{f['filename']}"
-    return f"fetch:path:{f['dir']}"
-
-
-def build_id(component: Component, family: str = "") -> str:
-    return f"build:{component.name}" + (f"@{family}" if family else "")
 
 
 def plan_release(manifest: Manifest, registry: Registry, host: Host, families: tuple[str, ...] = (),
@@ -66,7 +29,8 @@ def plan_release(manifest: Manifest, registry: Registry, host: Host, families: t
     """The full action graph for ``manifest``, restricted to ``families`` when given.
 
     ``path_digests`` maps each ``path`` source directory to its content digest, so editing our own
-    sources changes their fetch key. ``stages`` overrides ``STAGE_PLANNERS`` (``[]`` plans the SDK only).
+    sources changes their fetch key. ``stages`` names the later stages to plan (``cairn.stages``; default all of
+    them, ``[]`` plans the SDK only).
     """
     families = families or manifest.release.families
     for fam in families:
@@ -120,8 +84,8 @@ def plan_release(manifest: Manifest, registry: Registry, host: Host, families: t
         deps=tuple(neutral),
     )
     context = StageContext(manifest, registry, host, tuple(families), actions, notes)
-    for module_name in STAGE_PLANNERS if stages is None else stages:
-        importlib.import_module(module_name).extend_plan(context)
+    for stage in pipeline.chosen(stages):
+        stage.extend_plan(context)
     ordered = _propagate_blocked(toposort(actions.values()))
     return Plan(str(manifest.path.name), manifest.digest, ordered, tuple(notes))
 

@@ -1,6 +1,6 @@
 """Stage planner: ``bundle:release`` — the release bundle ``cairn publish`` signs and uploads.
 
-Runs after the wheels, containers and gates stages (register it last in ``STAGE_PLANNERS``). The action
+Runs after the wheels, images and gates stages (the last stage in ``cairn.stages``). The action
 depends on every ``index:<family>`` and ``package:*`` action and on every image, push and gate action of
 the plan that this host can run. What cannot run here (no Docker Engine, no registry, no GPU) is not a
 dependency: it is written into the action's inputs with its reason, and the bundle records it as a gate
@@ -23,9 +23,8 @@ import shutil
 from pathlib import Path
 from typing import Any
 
-from cairn.build import extra_runners
+from cairn.plan.context import StageContext
 from cairn.plan.graph import Action
-from cairn.plan.planner import StageContext
 from cairn.publish.bundle import write_bundle_json
 from cairn.store.base import file_sha256
 from cairn.wheels.sdk import partial_name
@@ -352,4 +351,7 @@ def _write_json(path: Path, data: dict[str, Any]) -> None:
     path.write_text(json.dumps(data, indent=1, sort_keys=True) + "\n")
 
 
-extra_runners.register("bundle", run_bundle)
+# the action kinds this stage adds, and what runs each (declared in cairn.stages)
+RUNNERS = {
+    "bundle": run_bundle,
+}

@@ -23,11 +23,10 @@ from typing import Any
 
 from packaging.version import Version
 
-from cairn.build import extra_runners
 from cairn.errors import ManifestError
 from cairn.model.manifest import Framework
+from cairn.plan.context import LAYOUT_VERSIONS, StageContext, build_id, fetch_id
 from cairn.plan.graph import Action
-from cairn.plan.planner import LAYOUT_VERSIONS, StageContext, build_id, fetch_id
 from cairn.wheels import engine, frameworks, index, sdk, wheelfile
 from cairn.wheels.recipes import Recipe, known_recipes, load_recipe
 from cairn.wheels.versions import extra_name, framework_version, rocm_major, sdk_version
@@ -417,7 +416,10 @@ def run_fetch_sdist(ctx: Any) -> None:
     download_pinned(fields["name"], fields["filename"], fields["sha256"], ctx.out, ctx.log, pinned_by="the recipe")
 
 
-extra_runners.register("package", run_package)
-extra_runners.register("mirror", frameworks.run_mirror)
-extra_runners.register("index", run_index)
-extra_runners.register("fetch-sdist", run_fetch_sdist)
+# the action kinds this stage adds, and what runs each (declared in cairn.stages)
+RUNNERS = {
+    "package": run_package,
+    "mirror": frameworks.run_mirror,
+    "index": run_index,
+    "fetch-sdist": run_fetch_sdist,
+}

@@ -1,0 +1,41 @@
+"""The pipeline's stages are declared once (``cairn.stages``): the planner and the executor find the same ones.
+
+Before, later stages registered their runners only when the planner happened to import them, so a process
+that ran a plan without planning first found no runner for a package or an image.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pytest
+
+from cairn import stages
+from cairn.build.runners import runner_for
+from cairn.plan.prepare import load, make_plan
+
+
+def test_a_runner_is_found_without_planning_first() -> None:
+    probe = ("from cairn.build.runners import runner_for; from cairn.plan.graph import Action; "
+             "print(*(runner_for(Action(f'{k}:x', k, {})).__name__ for k in ('package', 'image-build', 'gate', 'bundle')))")
+    proc = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.split() == ["run_package", "run_image", "run_gate", "run_bundle"]
+
+
+def test_every_action_of_the_default_release_has_a_runner() -> None:
+    manifest, registry = load("default")
+    plan = make_plan(manifest, registry)
+    kinds = {action.kind for action in plan.actions}
+    assert {"package", "index", "image-build", "gate", "bundle", "coverage"} <= kinds
+    for action in plan.actions:
+        runner_for(action)  # raises for a kind no stage declares
+
+
+def test_stages_run_in_pipeline_order_and_a_subset_keeps_it() -> None:
+    assert stages.NAMES == ("coverage", "wheels", "images", "gates", "bundle")
+    assert [s.name for s in stages.chosen(["bundle", "wheels"])] == ["wheels", "bundle"]
+    assert stages.chosen([]) == ()
+    with pytest.raises(ValueError, match="unknown stage.*imges.*the stages are coverage, wheels"):
+        stages.chosen(["imges"])
