@@ -37,5 +37,32 @@ def test_stages_run_in_pipeline_order_and_a_subset_keeps_it() -> None:
     assert stages.NAMES == ("coverage", "wheels", "images", "gates", "bundle")
     assert [s.name for s in stages.chosen(["bundle", "wheels"])] == ["wheels", "bundle"]
     assert stages.chosen([]) == ()
-    with pytest.raises(ValueError, match="unknown stage.*imges.*the stages are coverage, wheels"):
+    with pytest.raises(ValueError, match=r"unknown stage.*imges.*the stages are coverage, wheels"):
         stages.chosen(["imges"])
+
+
+def test_planning_asks_the_host_nothing(monkeypatch: pytest.MonkeyPatch, tmp_path) -> None:
+    """Every question to the host is in the snapshot (``Host``) taken before planning: with no tool on PATH and
+    no process allowed to start, the default release plans from a fixed snapshot, and what the snapshot says
+    (services, tool versions) is what the plan uses."""
+    from cairn.plan.probe import Host
+
+    manifest, registry = load("default")
+    archive: dict[str, dict[str, tuple[str, ...]]] = {}  # the archive still serves every pin
+    for component in manifest.components:
+        if component.source.kind == "deb" and component.source.get("suite"):
+            archive.setdefault(str(component.source.get("suite")), {})[str(component.source.get("package"))] = (
+                str(component.source.get("version")),)
+    host = Host(tools=frozenset({"git", "apt-get", "dpkg-deb", "hipcc", "cmake", "patchelf", "docker", "pip", "mmdebstrap"}),
+                docker_host="unix:///nowhere/docker.sock", registry="127.0.0.1:1", registry_id="fixed",
+                mmdebstrap_version="mmdebstrap 9.9", patchelf_version="patchelf 9.9", suite_versions=archive)
+
+    def refuse(*args: object, **kwargs: object) -> None:
+        raise AssertionError(f"planning started a process: {args[0]!r}")
+
+    monkeypatch.setenv("PATH", str(tmp_path))
+    monkeypatch.setattr(subprocess, "Popen", refuse)
+    plan = make_plan(manifest, registry, ["gfx1151"], host=host).by_id()
+    assert plan["image:base"].inputs["tool"] == "mmdebstrap 9.9" and not plan["image:base"].blocked
+    assert plan["package:rocm-sdk-core"].inputs["tools"]["patchelf"] == "patchelf 9.9"
+    assert plan["push:runtime@gfx1151"].inputs["registry_id"] == "fixed" and not plan["push:runtime@gfx1151"].blocked

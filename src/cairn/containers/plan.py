@@ -31,8 +31,7 @@ from cairn.containers.render import TEMPLATE_SUFFIX, dockerfiles_dir, render
 from cairn.errors import CairnError
 from cairn.plan.context import StageContext
 from cairn.plan.graph import Action
-from cairn.plan.probe import apt_versions
-from cairn.services import engine_host, registry_address
+from cairn.services import registry_address
 from cairn.services.engine import START_HINT
 from cairn.store.local import normalize_modes
 
@@ -75,8 +74,8 @@ def labels_for(context: StageContext, recipe: ImageRecipe | None, target: str, f
 def extend_plan(context: StageContext) -> None:
     recipes = load_recipes()
     base = load_base(name=context.manifest.release.base)
-    engine_blocked = "" if engine_host() else f"needs a Docker Engine — {START_HINT}"
-    registry, registry_id = registry_address()
+    engine_blocked = "" if context.host.docker_host else f"needs a Docker Engine — {START_HINT}"
+    registry, registry_id = context.host.registry, context.host.registry_id
     push_blocked = "" if registry else f"needs an OCI registry — {START_HINT}"
     release = context.manifest.release
     actions = context.actions
@@ -175,12 +174,12 @@ def _site(python: str) -> str:
 
 def _base_action(context: StageContext, base: BaseRecipe) -> Action:
     release = context.manifest.release
-    blocked = "" if shutil.which("mmdebstrap") else "needs mmdebstrap (apt-get install mmdebstrap)"
+    blocked = "" if "mmdebstrap" in context.host.tools else "needs mmdebstrap (apt-get install mmdebstrap)"
     # the host's apt can only vouch for a recipe of its own kind of suite (bookworm); a sid recipe's lock is
     # checked against the rootfs mmdebstrap produced (check_lock), which fails naming every difference
     if not blocked and base.check_valid_until and not base.suites:
         pins = base.pins()
-        have = apt_versions(pins)
+        have = context.host.apt_versions
         wrong = [f"{p}={v}" for p, v in pins.items() if have and v not in have.get(p, frozenset())]
         if wrong:
             blocked = f"apt cannot fetch {', '.join(wrong)} (the Debian point release moved): re-lock: cairn pins lock recipes/containers/{release.base}.toml"
@@ -191,16 +190,7 @@ def _base_action(context: StageContext, base: BaseRecipe) -> Action:
                 "epoch": release.source_date_epoch, "tag": tag,
                 "labels": {**labels_for(context, None, "", "", f"{base.repo}:{tag}"),
                            "org.opencontainers.image.version": base.name},
-                "tool": _tool_version("mmdebstrap")})
-
-
-def _tool_version(tool: str) -> str:
-    from cairn import proc
-
-    try:
-        return proc.run([tool, "--version"], check=False).stdout.strip()
-    except CairnError:
-        return ""
+                "tool": context.host.mmdebstrap_version})
 
 
 def _push_action(action_id: str, image_id: str, registry_id: str, blocked: str) -> Action:

@@ -40,10 +40,22 @@ def host_for(manifest: Manifest, store: Path | None = None) -> Host:
     """The one snapshot of the host planning reads: tools, services, apt and archive versions, the mirror."""
     urls = [str(c.source.get("url")) for c in manifest.components if c.source.kind in ("git", "archive")]
     debs = [c.source for c in manifest.components if c.source.kind == "deb"]
-    host_apt = [str(s.get("package")) for s in debs if not s.get("suite")]
+    host_apt = [str(s.get("package")) for s in debs if not s.get("suite")] + list(_base_pins_apt_checks(manifest))
     suite_pins = [(str(s.get("suite")), str(s.get("package"))) for s in debs if s.get("suite")]
     wanted = [str(s.get("sha256")) for s in debs if s.get("suite") and s.get("sha256")]
     return probe_host(urls, host_apt, suite_pins, store, wanted)
+
+
+def _base_pins_apt_checks(manifest: Manifest) -> list[str]:
+    """The image base's pinned packages when this host's apt can vouch for them (a bookworm base; a sid base
+    is checked against the rootfs it produces instead): the images stage reads their versions from the snapshot."""
+    from cairn.containers.recipes import load_base
+
+    try:
+        base = load_base(name=manifest.release.base)
+    except Exception:  # a broken recipe is reported by the images stage, which loads it again
+        return []
+    return sorted(base.pins()) if base.check_valid_until and not base.suites else []
 
 
 def make_plan(manifest: Manifest, registry: Registry, families: list[str] | None = None, host: Host | None = None,

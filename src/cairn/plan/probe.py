@@ -31,6 +31,7 @@ class Host:
     reachable_hosts: frozenset[str] = frozenset()
     apt_versions: dict[str, frozenset[str]] = field(default_factory=dict)  # package -> versions apt can fetch
     mmdebstrap_version: str = ""
+    patchelf_version: str = ""  # part of every wheel's key: patchelf rewrites what the wheels ship
     docker_host: str = ""  # the private Docker Engine (cairn services), "" when none runs
     registry: str = ""  # the local OCI registry, "" when none runs
     registry_id: str = ""  # changes whenever the registry's storage is new
@@ -148,6 +149,7 @@ def probe_host(urls: Iterable[str] = (), deb_packages: Iterable[str] = (), suite
         suite_versions=suite_versions(suite_pins),
         mirrored=mirrored(store, mirror_wanted),
         mmdebstrap_version=_version_of(["mmdebstrap", "--version"]).strip() if "mmdebstrap" in tools else "",
+        patchelf_version=_version_of(["patchelf", "--version"]).strip() if "patchelf" in tools else "",
         **_services(),
     )
 

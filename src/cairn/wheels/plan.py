@@ -16,7 +16,6 @@ zlib, this stage's layout and the runtime sources shipped in wheels) are inputs 
 
 from __future__ import annotations
 
-import subprocess
 from functools import cache
 from pathlib import Path
 from typing import Any
@@ -27,6 +26,7 @@ from cairn.errors import ManifestError
 from cairn.model.manifest import Framework
 from cairn.plan.context import LAYOUT_VERSIONS, StageContext, build_id, fetch_id
 from cairn.plan.graph import Action
+from cairn.plan.probe import Host
 from cairn.wheels import engine, frameworks, index, sdk, wheelfile
 from cairn.wheels.recipes import Recipe, known_recipes, load_recipe
 from cairn.wheels.versions import extra_name, framework_version, rocm_major, sdk_version
@@ -36,13 +36,6 @@ SDK_PARTS = ("rocm-sdk-core", "rocm-sdk-devel")
 
 
 @cache
-def patchelf_version() -> str:
-    try:
-        return subprocess.run(["patchelf", "--version"], capture_output=True, text=True, timeout=10).stdout.strip()
-    except OSError:
-        return ""
-
-
 @cache
 def code_digest() -> str:
     """sha256 of this stage's own modules: what they write changes only when they change."""
@@ -55,9 +48,9 @@ def code_digest() -> str:
     return h.hexdigest()
 
 
-def tool_inputs() -> dict[str, Any]:
+def tool_inputs(host: Host) -> dict[str, Any]:
     return {"layout": LAYOUT, "wheel_layout": wheelfile.LAYOUT, "zlib": wheelfile.ZLIB_VERSION,
-            "patchelf": patchelf_version(), "runtime": sdk.runtime_digest(), "code": code_digest()}
+            "patchelf": host.patchelf_version, "runtime": sdk.runtime_digest(), "code": code_digest()}
 
 
 def extend_plan(context: StageContext) -> None:
@@ -66,7 +59,7 @@ def extend_plan(context: StageContext) -> None:
     release = manifest.release
     version = sdk_version(release.version, release.channel, release.source_date_epoch)
     base = {"release": release.name, "channel": release.channel, "sdk_version": version,
-            "source_date_epoch": release.source_date_epoch, "tools": tool_inputs()}
+            "source_date_epoch": release.source_date_epoch, "tools": tool_inputs(context.host)}
     expansion = [build_id(c) for c in manifest.components if c.sdk != "core" and not c.build.target_specific]
     tree_deps = ("assemble:sdk", *expansion)
     blocked_tools = "" if "patchelf" in context.host.tools else "needs patchelf (apt-get install patchelf)"
