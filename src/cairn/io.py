@@ -26,13 +26,17 @@ def cache_dir(kind: str) -> Path:
     return folder
 
 
-def atomic_write(path: Path, data: bytes | str, mode: int = 0o644) -> None:
-    """Write ``data`` to ``path`` through a temp file in the same directory and ``os.replace``."""
+def atomic_write(path: Path, data: bytes | str, mode: int = 0o644, *, durable: bool = False) -> None:
+    """Write ``data`` to ``path`` through a temp file in the same directory and ``os.replace``; ``durable``
+    also flushes it to disk first (a record that must survive a power cut once its rename is seen)."""
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
     try:
         with os.fdopen(fd, "wb") as handle:
             handle.write(data.encode() if isinstance(data, str) else data)
+            if durable:
+                handle.flush()
+                os.fsync(handle.fileno())
         os.chmod(tmp, mode)
         os.replace(tmp, path)
     except BaseException:

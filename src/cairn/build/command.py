@@ -19,6 +19,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 
 from cairn.build.executor import BuildReport, Outcome, closure, execute
 from cairn.errors import CairnError
+from cairn.io import atomic_write
 from cairn.plan.graph import Action
 from cairn.plan.prepare import load, make_plan
 from cairn.store.local import LocalStore
@@ -126,6 +127,4 @@ def _print_summary(report: BuildReport, summary: dict) -> None:
 
 
 def _write_report(path: Path, data: dict) -> None:
-    tmp = path.with_suffix(".tmp")
-    tmp.write_text(json.dumps(data, indent=2) + "\n")
-    os.replace(tmp, path)
+    atomic_write(path, json.dumps(data, indent=2) + "\n")

@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import IO, Any
 
 from cairn.errors import CairnError
-from cairn.io import link_or_copy
+from cairn.io import atomic_write, link_or_copy
 from cairn.names import relpath_problem
 
 LAYOUT_VERSION = 1
@@ -249,10 +249,7 @@ _CONFIG_KEYS = ("User", "ExposedPorts", "Env", "Entrypoint", "Cmd", "Volumes", "
 def _remember(record: Path, layer: Layer, blob: Path) -> None:
     """Keep ``blob`` (hard link) and its description in the layer cache; a race leaves one complete copy."""
     link_or_copy(blob, record.with_suffix(".gz"))
-    text = json.dumps(layer.to_json(), sort_keys=True)
-    tmp_record = record.with_name(f".{record.name}.{os.getpid()}")
-    tmp_record.write_text(text)
-    os.replace(tmp_record, record)
+    atomic_write(record, json.dumps(layer.to_json(), sort_keys=True))
 
 
 def image_config(runtime: Mapping[str, Any], layers: list[Layer], history: list[Mapping[str, Any]], epoch: int,

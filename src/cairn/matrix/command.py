@@ -9,12 +9,11 @@ signed target), so a page is never rendered from a matrix that was modified afte
 from __future__ import annotations
 
 import argparse
-import os
 import sys
-import tempfile
 from pathlib import Path
 
 from cairn.errors import CairnError
+from cairn.io import atomic_write
 from cairn.matrix.model import CHANNELS, from_dict
 from cairn.matrix.render import registry_products, to_html, to_markdown
 
@@ -75,11 +74,6 @@ def run(args: argparse.Namespace) -> int:
     if args.out is None:
         sys.stdout.write(text)
         return 0
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=args.out.parent, prefix=f".{args.out.name}.")
-    with os.fdopen(fd, "w", encoding="utf-8") as handle:
-        handle.write(text)
-    os.chmod(tmp, 0o644)
-    os.replace(tmp, args.out)
+    atomic_write(args.out, text.encode("utf-8"))
     print(f"matrix ({len(matrix.cells)} cells, {args.format}) written to {args.out}", file=sys.stderr)
     return 0

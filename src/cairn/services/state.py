@@ -9,10 +9,11 @@ from __future__ import annotations
 
 import json
 import os
-import tempfile
 import urllib.request
 from dataclasses import asdict, dataclass
 from pathlib import Path
+
+from cairn.io import atomic_write
 
 SCHEMA = "cairn.services/v1"
 
@@ -66,12 +67,7 @@ def read_state(directory: Path | None = None) -> ServicesState | None:
 
 def write_state(state: ServicesState) -> Path:
     path = state_path(Path(state.dir))
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".state.")
-    with os.fdopen(fd, "w") as handle:
-        json.dump(state.to_json(), handle, indent=2, sort_keys=True)
-        handle.write("\n")
-    os.replace(tmp, path)
+    atomic_write(path, json.dumps(state.to_json(), indent=2, sort_keys=True) + "\n")
     return path
 
 

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import json
 import os
-import tempfile
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -21,6 +20,7 @@ from securesystemslib.signer import CryptoSigner, SSlibKey
 from tuf.api.metadata import Metadata, Root
 
 from cairn.errors import CairnError
+from cairn.io import atomic_write
 
 ROOT_KEYS = 3
 ROOT_THRESHOLD = 2
@@ -135,8 +135,4 @@ def _now() -> datetime:
 
 
 def _write(path: Path, data: bytes, mode: int) -> None:
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
-    with os.fdopen(fd, "wb") as handle:
-        handle.write(data)
-    os.chmod(tmp, mode)
-    os.replace(tmp, path)
+    atomic_write(path, data, mode)

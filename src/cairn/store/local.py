@@ -22,6 +22,7 @@ import tempfile
 from pathlib import Path
 
 from cairn.errors import CairnError
+from cairn.io import atomic_write
 from cairn.names import name_problem
 from cairn.store.base import ActionRecord, tree_digest
 
@@ -110,12 +111,7 @@ def normalize_modes(root: Path) -> None:
 
 
 def _atomic_write(path: Path, text: str) -> None:
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
-    with os.fdopen(fd, "w") as handle:
-        handle.write(text)
-        handle.flush()
-        os.fsync(handle.fileno())
-    os.replace(tmp, path)
+    atomic_write(path, text, durable=True)
 
 
 def _remove(path: Path) -> None:
