@@ -137,7 +137,7 @@ def bench_one(name: str, bundle_dir: Path, work: Path, keys_dir: Path, aws: str,
     files = [p for p in tree.rglob("*") if p.is_file()]
 
     def cairn_cmd(prefix: str) -> list[str]:
-        return [sys.executable, "-m", "cairn.publish", "publish", str(bundle_dir), "--to", f"s3://{BUCKET}/{prefix}",
+        return [sys.executable, "-m", "cairn.cli", "publish", str(bundle_dir), "--to", f"s3://{BUCKET}/{prefix}",
                 "--keys", str(keys_dir), "--json"]
 
     def aws_cmd(prefix: str) -> list[str]:

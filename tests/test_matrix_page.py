@@ -96,7 +96,7 @@ def test_markdown_lists_every_cell(repo):
 
 def test_cairn_matrix_verifies_the_signed_matrix(repo, tmp_path):
     env = {**os.environ, "CAIRN_TUF_CACHE": str(tmp_path / "tuf"), "CAIRN_ROOT": str(Path(__file__).parents[1])}
-    cmd = [sys.executable, "-m", "cairn.publish", "matrix", "--from", str(repo / "repo"), "--root", str(repo / "root.json")]
+    cmd = [sys.executable, "-m", "cairn.cli", "matrix", "--from", str(repo / "repo"), "--root", str(repo / "root.json")]
     out = subprocess.run([*cmd, "--format", "md"], capture_output=True, text=True, env=env, timeout=120)
     assert out.returncode == 0, out.stderr
     assert "| gfx90a | MI210, MI250, MI250X |" in out.stdout

@@ -174,12 +174,12 @@ def test_the_published_release_is_the_source_mirror(tmp_path: Path, monkeypatch:
     (keys.directory / "root.json").write_bytes(make_root(keys).to_bytes(JSONSerializer(compact=False)))
     repo = tmp_path / "repo"
     env = {"CAIRN_TUF_CACHE": str(tmp_path / "tuf")}
-    published = subprocess.run([sys.executable, "-m", "cairn.publish", "publish", str(bundle), "--to", repo.as_uri(),
+    published = subprocess.run([sys.executable, "-m", "cairn.cli", "publish", str(bundle), "--to", repo.as_uri(),
                                 "--keys", str(keys.directory), "--channel", "dev"], capture_output=True, text=True,
                                env={**os.environ, **env}, timeout=300)
     assert published.returncode == 0, published.stderr
     assert (repo / key).read_bytes() == deb.read_bytes()
-    verified = subprocess.run([sys.executable, "-m", "cairn.publish", "verify", str(repo / key), "--repo", str(repo),
+    verified = subprocess.run([sys.executable, "-m", "cairn.cli", "verify", str(repo / key), "--repo", str(repo),
                                "--root", str(keys.directory / "root.json")], capture_output=True, text=True,
                               env={**os.environ, "CAIRN_TUF_CACHE": str(tmp_path / "tuf2")}, timeout=300)
     assert verified.returncode == 0, verified.stdout + verified.stderr  # signed like every other target

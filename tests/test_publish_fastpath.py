@@ -20,7 +20,7 @@ pytestmark = pytest.mark.s3
 
 
 def cairn(args: list[str], environ: dict[str, str], check: bool = True) -> subprocess.CompletedProcess[str]:
-    proc = subprocess.run([sys.executable, "-m", "cairn.publish", *args], env=environ, capture_output=True, text=True, timeout=300)
+    proc = subprocess.run([sys.executable, "-m", "cairn.cli", *args], env=environ, capture_output=True, text=True, timeout=300)
     if check and proc.returncode != 0:
         raise AssertionError(f"cairn {' '.join(args)} exited {proc.returncode}: {proc.stderr}{proc.stdout}")
     return proc

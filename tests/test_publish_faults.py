@@ -225,7 +225,7 @@ def test_sigkill_at_points_across_the_publish_never_breaks_the_public_view(s3, k
     root = (keys / "root.json").read_bytes()
     keyset, signed_root = load_keys(keys), load_root(keys / "root.json")
     proxy = KillingProxy(s3["port"])
-    publish_cmd = [sys.executable, "-m", "cairn.publish", "publish", "--keys", str(keys), "--json"]
+    publish_cmd = [sys.executable, "-m", "cairn.cli", "publish", "--keys", str(keys), "--json"]
     via_proxy = {**environ, "CAIRN_S3_ENDPOINT": proxy.endpoint}
     # the public state every kill starts from: release 1.0.0 on the dev channel
     publish(load_bundle(write_sample_bundle(tmp_path / "b0", version="1.0.0")), S3Backend(BUCKET, "seed", s3["endpoint"]),

@@ -49,7 +49,7 @@ def keys(tmp_path_factory):
 
 def cairn(*args: str) -> subprocess.CompletedProcess[str]:
     environ = {**os.environ, "CAIRN_ROOT": str(ROOT)}
-    return subprocess.run([sys.executable, "-m", "cairn.publish", *args], env=environ, capture_output=True, text=True, timeout=300)
+    return subprocess.run([sys.executable, "-m", "cairn.cli", *args], env=environ, capture_output=True, text=True, timeout=300)
 
 
 def staged(tmp_path: Path, keys: Path) -> tuple[list[str], dict[str, str]]:
@@ -83,7 +83,7 @@ def test_gpu_verdict_reported_after_staging_is_recorded_and_gates_the_channel(tm
     assert report["held"] == {"5.4.0/gfx908/debian-12/py3.11/cairn-smoke-0.1.0": ["gpu: failed (saxpy: 3 of 1024 results wrong)"]}
     matrix = json.loads((tmp_path / "repo" / "staging" / "5.4.0" / "gates.json").read_text())
     assert matrix["5.4.0/gfx90a/debian-12/py3.11/cairn-smoke-0.1.0"]["gpu"] == {"status": "passed", "reason": ""}
-    verify = subprocess.run([sys.executable, "-m", "cairn.publish", "verify", str(tmp_path / "repo"), "--root", str(keys / "root.json")],
+    verify = subprocess.run([sys.executable, "-m", "cairn.cli", "verify", str(tmp_path / "repo"), "--root", str(keys / "root.json")],
                             env={**os.environ, "CAIRN_TUF_CACHE": str(tmp_path / "tuf")}, capture_output=True, text=True, timeout=300)
     assert verify.returncode == 0, verify.stderr + verify.stdout
 

@@ -46,7 +46,7 @@ def env(s3, tmp_path) -> dict[str, str]:
 
 
 def cairn(args: list[str], environ: dict[str, str], check: bool = True) -> subprocess.CompletedProcess[str]:
-    proc = subprocess.run([sys.executable, "-m", "cairn.publish", *args], env=environ, capture_output=True, text=True, timeout=300)
+    proc = subprocess.run([sys.executable, "-m", "cairn.cli", *args], env=environ, capture_output=True, text=True, timeout=300)
     if check and proc.returncode != 0:
         raise AssertionError(f"cairn {' '.join(args)} exited {proc.returncode}: {proc.stderr}{proc.stdout}")
     return proc
@@ -144,7 +144,7 @@ def test_replayed_old_timestamp_is_rejected(s3, keys, tmp_path):
 def test_server_restart_mid_upload_is_retried(s3, keys, tmp_path):
     environ = {**env(s3, tmp_path), "CAIRN_S3_RETRY_SECONDS": "60"}
     bundle = write_sample_bundle(tmp_path / "big", version="7.0.0", wheels_per_family=8, payload_bytes=256 << 10)
-    proc = subprocess.Popen([sys.executable, "-m", "cairn.publish", "publish", str(bundle), "--to", f"s3://{BUCKET}/restart",
+    proc = subprocess.Popen([sys.executable, "-m", "cairn.cli", "publish", str(bundle), "--to", f"s3://{BUCKET}/restart",
                              "--keys", str(keys), "--json"], env=environ, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     client = s3["client"]
     deadline = time.monotonic() + 30

@@ -20,7 +20,7 @@ ROOT = Path(__file__).resolve().parents[1]
 
 def cairn(*args: str, tuf: Path) -> subprocess.CompletedProcess[str]:
     environ = {**os.environ, "CAIRN_ROOT": str(ROOT), "CAIRN_TUF_CACHE": str(tuf)}
-    return subprocess.run([sys.executable, "-m", "cairn.publish", *args], env=environ, capture_output=True, text=True, timeout=300)
+    return subprocess.run([sys.executable, "-m", "cairn.cli", *args], env=environ, capture_output=True, text=True, timeout=300)
 
 
 def test_a_held_cell_is_uploaded_signed_and_staged_but_on_no_channel_page(tmp_path):

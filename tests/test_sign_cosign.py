@@ -87,7 +87,7 @@ def published(registry, tmp_path_factory):
 
 def cairn_verify(what: str, published, *extra: str) -> subprocess.CompletedProcess[str]:
     env = {**os.environ, "CAIRN_TUF_CACHE": str(published["base"] / "tuf"), "CAIRN_ROOT": str(Path(__file__).parents[1])}
-    return subprocess.run([sys.executable, "-m", "cairn.publish", "verify", what, "--repo", str(published["repo"]),
+    return subprocess.run([sys.executable, "-m", "cairn.cli", "verify", what, "--repo", str(published["repo"]),
                            "--root", str(published["keys"].directory / "root.json"), *extra],
                           capture_output=True, text=True, env=env, timeout=120)
 

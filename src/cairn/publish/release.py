@@ -19,11 +19,11 @@ from __future__ import annotations
 
 import argparse
 import re
-import subprocess
 import sys
 from dataclasses import replace
 from pathlib import Path
 
+from cairn import proc
 from cairn.errors import CairnError
 from cairn.publish.publisher import Report
 
@@ -45,10 +45,9 @@ def parse_version(version: str) -> tuple[str, str]:
 def check_clean(root: Path) -> None:
     """Refuse a working tree with uncommitted changes (untracked files included, ignored ones not)."""
     try:
-        out = subprocess.run(["git", "status", "--porcelain", "--untracked-files=normal"], cwd=root,
-                             capture_output=True, text=True, check=True).stdout
-    except (OSError, subprocess.CalledProcessError) as exc:
-        raise ReleaseRefused(f"{root} is not a git checkout ({exc}) — release from a clean clone") from None
+        out = proc.run(["git", "status", "--porcelain", "--untracked-files=normal"], cwd=root).stdout
+    except CairnError as exc:
+        raise ReleaseRefused(f"{root} is not a git checkout ({str(exc).splitlines()[0]}) — release from a clean clone") from None
     dirty = [line[3:] for line in out.splitlines() if line.strip()]
     if dirty:
         shown = ", ".join(dirty[:3]) + (f" and {len(dirty) - 3} more" if len(dirty) > 3 else "")
@@ -93,7 +92,10 @@ def release(version: str, *, manifest_path: Path, root: Path, to: str, keys_dir:
         return promote(backend, keys, signed_root, candidates[-1], channel, as_version=version, log=log)
     if bundle is None:
         log(f"building {manifest_path.name} into {store}")
-        subprocess.run([sys.executable, "-m", "cairn.cli", "build", str(manifest_path), "--store", str(store)], check=True)
+        from cairn.cli import main as cairn
+
+        if cairn(["build", str(manifest_path), "--store", str(store)]) != 0:
+            raise ReleaseRefused(f"the build of {manifest_path.name} failed (its report: {store / 'last-build.json'}) — nothing was published")
         bundle = last_build_bundle(store)
     loaded = load_bundle(bundle)
     loaded = replace(loaded, version=version, channel=channel, facts=replace(loaded.facts, version=version))
