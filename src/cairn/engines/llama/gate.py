@@ -20,7 +20,9 @@ from __future__ import annotations
 import argparse
 import hashlib
 import json
+import os
 import sys
+import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -29,7 +31,6 @@ import numpy as np
 
 from cairn.engines.llama.compare import TOLERANCES, Comparison, compare
 from cairn.engines.llama.reference import Reference, ReferenceError, load_reference
-from cairn.io import atomic_write
 
 SCHEMA = "cairn.llama-gate/v1"
 GGML_TYPE_F32 = 0  # llama.cpp's ggml_type for float32, for the KV cache
@@ -106,7 +107,13 @@ def _greedy_check(result: Comparison, ref: Reference) -> Check:
 
 
 def _write_json(path: Path, doc: dict[str, Any]) -> None:
-    atomic_write(path, json.dumps(doc, indent=1) + "\n")
+    """Temp file and rename, by hand: this module runs in images that have nothing else of Cairn (no cairn.io)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
+    with os.fdopen(fd, "w") as handle:
+        json.dump(doc, handle, indent=1)
+        handle.write("\n")
+    os.replace(tmp, path)
 
 
 def main(argv: list[str] | None = None) -> int:
