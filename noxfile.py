@@ -144,5 +144,7 @@ def bench(session: nox.Session) -> None:
 
 @nox.session
 def lint(session: nox.Session) -> None:
-    session.install("ruff")
+    """ruff over everything, then mypy over src/ (settings in pyproject.toml) against Cairn's real dependencies."""
+    session.install("ruff", "mypy", "types-docker", "-e", ".")
     session.run("ruff", "check", "src", "tests", "bench", "noxfile.py")
+    session.run("mypy")

@@ -86,13 +86,13 @@ def _audit_mapped(mapped: mmap.mmap, size: int, shown: str, registry: Registry) 
         note = "device code lives in an external kpack (" + "; ".join(kpack_reasons) + ")"
         return BinaryAudit(shown, KPACK, (), len(wrapper_magics), (note,))
     if fatbin is None or fatbin.size == 0:
-        notes = (f"{len(wrapper_magics)} fat binary wrapper(s) but no {FATBIN_SECTION}",) if wrapper_magics else ()
+        notes: tuple[str, ...] = (f"{len(wrapper_magics)} fat binary wrapper(s) but no {FATBIN_SECTION}",) if wrapper_magics else ()
         return BinaryAudit(shown, NONE, (), len(wrapper_magics), notes)
     with memoryview(mapped) as view:
         bundles = read_bundles(
             view, fatbin.offset, fatbin.size, path=shown, mach_name=registry.name_for_mach, release=_unmapper(mapped)
         )
-    notes: tuple[str, ...] = ()
+    notes = ()
     if wrapper_magics and len(wrapper_magics) != len(bundles):
         notes = (f"{len(wrapper_magics)} wrappers in {WRAPPER_SECTION} but {len(bundles)} bundles",)
     if not bundles:
@@ -117,7 +117,7 @@ def _unmapper(mapped: mmap.mmap):
 def _sections(mapped: mmap.mmap, size: int, shown: str) -> dict[str, _Section]:
     """The three sections that matter, from pyelftools' reading of the section table."""
     try:
-        elf = ELFFile(mapped)
+        elf = ELFFile(mapped)  # type: ignore[arg-type]  # pyelftools reads any seekable buffer; its hint says IO[bytes]
         found: dict[str, _Section] = {}
         for section in elf.iter_sections():
             if section.name in (FATBIN_SECTION, WRAPPER_SECTION, KPACK_SECTION):
@@ -127,10 +127,10 @@ def _sections(mapped: mmap.mmap, size: int, shown: str) -> dict[str, _Section]:
         raise CorruptBundle(shown, f"unreadable ELF section table ({exc})") from None
     except Exception as exc:  # pyelftools raises construct errors of many kinds on damaged headers
         raise CorruptBundle(shown, f"unreadable ELF section table ({type(exc).__name__}: {exc})") from None
-    for name, section in found.items():
-        if not section.nobits and section.offset + section.size > size:
+    for name, kept in found.items():
+        if not kept.nobits and kept.offset + kept.size > size:
             raise CorruptBundle(
-                shown, f"{name} at file offset {section.offset:#x} with {section.size} bytes runs past the end of the file ({size} bytes)"
+                shown, f"{name} at file offset {kept.offset:#x} with {kept.size} bytes runs past the end of the file ({size} bytes)"
             )
     return found
 

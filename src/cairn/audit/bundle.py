@@ -131,8 +131,18 @@ def _plain(section: memoryview, pos: int, index: int, mach_name: MachNamer) -> t
     except _Short as short:
         raise _Bad(short.offset, f"truncated: {short.what} runs past the end of .hip_fatbin") from None
     size = max([table_end, *(r.offset + r.size for r in raw)])
-    entries = tuple(_entry(r, lambda r=r: bytes(view[r.offset : r.offset + ELF_HEADER]), mach_name) for r in raw)
+    entries = tuple(_entry(r, _header_in(view, r), mach_name) for r in raw)
     return Bundle(index, pos, 0, size, "plain", None, size, entries), pos + size
+
+
+def _header_in(view: memoryview, raw: _RawEntry) -> Callable[[], bytes]:
+    """Reads ``raw``'s ELF header out of ``view`` only when :func:`_entry` asks (host entries never do)."""
+    return lambda: bytes(view[raw.offset : raw.offset + ELF_HEADER])
+
+
+def _header_from(headers: dict[int, bytes], raw: _RawEntry) -> Callable[[], bytes]:
+    """Looks ``raw``'s ELF header up among those kept while inflating (empty when none was kept)."""
+    return lambda: headers.get(raw.offset, b"")
 
 
 def _parse_table(data: memoryview | bytes | bytearray, limit: int) -> tuple[list[_RawEntry], int]:
@@ -269,7 +279,7 @@ def _compressed(section: memoryview, pos: int, index: int, mach_name: MachNamer)
     if digest[:8] != struct.pack("<Q", stored_hash):
         raise _Bad(header_size - 8, "hash mismatch: MD5 of the inflated bundle does not match the CCOB header")
     size = total if total is not None else header_size + used
-    entries = tuple(_entry(r, lambda r=r: headers.get(r.offset, b""), mach_name) for r in raw)
+    entries = tuple(_entry(r, _header_from(headers, r), mach_name) for r in raw)
     return Bundle(index, pos, 0, size, f"ccob-v{version}", METHODS[method], usize, entries), pos + size
 
 

@@ -24,7 +24,7 @@ ZLIB_LEVEL = 6
 MAX_ALIGN = 4096  # clang's HIPCodeObjectAlign
 
 
-def write_plain(entries: Sequence[tuple[str, bytes]], align: int = MAX_ALIGN) -> bytes:
+def write_plain(entries: Sequence[tuple[str, bytes | bytearray]], align: int = MAX_ALIGN) -> bytes:
     """A ``__CLANG_OFFLOAD_BUNDLE__`` holding ``(id, code object)`` pairs in the order given."""
     ids = [entry_id.encode("ascii") for entry_id, _ in entries]
     cursor = len(PLAIN_MAGIC) + 8 + sum(ENTRY_RECORD + len(i) for i in ids)

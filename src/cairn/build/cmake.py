@@ -29,9 +29,9 @@ from __future__ import annotations
 
 import os
 import tempfile
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
-from typing import IO
+from typing import IO, cast
 
 from cairn.errors import CairnError
 from cairn.proc import require_tool, run
@@ -58,6 +58,12 @@ sys.exit(code)
 """
 
 
+def _names(args: Mapping[str, object], key: str) -> list[str]:
+    """``args[key]`` as strings: the manifest gives a TOML array (absent or empty: none); its values are
+    not checked against a schema, so the type here is what the manifest promises, not what the loader proved."""
+    return [str(item) for item in cast(Iterable[object], args.get(key, []) or [])]
+
+
 def cmake_script(args: Mapping[str, object], targets: Sequence[str], deps: int, jobs: int, *,
                  archive: bool = False) -> str:
     """The shell script run in the image (exposed so logs and tests can show it)."""
@@ -66,7 +72,7 @@ def cmake_script(args: Mapping[str, object], targets: Sequence[str], deps: int, 
         raise CairnError(f"cmake source_subdir '{subdir}' must stay inside the source tree")
     root = UNPACKED_IN_IMAGE if archive else "/src"
     source = f"{root}/{subdir}".rstrip("/")
-    build_targets = [str(t) for t in args.get("build_targets", []) or []]  # type: ignore[union-attr]
+    build_targets = _names(args, "build_targets")
     for name in build_targets:
         if not name.replace("-", "").replace("_", "").isalnum():
             raise CairnError(f"cmake build target '{name}' is not a CMake target name (letters, digits, '-', '_')")
@@ -80,7 +86,7 @@ def cmake_script(args: Mapping[str, object], targets: Sequence[str], deps: int, 
     if targets:
         joined = ";".join(targets)
         defines += [f"-DGPU_TARGETS={joined}", f"-DAMDGPU_TARGETS={joined}", f"-DCMAKE_HIP_ARCHITECTURES={joined}"]
-    extra = [str(a) for a in args.get("cmake_args", []) or []]  # type: ignore[union-attr]
+    extra = _names(args, "cmake_args")
     quoted = " ".join(_quote(a) for a in [*defines, *extra])
     lines = ["set -eu"]
     if archive:
@@ -144,7 +150,7 @@ def check_device_code(out: Path, args: Mapping[str, object], targets: Sequence[s
     """Every library named by ``device_libraries`` carries code for exactly ``targets`` (the audit's words)."""
     from cairn.build.hip import check_coverage
 
-    for name in [str(n) for n in args.get("device_libraries", []) or []]:  # type: ignore[union-attr]
+    for name in _names(args, "device_libraries"):
         library = out / "lib" / name
         if not library.is_file():
             raise CairnError(f"the build installed no lib/{name} (device_libraries names it): "

@@ -16,7 +16,7 @@ import json
 import os
 import tarfile
 import zlib
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -252,7 +252,7 @@ def _remember(record: Path, layer: Layer, blob: Path) -> None:
     atomic_write(record, json.dumps(layer.to_json(), sort_keys=True))
 
 
-def image_config(runtime: Mapping[str, Any], layers: list[Layer], history: list[Mapping[str, Any]], epoch: int,
+def image_config(runtime: Mapping[str, Any], layers: list[Layer], history: Sequence[Mapping[str, Any]], epoch: int,
                  labels: Mapping[str, str]) -> dict[str, Any]:
     """An OCI image config with every timestamp at the epoch and nothing about the build host."""
     config = {k: runtime[k] for k in _CONFIG_KEYS if runtime.get(k)}

@@ -15,6 +15,7 @@ from __future__ import annotations
 import hashlib
 import json
 import shutil
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -224,7 +225,8 @@ def _image_action(context: StageContext, recipe: ImageRecipe, target: str, famil
 # -- runners ------------------------------------------------------------------------------------------
 def run_base(ctx: Any) -> None:
     inputs = ctx.action.inputs
-    recipe = BaseRecipe(**{k: tuple(v) if isinstance(v, list) else v for k, v in inputs["recipe"].items()})
+    fields: dict[str, Any] = {k: tuple(v) if isinstance(v, list) else v for k, v in inputs["recipe"].items()}
+    recipe = BaseRecipe(**fields)
     base_image.build_base(recipe, ctx.out, inputs["epoch"], inputs["labels"], inputs["tag"], ctx.log,
                           inputs.get("recipe_file", "base"))
 
@@ -242,7 +244,7 @@ def run_push(ctx: Any) -> None:
     (ctx.out / "push.json").write_text(json.dumps(record, indent=2, sort_keys=True) + "\n")
 
 
-def render_dockerfile(inputs: dict[str, Any], parent_repo: str, parent_digest: str, wheels: list[dict[str, Any]]) -> str:
+def render_dockerfile(inputs: Mapping[str, Any], parent_repo: str, parent_digest: str, wheels: list[dict[str, Any]]) -> str:
     """The Dockerfile of an image action, from its inputs plus what is known only at build time."""
     return render(inputs["recipe"]["template"], {
         "target": inputs["target"], "family": inputs["family"], "release": inputs["release"],

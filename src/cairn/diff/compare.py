@@ -5,6 +5,7 @@ The result is plain JSON (schema ``cairn.diff/v1``) so ``--json`` and the text r
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from cairn.diff.views import CellView, ReleaseView
@@ -99,8 +100,9 @@ def _cell(a: CellView, b: CellView) -> dict[str, Any]:
     return out
 
 
-_COMPARE = {"components": _named, "frameworks": _named, "families": _sets, "targets": _sets,
-            "required_gates": _gates, "cells": _cells}
+# each facet's comparison takes the two sides' values of that facet (their types differ by facet)
+_COMPARE: dict[str, Callable[[Any, Any], Any]] = {"components": _named, "frameworks": _named, "families": _sets,
+                                                  "targets": _sets, "required_gates": _gates, "cells": _cells}
 
 
 def render(diff: dict[str, Any]) -> list[str]:

@@ -282,7 +282,8 @@ def check_wheels(snap: HostSnapshot, facts: Facts) -> Check:
         return Check("wheels", "warn", f"{', '.join(d.name for d, _, _ in declared)} need ROCm, and none is installed",
                      "install the ROCm they were built for, or the release the advice names", tuple(evidence))
     evidence.append(f"installed: ROCm {reference.version} ({reference.source}: {reference.where})")
-    wrong, patch = [], []
+    wrong: list[str] = []
+    patch: list[str] = []
     for dist, version, _ in declared:
         verdict = h.same_rocm(version, reference.version)
         if verdict == "different":
@@ -320,6 +321,7 @@ def check_device_code(snap: HostSnapshot, facts: Facts) -> Check:
     missing: list[str] = []
     kpack: list[str] = []
     for audit in with_code:
+        assert audit.report is not None  # with_code holds only audits that have a report
         for target in targets:
             cov = audit.report.coverage(target)
             files = f"{len(cov.gaps)} of {cov.binaries + len(audit.report.kpack_binaries)} libraries"
@@ -374,25 +376,25 @@ def check_override(snap: HostSnapshot, facts: Facts) -> Check:
             lines.append(f"{o.variable} names KFD node {o.node}, which is not a GPU here (GPU nodes: {sorted(node_ids)})")
             worst = worse(worst, "warn")
     for gpu in gpus:
-        o = h.override_for(gpu.node, found)
-        if o is None or o.target is None or gpu.target is None:
+        override = h.override_for(gpu.node, found)
+        if override is None or override.target is None or gpu.target is None:
             continue
-        real, spoof = gpu.target.name, o.target.name
+        real, spoof = gpu.target.name, override.target.name
         if real == spoof:
-            lines.append(f"node {gpu.node}: {o.variable}={o.value} is {real} itself: it does nothing")
-            fixes.append(f"unset {o.variable}")
+            lines.append(f"node {gpu.node}: {override.variable}={override.value} is {real} itself: it does nothing")
+            fixes.append(f"unset {override.variable}")
             worst = worse(worst, "warn")
             continue
         generic = h.shared_generic(reg, real, spoof)
         if generic:
-            lines.append(f"node {gpu.node}: {real} impersonates {spoof} via {o.variable}={o.value} (both {generic}: usually runs, "
+            lines.append(f"node {gpu.node}: {real} impersonates {spoof} via {override.variable}={override.value} (both {generic}: usually runs, "
                          f"but {spoof}-tuned kernels may be wrong or slow on {real})")
             worst = worse(worst, "warn")
         else:
-            lines.append(f"node {gpu.node}: {real} impersonates {spoof} via {o.variable}={o.value}: incompatible ISA — expect "
+            lines.append(f"node {gpu.node}: {real} impersonates {spoof} via {override.variable}={override.value}: incompatible ISA — expect "
                          "'invalid device function', hangs or GPU memory faults")
             worst = "fail"
-        fixes.append(f"unset {o.variable} and install the build for {real} (see the advice; "
+        fixes.append(f"unset {override.variable} and install the build for {real} (see the advice; "
                      f"{real}'s own value would be {gpu.target.override_version})")
     evidence += lines
     if worst == "ok":

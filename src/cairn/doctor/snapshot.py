@@ -35,6 +35,10 @@ import sysconfig
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:  # the audit is imported lazily (see audit_installed); only its report's type is needed here
+    from cairn.audit.report import AuditReport
 
 CAPTURE_DIR = ".cairn-doctor"
 AMD_PCI_VENDOR = 0x1002
@@ -145,7 +149,7 @@ class CodeAudit:
 
     name: str
     version: str
-    report: object | None
+    report: AuditReport | None
     error: str = ""
 
 

@@ -86,7 +86,7 @@ def parse_amd_smi(text: str) -> tuple[ToolGpu, ...]:
 
 def _amd_smi_json(doc: object) -> tuple[ToolGpu, ...]:
     items = doc.get("gpu_data", []) if isinstance(doc, dict) else doc
-    gpus = []
+    gpus: list[ToolGpu] = []
     for item in items if isinstance(items, list) else []:
         if not isinstance(item, dict):
             continue

@@ -48,11 +48,11 @@ def read_elf(data: bytes | IO[bytes]) -> ElfInfo | None:
             if isinstance(section, DynamicSection):
                 for tag in section.iter_tags():
                     if tag.entry.d_tag == "DT_NEEDED":
-                        needed.append(tag.needed)
+                        needed.append(tag.needed)  # type: ignore[attr-defined]  # pyelftools sets DynamicTag's string attributes with setattr
                     elif tag.entry.d_tag == "DT_RUNPATH":
-                        runpath += tag.runpath.split(":")
+                        runpath += tag.runpath.split(":")  # type: ignore[attr-defined]  # pyelftools sets DynamicTag's string attributes with setattr
                     elif tag.entry.d_tag == "DT_RPATH":
-                        runpath += tag.rpath.split(":")
+                        runpath += tag.rpath.split(":")  # type: ignore[attr-defined]  # pyelftools sets DynamicTag's string attributes with setattr
         return ElfInfo(tuple(needed), tuple(runpath), elf.elfclass, elf["e_machine"])
     except (ELFError, ValueError, KeyError, AttributeError):
         return None

@@ -151,10 +151,10 @@ def to_markdown(matrix: Matrix) -> str:
     for c in sorted(matrix.cells, key=lambda c: c.id):
         wheels = "<br>".join(f"`{w.filename}`" for w in c.wheels) or "—"
         images = "<br>".join(f"`{i.pinned}`" for i in c.images) or "—"
-        gates = "<br>".join(([f"⚠ {partial_text(c)}"] if c.partial else [])
-                            + [f"{g.gate}: {STATUS_MARK.get(g.status, g.status)}" + (f" ({g.reason})" if g.reason else "") for g in c.gates]) or "—"
+        gate_marks = "<br>".join(([f"⚠ {partial_text(c)}"] if c.partial else [])
+                                 + [f"{g.gate}: {STATUS_MARK.get(g.status, g.status)}" + (f" ({g.reason})" if g.reason else "") for g in c.gates]) or "—"
         req = c.requirements
         reqs = f"{req.driver_name} {req.driver}; kernel {req.kernel}"
         lines.append("| " + " | ".join(_md(x) for x in (c.gfx_target, ", ".join(c.products) or "—", c.os, c.python,
-                                                          f"{c.framework.name} {c.framework.version}", wheels, images, gates, reqs)) + " |")
+                                                          f"{c.framework.name} {c.framework.version}", wheels, images, gate_marks, reqs)) + " |")
     return "\n".join(lines) + "\n"

@@ -22,7 +22,11 @@ def refreshed_text(text: str, stale: list[PinStatus]) -> str:
         pattern = re.compile(
             r'(package\s*=\s*"' + re.escape(pin.package) + r'"[^}\n]*?version\s*=\s*")' + re.escape(pin.pinned)
             + r'("[^}\n]*?sha256\s*=\s*")' + re.escape(pin.sha256) + '"')
-        text, count = pattern.subn(lambda m, p=pin: f'{m[1]}{p.offered}{m[2]}{p.offered_sha256}"', text)
+
+        def offered(m: re.Match[str], p: PinStatus = pin) -> str:
+            return f'{m[1]}{p.offered}{m[2]}{p.offered_sha256}"'
+
+        text, count = pattern.subn(offered, text)
         if count != 1:
             raise CairnError(f"cannot find the source.deb pin of {pin.component} ({pin.package}={pin.pinned}) as one "
                              "inline table with package, version and sha256 in that order — edit it by hand")

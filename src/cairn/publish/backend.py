@@ -13,6 +13,7 @@ sent again); the publisher uses it only for content-addressed names, whose name 
 from __future__ import annotations
 
 import base64
+import builtins
 import contextlib
 import hashlib
 import os
@@ -65,8 +66,10 @@ class Listed:
 
 
 class Backend(Protocol):
-    url: str
     counters: Counters
+
+    @property
+    def url(self) -> str: ...
 
     def list(self, prefix: str = "") -> dict[str, Listed]: ...
 
@@ -359,7 +362,7 @@ class S3Backend:
         raise CairnError(f"s3://{self.bucket}: the bucket policy kept changing under this publish (another publisher?) "
                          "— publish again; nothing was published")
 
-    def _public_access_blocked(self) -> list[str]:
+    def _public_access_blocked(self) -> builtins.list[str]:  # ``list`` here is the method above
         """The bucket's Block Public Access settings that would stop anonymous reads: ``BlockPublicPolicy`` refuses the
         policy, ``RestrictPublicBuckets`` ignores it. Unreadable (no permission) or absent: none known, carry on —
         an account-wide block still makes S3 refuse the policy, which ``_put_bucket_policy`` reports."""

@@ -26,15 +26,15 @@ def run(args: argparse.Namespace) -> int:
     directory = (args.dir or services_dir()).absolute()
     console = Console()
     if args.action == "start":
-        state, started = start(directory)
-        doc = {**state.to_json(), "started": started, "state_file": str(state_path(directory))}
+        live, started = start(directory)
+        doc = {**live.to_json(), "started": started, "state_file": str(state_path(directory))}
         if args.json:
             print(json.dumps(doc, indent=2, sort_keys=True))
         else:
             what = ", ".join(started) if started else "nothing (already running)"
             console.print(f"started: {what}")
-            console.print(f"DOCKER_HOST={state.docker_host}")
-            console.print(f"registry: {state.registry}")
+            console.print(f"DOCKER_HOST={live.docker_host}")
+            console.print(f"registry: {live.registry}")
         return 0
     if args.action == "stop":
         stopped = stop(directory)

@@ -80,9 +80,9 @@ def inspect(path: Path) -> ElfInfo | None:
                 if isinstance(section, DynamicSection):
                     for tag in section.iter_tags():
                         if tag.entry.d_tag == "DT_NEEDED":
-                            needed.append(tag.needed)
+                            needed.append(tag.needed)  # type: ignore[attr-defined]  # pyelftools sets DynamicTag's string attributes with setattr
                         elif tag.entry.d_tag == "DT_SONAME":
-                            soname = tag.soname
+                            soname = tag.soname  # type: ignore[attr-defined]  # pyelftools sets DynamicTag's string attributes with setattr
                         elif tag.entry.d_tag in ("DT_RUNPATH", "DT_RPATH"):
                             runpath = getattr(tag, "runpath", "") or getattr(tag, "rpath", "")
                 elif isinstance(section, GNUVerNeedSection):

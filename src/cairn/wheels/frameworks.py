@@ -175,8 +175,8 @@ def _gate(library: Path, targets: tuple[str, ...]) -> None:
     try:
         from cairn.build.hip import check_coverage
     except ImportError:
-        check_coverage = None
-    if check_coverage is not None:
+        pass
+    else:
         check_coverage(library, targets)
         return
     from cairn.audit import audit_paths

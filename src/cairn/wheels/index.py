@@ -26,6 +26,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from packaging.utils import canonicalize_name, parse_wheel_filename
+from packaging.version import Version
 
 from cairn.store.base import file_sha256
 from cairn.wheels.wheelfile import read_metadata, read_metadata_bytes
@@ -126,9 +127,7 @@ def _project_json(project: str, items: list[IndexedFile]) -> dict[str, object]:
     return {"meta": {"api-version": API_VERSION}, "name": project, "versions": versions, "files": files}
 
 
-def _version_key(text: str) -> object:
-    from packaging.version import Version
-
+def _version_key(text: str) -> Version:
     return Version(text)
 
 

@@ -198,9 +198,9 @@ def _check_pin(framework: Framework, recipe: Recipe, manifest_path: Any, pythons
                                 "copy the recipe's pin into the manifest")
         return
     if theirs_unknown or theirs_source is None or theirs_source.as_dict() != mine:
-        pinned = f"pin_unknown ({theirs_unknown})" if theirs_unknown else (_pin_text(theirs_source.as_dict()) if theirs_source else "nothing")
+        recipe_pin = f"pin_unknown ({theirs_unknown})" if theirs_unknown else (_pin_text(theirs_source.as_dict()) if theirs_source else "nothing")
         raise ManifestError(where, f"framework '{framework.name}' pins {_pin_text(mine)} but {recipe_file} "
-                            f"has {pinned} for {version}", "pin the same source in both")
+                            f"has {recipe_pin} for {version}", "pin the same source in both")
 
 
 def _pin_text(source: dict[str, Any]) -> str:

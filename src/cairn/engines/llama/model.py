@@ -74,7 +74,7 @@ def float_weights(hp: Hparams, seed: int) -> dict[str, np.ndarray]:
 def encode(weights: dict[str, np.ndarray], quant: str) -> dict[str, tuple[np.ndarray, gguf.GGMLQuantizationType]]:
     """The bytes each tensor is stored as: F32 as is; for Q8_0 every matrix through ``gguf.quants``."""
     qtype = QUANTS[quant][0]
-    stored = {}
+    stored: dict[str, tuple[np.ndarray, gguf.GGMLQuantizationType]] = {}
     for name, values in weights.items():
         if values.ndim == 2 and qtype != gguf.GGMLQuantizationType.F32:
             stored[name] = (gguf.quants.quantize(values, qtype), qtype)

@@ -65,7 +65,7 @@ def _logprobs(steps: list[dict[str, Any]], ref: Reference) -> Check:
     if len(steps) != expected:
         return Check("logprobs", False, f"llama.cpp generated {len(steps)} tokens, the reference {expected}")
     worst = 0.0
-    generated = []
+    generated: list[int] = []
     for k, step in enumerate(steps):
         position = ref.n_prompt - 1 + k
         row = ref.logits[position]
