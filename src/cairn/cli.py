@@ -34,6 +34,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "verify": ("cairn.sign.verify_command", "check a repository, file or image against the pinned TUF root"),
     "matrix": ("cairn.matrix.command", "print or write the compatibility matrix as JSON, a static HTML page or Markdown"),
     "diff": ("cairn.diff.command", "what changed between two releases: manifests, bundles or published repositories"),
+    "ci": ("cairn.ci.command", "write a CI workflow (GitHub Actions) that builds the release in shards over a shared cache"),
     "doctor": ("cairn.doctor.command", "what is wrong with this ROCm host, and which validated image or wheel fits it"),
 }
 

@@ -1,0 +1,158 @@
+"""Shards → a GitHub Actions workflow: one job per shard, ``needs:`` from the shard graph, a final ``publish``.
+
+Every job checks the repository out with an action pinned by full commit SHA (never a tag or a branch, which
+can be moved under us), installs this checkout of Cairn, and runs ``cairn build MANIFEST --only <shard>`` against
+the shared S3 action cache (``cairn.store.shared``) — read-only for pull requests, which must never write what a
+release later trusts. Gate shards are jobs of their own: a failed gate fails its action, so its ``cairn build``
+exits 1 and the job fails. ``publish`` needs every gate job and the bundle's job, so it runs only when all of
+them passed, and never for a pull request; it stages the release (promotion stays a person's decision).
+
+When the release compiles in a build image and its digest is known, jobs run in it by digest (``container:``);
+the shard that builds that image runs on the runner, since the image does not exist before it.
+"""
+
+from __future__ import annotations
+
+import re
+import shlex
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from cairn.ci.shards import Shard
+from cairn.errors import InputError
+from cairn.plan.toolchain import IMAGE_ID
+
+# actions/checkout v4.2.2 — the tag's commit, verified against the actions/checkout repository's refs/tags/v4.2.2.
+CHECKOUT = "actions/checkout@11bd71901bbe5b1630ceea73d27597364c9af683"  # v4.2.2
+RUNS_ON = "ubuntu-24.04"
+BUNDLE_ACTION = "bundle:release"
+PINNED_IMAGE = re.compile(r"^[a-z0-9][a-z0-9._:/-]*@sha256:[0-9a-f]{64}$")
+_JOB_ID = re.compile(r"[^A-Za-z0-9_-]")
+READ_ONLY_ON_PR = "${{ github.event_name == 'pull_request' && '--cache-read-only' || '' }}"
+
+
+@dataclass(frozen=True)
+class Settings:
+    """What the workflow needs beyond the shards: how each job names the manifest and where the cache is."""
+
+    manifest: str  # as the jobs pass it to cairn ("" = the default release)
+    release: str
+    families: tuple[str, ...] = ()  # the --family flags the plan was made with (repeated in every job)
+    image: str = ""  # the build image by digest, REPO@sha256:…
+    image_note: str = ""  # why there is no image, when there is none
+    cache_prefix: str = "cairn"
+    runs_on: str = RUNS_ON
+    header: Sequence[str] = field(default=())
+
+
+def job_id(shard_name: str) -> str:
+    """A shard name as a GitHub job id (letters, digits, ``-`` and ``_``; starts with a letter or ``_``)."""
+    name = _JOB_ID.sub("-", shard_name)
+    return name if re.match(r"^[A-Za-z_]", name) else f"_{name}"
+
+
+def workflow(shards: Sequence[Shard], settings: Settings) -> tuple[dict[str, Any], dict[str, Any]]:
+    """The workflow as data, and the comments to write above its jobs."""
+    ids = {s.name: job_id(s.name) for s in shards}
+    if len(set(ids.values())) != len(ids):
+        raise InputError("plan", "two shards map to one GitHub job id", "rename the families so they differ in more than punctuation")
+    jobs: dict[str, Any] = {}
+    comments: dict[str, list[str]] = {}
+    for shard in shards:
+        _check_ids(shard.actions)
+        jobs[ids[shard.name]] = _shard_job(shard, ids, settings)
+        comments[f"jobs.{ids[shard.name]}"] = _describe(shard, settings)
+    gates = [ids[s.name] for s in shards if s.is_gate]
+    bundle = [ids[s.name] for s in shards if BUNDLE_ACTION in s.actions]
+    if bundle:
+        jobs["publish"] = _publish_job([*gates, *(b for b in bundle if b not in gates)], settings)
+        comments["jobs.publish"] = [f"publish: runs only when every gate job ({len(gates)}) and the bundle job passed; "
+                                    "never for a pull request. Stages the release; promotion is `cairn promote`."]
+    data = {
+        "name": f"release {settings.release}",
+        "on": {"push": {"branches": ["main"]}, "pull_request": {}, "workflow_dispatch": {}},
+        "permissions": {"contents": "read"},
+        "concurrency": {"group": "release-${{ github.ref }}", "cancel-in-progress": False},
+        "jobs": jobs,
+    }
+    return data, comments
+
+
+def _check_ids(action_ids: Sequence[str]) -> None:
+    for action_id in action_ids:
+        if "${{" in action_id:
+            raise InputError(action_id, "an action id holds '${{', which GitHub would evaluate as an expression",
+                             "rename the component or recipe it comes from")
+
+
+def _describe(shard: Shard, settings: Settings) -> list[str]:
+    size = (f"estimated {shard.seconds:.0f} s (sum of measured action times)" if shard.seconds is not None
+            else "duration unknown" + (f" ({shard.unmeasured} of {len(shard.actions)} actions not in the timings)"
+                                       if shard.unmeasured else " (no --timings given)"))
+    lines = [f"{shard.name}: {len(shard.actions)} actions, {size}"]
+    if settings.image and IMAGE_ID in shard.actions:
+        lines.append(f"runs on the runner: it builds the build image ({IMAGE_ID}) the other jobs run in")
+    return lines
+
+
+def _in_image(shard: Shard, settings: Settings) -> bool:
+    return bool(settings.image) and IMAGE_ID not in shard.actions
+
+
+def _cairn_build(only: Sequence[str], settings: Settings, *, read_only: bool) -> str:
+    """The job's build command, one option per line (a shard can name dozens of actions)."""
+    words = ["cairn build", *([shlex.quote(settings.manifest)] if settings.manifest else []), "--store .cairn"]
+    words += [f"--family {shlex.quote(family)}" for family in settings.families]
+    words += [f"--only {shlex.quote(action_id)}" for action_id in only]
+    words.append(f'--cache "s3://${{{{ vars.CAIRN_CACHE_BUCKET }}}}/{settings.cache_prefix}"')
+    words.append("--cache-read-only" if read_only else READ_ONLY_ON_PR)
+    return " \\\n  ".join(words)
+
+
+def _steps(build: str) -> list[dict[str, Any]]:
+    return [
+        {"name": "check out", "uses": CHECKOUT, "with": {"persist-credentials": False}},
+        {"name": "install cairn", "run": 'python3 -m venv "$RUNNER_TEMP/cairn"\n'
+                                         '"$RUNNER_TEMP/cairn/bin/pip" install --quiet .\n'
+                                         'echo "$RUNNER_TEMP/cairn/bin" >> "$GITHUB_PATH"'},
+        {"name": "build", "run": build},
+    ]
+
+
+def _env() -> dict[str, str]:
+    return {
+        "CAIRN_S3_ENDPOINT": "${{ vars.CAIRN_S3_ENDPOINT }}",
+        "AWS_ACCESS_KEY_ID": "${{ secrets.CAIRN_CACHE_ACCESS_KEY_ID }}",
+        "AWS_SECRET_ACCESS_KEY": "${{ secrets.CAIRN_CACHE_SECRET_ACCESS_KEY }}",
+        "AWS_DEFAULT_REGION": "${{ vars.CAIRN_CACHE_REGION || 'us-east-1' }}",
+    }
+
+
+def _shard_job(shard: Shard, ids: dict[str, str], settings: Settings) -> dict[str, Any]:
+    job: dict[str, Any] = {"name": shard.name, "runs-on": settings.runs_on}
+    if shard.needs:
+        job["needs"] = [ids[n] for n in shard.needs]
+    if _in_image(shard, settings):
+        job["container"] = {"image": settings.image}
+    job["timeout-minutes"] = shard.timeout_minutes()
+    job["env"] = _env()
+    job["steps"] = _steps(_cairn_build(shard.only, settings, read_only=False))
+    return job
+
+
+def _publish_job(needs: list[str], settings: Settings) -> dict[str, Any]:
+    job: dict[str, Any] = {"name": "publish", "runs-on": settings.runs_on, "needs": needs,
+                           "if": "${{ success() && github.event_name != 'pull_request' }}"}
+    if settings.image:
+        job["container"] = {"image": settings.image}
+    job["timeout-minutes"] = 60
+    job["env"] = {**_env(), "CAIRN_PUBLISH_TO": "${{ vars.CAIRN_PUBLISH_TO }}"}
+    steps = _steps(_cairn_build([BUNDLE_ACTION], settings, read_only=True))
+    steps.append({"name": "signing keys", "env": {"CAIRN_RELEASE_KEYS": "${{ secrets.CAIRN_RELEASE_KEYS }}"},
+                  "run": 'mkdir -p "$RUNNER_TEMP/keys"\n'
+                         'printf %s "$CAIRN_RELEASE_KEYS" | base64 -d | tar -xz -C "$RUNNER_TEMP/keys"'})
+    steps.append({"name": "stage the release",
+                  "run": 'cairn publish --store .cairn --to "$CAIRN_PUBLISH_TO" --keys "$RUNNER_TEMP/keys" --stage-only'})
+    job["steps"] = steps
+    return job
