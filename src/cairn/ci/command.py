@@ -48,6 +48,9 @@ def run(args: argparse.Namespace) -> int:
     if relpath_problem(prefix) or not _PREFIX.match(prefix):
         raise InputError("--cache-prefix", f"{args.cache_prefix!r} is not a usable bucket prefix",
                          "use letters, digits, '.', '-', '_' and '/' (no '..' part), e.g. cairn/cache")
+    if args.image_digest and not github.PINNED_IMAGE.match(args.image_digest):
+        raise InputError("--image-digest", f"{args.image_digest!r} is not an image pinned by digest",
+                         "give REPO@sha256:<64 hex digits>, e.g. ghcr.io/org/toolchain@sha256:…")
     timings = shards.read_timings(args.timings) if args.timings else None
     manifest, registry = load(args.manifest)
     plan = make_plan(manifest, registry, args.family)
@@ -82,15 +85,10 @@ def run(args: argparse.Namespace) -> int:
 
 def _image(args: argparse.Namespace, has_toolchain: bool) -> tuple[str, str]:
     """The build image by digest and, when there is none, the sentence the workflow says instead."""
-    from cairn.ci.github import PINNED_IMAGE
-
     if not has_toolchain:
         return "", "The release names no build image ([release] toolchain): every job runs on the runner itself."
     if args.image_digest:
-        if not PINNED_IMAGE.match(args.image_digest):
-            raise InputError("--image-digest", f"{args.image_digest!r} is not an image pinned by digest",
-                             "give REPO@sha256:<64 hex digits>, e.g. ghcr.io/org/toolchain@sha256:…")
-        return args.image_digest, ""
+        return args.image_digest, ""  # its form was checked before planning
     if args.store:
         return _image_from_store(args.store), ""
     return "", ("The build image's digest is known only after a build (pass --image-digest or --store): "

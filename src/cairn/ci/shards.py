@@ -53,10 +53,11 @@ class Shard:
     needs: tuple[str, ...]  # shards whose actions it depends on
     seconds: float | None  # estimated duration; None = unknown
     unmeasured: int = 0  # how many of its actions the timings report did not measure
+    gates: int = 0  # how many of its actions are gates (a gate shard's job is required before publish)
 
     @property
     def is_gate(self) -> bool:
-        return self.stage == "gates"
+        return self.gates > 0
 
     def timeout_minutes(self) -> int:
         """Three times the estimate plus ten minutes (a cold cache, a slower runner); the maximum when unknown."""
@@ -67,7 +68,7 @@ class Shard:
     def to_json(self) -> dict[str, object]:
         return {"name": self.name, "stage": self.stage, "family": self.family or None, "actions": list(self.actions),
                 "only": list(self.only), "needs": list(self.needs), "seconds": self.seconds,
-                "unmeasured": self.unmeasured, "timeout_minutes": self.timeout_minutes()}
+                "unmeasured": self.unmeasured, "gates": self.gates, "timeout_minutes": self.timeout_minutes()}
 
 
 def read_timings(path: Path) -> dict[str, float]:
@@ -126,7 +127,8 @@ def shard_plan(plan: Plan, families: tuple[str, ...], timings: Mapping[str, floa
         shards.append(Shard(name=name, stage=stage[first.id], family=family[first.id] if name != stage[first.id] else "",
                             actions=tuple(ids), only=tuple(a for a in ids if a not in depended_on),
                             needs=tuple(sorted(needs[name], key=order.index)), seconds=seconds,
-                            unmeasured=unmeasured if timings is not None else 0))
+                            unmeasured=unmeasured if timings is not None else 0,
+                            gates=sum(1 for a in ids if by_id[a].kind == "gate")))
     return tuple(shards)
 
 

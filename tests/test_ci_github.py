@@ -1,0 +1,322 @@
+"""``cairn ci github``: the workflow it writes is valid for GitHub, pins every action by SHA, needs what the plan
+needs, gates publish — and its shard jobs, run here as separate processes with separate stores against one moto
+S3 cache, build the same release (same digests) as one build does.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from cairn.ci.github import READ_ONLY_ON_PR
+from cairn.ci.shards import Shard, shard_plan
+from cairn.plan.graph import Action, Plan
+from conftest import need_module
+from servers import moto_s3, serve_directory
+
+yaml = need_module("yaml")
+need_module("check_jsonschema")
+
+SHA_PIN = re.compile(r"^[A-Za-z0-9_.-]+/[A-Za-z0-9_./-]+@[0-9a-f]{40}$")
+BUCKET = "cairn-ci-cache"
+IMAGE = "ghcr.io/example/toolchain@sha256:" + "ab" * 32
+
+
+def _cairn(*args: str, cwd: Path | None = None, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "cairn.cli", *args], capture_output=True, text=True, timeout=300,
+                          cwd=cwd, env=env)
+
+
+def _emit(tmp_path: Path, *args: str) -> tuple[dict, dict, Path]:
+    """Run ``cairn ci github … --json --out``: the parsed workflow, the shards report and the file."""
+    out = tmp_path / ".github" / "workflows" / "release.yml"
+    proc = _cairn("ci", "github", *args, "--out", str(out), "--json")
+    assert proc.returncode == 0, proc.stderr
+    return yaml.safe_load(out.read_text()), json.loads(proc.stdout), out
+
+
+def _validate(path: Path, schema: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "check_jsonschema", "--builtin-schema", schema, str(path)],
+                          capture_output=True, text=True, timeout=120)
+
+
+@pytest.fixture(scope="module")
+def default_release(tmp_path_factory) -> tuple[dict, dict, Path]:
+    """The default release's workflow, with the build image pinned by digest."""
+    return _emit(tmp_path_factory.mktemp("default"), "--image-digest", IMAGE)
+
+
+def test_the_default_release_workflow_validates_against_githubs_workflow_schema(default_release) -> None:
+    _, _, path = default_release
+    for schema in ("vendor.github-workflows", "custom.github-workflows-require-timeout"):
+        proc = _validate(path, schema)
+        assert proc.returncode == 0, proc.stdout + proc.stderr
+        assert "ok -- validation done" in proc.stdout
+
+
+def test_the_schema_check_can_fail(default_release, tmp_path) -> None:
+    """The validation above is a real check: a job with no runs-on is refused."""
+    workflow, _, _ = default_release
+    broken = json.loads(json.dumps(workflow))
+    del broken["jobs"]["sdk"]["runs-on"]
+    path = tmp_path / "broken.yml"
+    path.write_text(json.dumps(broken))
+    assert _validate(path, "vendor.github-workflows").returncode == 1
+
+
+def _uses(value: object) -> list[str]:
+    if isinstance(value, dict):
+        return [v for k, v in value.items() if k == "uses"] + [u for v in value.values() for u in _uses(v)]
+    if isinstance(value, list):
+        return [u for v in value for u in _uses(v)]
+    return []
+
+
+def test_every_action_is_pinned_by_a_full_commit_sha(default_release) -> None:
+    workflow, _, path = default_release
+    uses = _uses(workflow)
+    assert uses and all(SHA_PIN.match(u) for u in uses), sorted(set(uses))
+    assert all(job["steps"][0]["uses"] == uses[0] for job in workflow["jobs"].values())  # every job checks out first
+    assert not re.search(r"uses:\s*\S+@(v\d|main|master)", path.read_text())
+
+
+def test_jobs_run_in_the_build_image_by_digest_except_the_one_that_builds_it(default_release) -> None:
+    workflow, report, _ = default_release
+    holder = next(s["name"] for s in report["shards"] if "image:toolchain" in s["actions"])
+    for name, job in workflow["jobs"].items():
+        assert ("container" not in job) if name == holder else (job["container"]["image"] == IMAGE), name
+
+
+def test_without_a_known_image_digest_the_jobs_run_on_the_runner_and_the_workflow_says_so(tmp_path) -> None:
+    workflow, report, path = _emit(tmp_path, "--family", "gfx1151")
+    assert report["image"] is None
+    assert not any("container" in job for job in workflow["jobs"].values())
+    assert "digest is known only after a build" in path.read_text().split('"name"')[0]  # a comment in the header
+
+
+def _closure(needs: dict[str, list[str]], job: str) -> set[str]:
+    seen: set[str] = set()
+    frontier = list(needs.get(job, []))
+    while frontier:
+        name = frontier.pop()
+        if name not in seen:
+            seen.add(name)
+            frontier.extend(needs.get(name, []))
+    return seen
+
+
+def test_needs_form_a_dag_that_holds_every_dependency_of_every_shard(default_release) -> None:
+    from cairn.plan.prepare import load, make_plan
+
+    workflow, report, _ = default_release
+    jobs = workflow["jobs"]
+    needs = {name: list(job.get("needs", [])) for name, job in jobs.items()}
+    assert all(n in jobs for deps in needs.values() for n in deps)
+    assert all(name not in _closure(needs, name) for name in jobs), "needs: has a cycle"
+
+    manifest, registry = load(None)
+    plan = make_plan(manifest, registry)
+    shard_of = {a: s["name"] for s in report["shards"] for a in s["actions"]}
+    assert sorted(shard_of) == sorted(a.id for a in plan.actions)  # every action in exactly one shard
+    assert len(shard_of) == sum(len(s["actions"]) for s in report["shards"])
+    for action in plan.actions:
+        home = shard_of[action.id]
+        reachable = {home} | _closure(needs, home)
+        assert all(shard_of[d] in reachable for d in action.deps), (action.id, home)
+    for shard in report["shards"]:  # what --only names covers the shard: its sinks and what they depend on
+        build = jobs[shard["name"]]["steps"][-1]["run"]
+        assert sorted(re.findall(r"--only (\S+)", build)) == sorted(shard["only"])
+        assert set(shard["only"]) <= set(shard["actions"])
+
+
+def test_publish_needs_every_gate_job_and_runs_only_when_they_passed(default_release) -> None:
+    from cairn.plan.prepare import load, make_plan
+
+    workflow, report, _ = default_release
+    gate_ids = {a.id for a in make_plan(*load(None)).actions if a.kind == "gate"}
+    gates = {s["name"] for s in report["shards"] if set(s["actions"]) & gate_ids}
+    assert len(gates) >= 5  # one per family of the default release, at least
+    assert {s["name"] for s in report["shards"] if s["gates"]} == gates
+    publish = workflow["jobs"]["publish"]
+    assert gates <= set(publish["needs"])
+    assert "bundle" in publish["needs"]
+    assert "success()" in publish["if"] and "pull_request" in publish["if"]
+    assert any("cairn publish" in step.get("run", "") for step in publish["steps"])
+    for name in gates:  # a gate job fails when a gate fails: it builds the gate actions themselves
+        assert "--only gate:" in workflow["jobs"][name]["steps"][-1]["run"]
+
+
+def test_pull_requests_read_the_cache_and_never_write_it(default_release) -> None:
+    workflow, _, _ = default_release
+    for name, job in workflow["jobs"].items():
+        build = next(s["run"] for s in job["steps"] if s.get("run", "").startswith("cairn build"))
+        assert '--cache "s3://${{ vars.CAIRN_CACHE_BUCKET }}/cairn"' in build, name
+        assert READ_ONLY_ON_PR in build or (name == "publish" and "--cache-read-only" in build), name
+
+
+def test_timings_size_each_shard_and_its_timeout(tmp_path) -> None:
+    from cairn.plan.prepare import load, make_plan
+
+    plan = make_plan(*load(None), ["gfx1151"])
+    seconds = {a.id: 60.0 for a in plan.actions}
+    report = tmp_path / "last-build.json"
+    report.write_text(json.dumps({"actions": {a: {"status": "ran", "seconds": s} for a, s in seconds.items()}}))
+    workflow, shards, _ = _emit(tmp_path, "--family", "gfx1151", "--timings", str(report))
+    for shard in shards["shards"]:
+        assert shard["seconds"] == 60.0 * len(shard["actions"])
+        assert workflow["jobs"][shard["name"]]["timeout-minutes"] == min(360, max(15, 3 * len(shard["actions"]) + 10))
+
+    del seconds["assemble:sdk"]
+    report.write_text(json.dumps({"actions": {a: {"status": "ran", "seconds": s} for a, s in seconds.items()}}))
+    workflow, shards, path = _emit(tmp_path, "--family", "gfx1151", "--timings", str(report))
+    sdk = next(s for s in shards["shards"] if "assemble:sdk" in s["actions"])
+    assert sdk["seconds"] is None and sdk["unmeasured"] == 1 and workflow["jobs"][sdk["name"]]["timeout-minutes"] == 360
+    assert f"duration unknown (1 of {len(sdk['actions'])} actions not in the timings)" in path.read_text()
+
+
+def _toy_plan() -> Plan:
+    """Wheels actions that cross between the family-neutral and the family shard both ways."""
+    return Plan("toy.toml", "0" * 64, (
+        Action("fetch:a", "fetch", {}),
+        Action("package:base", "package", {}, ("fetch:a",)),
+        Action("package:x@fam", "package", {}, ("fetch:a",), family="fam"),
+        Action("package:neutral", "package", {}, ("package:base", "package:x@fam")),  # neutral: two families meet
+        Action("package:y@fam", "package", {}, ("package:neutral",), family="fam"),
+        Action("index:fam", "index", {}, ("package:y@fam",)),
+    ))
+
+
+def test_shards_that_would_need_each_other_are_merged_into_one() -> None:
+    shards: tuple[Shard, ...] = shard_plan(_toy_plan(), ("fam",))
+    assert [(s.name, s.actions, s.needs) for s in shards] == [
+        ("sdk", ("fetch:a",), ()),
+        ("wheels", ("package:base", "package:x@fam", "package:neutral", "package:y@fam", "index:fam"), ("sdk",)),
+    ]
+    assert shards[1].only == ("index:fam",)
+
+
+@pytest.mark.parametrize(("args", "expected"), [
+    (["--image-digest", "ghcr.io/x/toolchain:latest"], "--image-digest: 'ghcr.io/x/toolchain:latest' is not an image pinned by digest"),
+    (["--timings", "MISSING"], "MISSING: no such file"),
+    (["--timings", "NOT_A_REPORT"], "not a build report: no 'actions' object"),
+    (["--cache-prefix", "../elsewhere"], "--cache-prefix: '../elsewhere' is not a usable bucket prefix"),
+    (["--family", "gfx9999"], "gfx9999"),
+    (["--store", "NO_STORE"], "NO_STORE/last-build.json: no such store"),
+])
+def test_bad_input_gets_one_line_and_writes_nothing(tmp_path, args, expected) -> None:
+    (tmp_path / "NOT_A_REPORT").write_text("[1, 2]")
+    args = [str(tmp_path / a) if a in ("MISSING", "NOT_A_REPORT", "NO_STORE") else a for a in args]
+    expected = expected.replace("MISSING", str(tmp_path / "MISSING")).replace("NO_STORE", str(tmp_path / "NO_STORE"))
+    out = tmp_path / "release.yml"
+    proc = _cairn("ci", "github", *args, "--out", str(out))
+    lines = proc.stderr.strip().splitlines()
+    assert proc.returncode == 2 and len(lines) == 1 and expected in lines[0] and "Traceback" not in proc.stderr, proc.stderr
+    assert not out.exists()
+
+
+# -- the shards, run for real -------------------------------------------------------------------------
+
+def _small_release(tmp_path: Path, www: Path, base: str) -> Path:
+    """Three archive components served over loopback HTTP, copied into the SDK; two families."""
+    parts = ['[release]\nname = "ci-test"\nversion = "1.0.0"\nchannel = "dev"\nsource_date_epoch = 1700000000\n'
+             'base_os = "debian-12"\nfamilies = ["gfx90a", "gfx1151"]\n\n[core]']
+    for n in range(3):
+        body = f"payload {n}\n".encode()
+        (www / f"part{n}.txt").write_bytes(body)
+        parts.append(f'[[core.components]]\nname = "part{n}"\nversion = "1.0"\n'
+                     f'source.archive = {{ url = "{base}/part{n}.txt", sha256 = "{hashlib.sha256(body).hexdigest()}" }}\n'
+                     'build = { kind = "copy" }\n')
+    path = tmp_path / "ci-test.toml"
+    path.write_text("\n".join(parts))
+    return path
+
+
+def _machine(tmp_path: Path, name: str, endpoint: str) -> dict:
+    """A runner of its own: working directory (so its own .cairn store), HOME; the one bucket."""
+    cwd = tmp_path / "runners" / name
+    (cwd / "home").mkdir(parents=True)
+    env = {**os.environ, "HOME": str(cwd / "home"), "CAIRN_S3_ENDPOINT": endpoint, "AWS_ACCESS_KEY_ID": "test",
+           "AWS_SECRET_ACCESS_KEY": "test", "AWS_DEFAULT_REGION": "us-east-1", "CAIRN_S3_RETRY_SECONDS": "5",
+           "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}"}
+    env.pop("CAIRN_CACHE", None)
+    return {"cwd": cwd, "env": env}
+
+
+def _order(jobs: dict) -> list[str]:
+    done: list[str] = []
+    while len(done) < len(jobs):
+        done.append(next(n for n, j in jobs.items() if n not in done and set(j.get("needs", [])) <= set(done)))
+    return done
+
+
+@pytest.mark.s3
+def test_the_shard_jobs_as_separate_runners_build_the_same_release_as_one_build(tmp_path) -> None:
+    """Every job's own ``cairn build`` command, as the workflow writes it, run in order on its own "runner".
+
+    The images and gates jobs are left out, and so is publish, which needs the gates: they need a Docker Engine
+    and registry, and the base image alone takes minutes to debootstrap. The release itself (the bundle, its
+    wheels and the SDK) does not depend on them, so it is what is compared."""
+    www = tmp_path / "www"
+    www.mkdir()
+    with serve_directory(www) as base, moto_s3(BUCKET) as s3:
+        manifest = _small_release(tmp_path, www, base)
+        workflow, report, _ = _emit(tmp_path, str(manifest), "--cache-prefix", "ci/run1")
+        stage = {s["name"]: s["stage"] for s in report["shards"]}
+        members = {s["name"]: set(s["actions"]) for s in report["shards"]}
+        jobs = workflow["jobs"]
+        left_out = {n for n in jobs if stage.get(n) in ("images", "gates") or n == "publish"}
+        run = [n for n in _order(jobs) if n not in left_out]
+        assert {"sdk", "wheels", "bundle"} <= set(run) and not set(jobs["bundle"]["needs"]) & left_out
+
+        outputs: dict[str, str] = {}
+        for name in run:
+            script = jobs[name]["steps"][-1]["run"].replace("${{ vars.CAIRN_CACHE_BUCKET }}", BUCKET)
+            script = script.replace(READ_ONLY_ON_PR, "")  # a push to main, not a pull request
+            machine = _machine(tmp_path, name, s3["endpoint"])
+            proc = subprocess.run(["bash", "-euc", script], cwd=machine["cwd"], env=machine["env"],
+                                  capture_output=True, text=True, timeout=300)
+            assert proc.returncode == 0, (name, proc.stdout, proc.stderr)
+            built = json.loads((machine["cwd"] / ".cairn" / "last-build.json").read_text())["actions"]
+            ran = {a for a, o in built.items() if o["status"] == "ran"}
+            assert ran <= members[name], f"{name} rebuilt {sorted(ran - members[name])}, which an earlier job built"
+            assert members[name] <= set(built)
+            for action_id, outcome in built.items():
+                assert outcome["status"] in ("ran", "cached"), (name, action_id, outcome)
+                assert outputs.setdefault(action_id, outcome["output"]) == outcome["output"], action_id
+
+        one = _machine(tmp_path, "one-build", s3["endpoint"])
+        proc = _cairn("build", str(manifest), "--store", "store", "--json", "--only", "bundle:release",
+                      "--only", "coverage:release", cwd=one["cwd"], env=one["env"])
+        assert proc.returncode == 0, proc.stderr
+        alone = {a: o["output"] for a, o in json.loads(proc.stdout)["actions"].items()}
+        assert outputs["bundle:release"] == alone["bundle:release"] and outputs["assemble:sdk"] == alone["assemble:sdk"]
+        assert {a: outputs[a] for a in alone} == alone
+        assert set(outputs) == set(alone)
+
+
+@pytest.mark.parametrize("blocked", [False, True], ids=["pushed", "blocked"])
+def test_the_build_image_digest_is_read_from_a_built_stores_push_record(tmp_path, blocked) -> None:
+    store, tree = tmp_path / "store", "c" * 64
+    (store / "trees" / tree).mkdir(parents=True)
+    record = {"schema": "cairn.push/v1", "registry": "registry.example:5000", "repo": "cairn/toolchain-rocm7",
+              "digest": "sha256:" + "d" * 64}
+    if blocked:
+        record = {"schema": "cairn.push/v1", "blocked": "needs a Docker Engine", "image": "image:toolchain"}
+    (store / "trees" / tree / "push.json").write_text(json.dumps(record))
+    (store / "last-build.json").write_text(json.dumps({"actions": {"push:toolchain": {"status": "ran", "output": tree}}}))
+    out = tmp_path / "release.yml"
+    proc = _cairn("ci", "github", "--family", "gfx1151", "--store", str(store), "--out", str(out))
+    if blocked:
+        assert proc.returncode == 2 and "the build image was not pushed (needs a Docker Engine)" in proc.stderr, proc.stderr
+        assert len(proc.stderr.strip().splitlines()) == 1 and not out.exists()
+        return
+    assert proc.returncode == 0, proc.stderr
+    images = {job.get("container", {}).get("image") for job in yaml.safe_load(out.read_text())["jobs"].values()}
+    assert images == {None, "registry.example:5000/cairn/toolchain-rocm7@sha256:" + "d" * 64}
