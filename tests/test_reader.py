@@ -98,3 +98,34 @@ def _copy_containers(repo_root: Path, tmp_path: Path) -> Path:
     folder = tmp_path / "containers"
     shutil.copytree(repo_root / "recipes" / "containers", folder)
     return folder
+
+
+# -- container recipes keep naming the file alone ------------------------------------------------------------
+def test_container_recipe_typo_names_the_file_and_the_closest_key(tmp_path: Path, repo_root: Path) -> None:
+    from cairn.containers.recipes import load_recipes
+
+    folder = _copy_containers(repo_root, tmp_path)
+    smoke = folder / "smoke.toml"
+    smoke.write_text(smoke.read_text().replace("template = ", "templte = "))
+    with pytest.raises(ManifestError) as caught:
+        load_recipes.__wrapped__(folder)
+    assert str(caught.value) == f"{smoke}: unknown key 'templte' in [image] — did you mean 'template'?"
+
+
+# -- the target registry: wrong types used to be tracebacks or silently split into characters -----------------
+@pytest.mark.parametrize(("edit", "message"), [
+    (("mach = 0x02C", 'mach = "x"'), "'mach' must be an integer — write mach = 1"),
+    (("mach = 0x02C\n", ""), "missing 'mach' — add mach = …"),
+    (('products = ["MI25", "Radeon RX Vega 64/56"]', 'products = "MI25"'), "'products' must be a list of strings"),
+    (('features = ["xnack"]', 'features = "xnack"'), "'features' must be a list of strings"),
+])
+def test_target_registry_values_are_type_checked(tmp_path: Path, repo_root: Path, edit: tuple[str, str], message: str) -> None:
+    from cairn.model.targets import load_registry
+
+    text = (repo_root / "manifests" / "targets.toml").read_text()
+    assert edit[0] in text
+    bad = tmp_path / "targets.toml"
+    bad.write_text(text.replace(edit[0], edit[1], 1))
+    with pytest.raises(ManifestError) as caught:
+        load_registry.__wrapped__(bad)
+    assert str(caught.value).startswith(f"{bad}:") and message in str(caught.value), str(caught.value)

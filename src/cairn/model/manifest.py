@@ -281,7 +281,7 @@ class _Loader:
         if channel not in CHANNELS:
             raise self.fail((*kp, "channel"), f"unknown channel '{channel}'", did_you_mean(channel, CHANNELS, "channels"))
         epoch = table.integer("source_date_epoch")
-        families = table.strings("families")
+        families = table.strings("families") if "families" in table else ()
         if not families:
             raise self.fail((*kp, "families"), "no families to ship", 'list at least one, e.g. families = ["gfx90a"]')
         for n, fam in enumerate(families):

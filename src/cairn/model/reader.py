@@ -191,6 +191,8 @@ class Section:
 
     def strings(self, key: str) -> tuple[str, ...]:
         spec = self.field(key, "strings")
+        if key not in self.data and spec.required:
+            raise self.fail((), f"missing '{key}'", f'add {key} = ["…"]')
         value = self.data.get(key, [])
         if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
             raise self._wrong(spec, key, f"'{key}' must be a list of strings", f'write {key} = ["…"]')
