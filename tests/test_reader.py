@@ -75,6 +75,8 @@ def test_reading_an_undeclared_key_is_a_loader_bug(tmp_path: Path) -> None:
     (('description = "', 'description = 1\n#'), "'description' must be a string"),
     (('url = "https://github.com/ROCm/pytorch.git"', 'urll = "https://github.com/ROCm/pytorch.git"'),
      "unknown key 'urll' in source.git — did you mean 'url'?"),
+    (('url = "https://github.com/ROCm/pytorch.git", ', ''), "source.git of pytorch 2.12.0 is missing 'url'"),
+    (('pin_unknown = "no commit', 'pin_unknown = 1\n#'), "'pin_unknown' must be a string"),
 ])
 def test_wheel_recipe_values_are_type_checked(tmp_path: Path, repo_root: Path, edit: tuple[str, str], message: str) -> None:
     from cairn.wheels.recipes import load_recipe
@@ -118,6 +120,7 @@ def test_container_recipe_typo_names_the_file_and_the_closest_key(tmp_path: Path
     (("mach = 0x02C\n", ""), "missing 'mach' — add mach = …"),
     (('products = ["MI25", "Radeon RX Vega 64/56"]', 'products = "MI25"'), "'products' must be a list of strings"),
     (('features = ["xnack"]', 'features = "xnack"'), "'features' must be a list of strings"),
+    (('name = "gfx803"\n', 'name = "gfx803"\ngeneric = 1\n'), "'generic' must be a string"),
 ])
 def test_target_registry_values_are_type_checked(tmp_path: Path, repo_root: Path, edit: tuple[str, str], message: str) -> None:
     from cairn.model.targets import load_registry

@@ -267,6 +267,7 @@ def _build(reader: Reader) -> Registry:
     processors: dict[str, tuple[int, tuple[str, ...]]] = {}
     for raw in data.tables("processor"):
         processors[raw.string("name")] = (raw.integer("mach"), raw.strings("features"))
+        raw.string("generic")  # not used yet, but a wrong type is as wrong here as on a [[target]]
     families: dict[str, tuple[str, ...]] = {}
     family_table = data.table("family")
     for fam in family_table:

@@ -193,7 +193,10 @@ def load_recipe(name: str, path: Path | None = None) -> Recipe:
             (source_kind, _), = source_table.items()
             fields = source_table.table(source_kind).data
             check_fetched_name(source_kind, fields, lambda key, kp=kp, kind=source_kind: doc.where((*kp, "source", kind, key)))
-            pin = str(table.get("pin_unknown", ""))
+            pin = table.string("pin_unknown")
+            for key, spec in SOURCE_TABLES[source_kind].fields.items():
+                if spec.required and key not in fields:
+                    raise fail((*kp, "source", source_kind), f"source.{source_kind} of {name} {version} is missing '{key}'", f"add {key} = …")
             if source_kind == "git" and not _HEX40.match(str(fields.get("commit", ""))) and not pin:
                 raise fail((*kp, "source", "git"), f"floating source for {name} {version}",
                            "pin commit = \"<40 hex>\" or say why none is known with pin_unknown = \"…\"")
