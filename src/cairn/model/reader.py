@@ -17,7 +17,7 @@ loader here never changed what a user sees.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -232,7 +232,3 @@ class Section:
             raise self.fail((key,), f"{key} must be an array of tables", f"write [[{'.'.join(map(str, self.at(key)))}]]")
         for index, item in enumerate(value):
             yield self.reader.table(item, spec.table, self.at(key, index))
-
-    def each(self, read: Callable[[Section, str], Any]) -> dict[str, Any]:
-        """``read(self, key)`` for every key of a table of free names (``[expansion.<name>]``)."""
-        return {key: read(self, key) for key in self.data}
