@@ -14,16 +14,43 @@ from typing import Any
 
 from cairn.errors import InputError, Location, ManifestError, did_you_mean
 from cairn.model import tomlpos
+from cairn.model.reader import Field, Reader, Section, Style, Table
 from cairn.names import safe_name
 from cairn.paths import recipes_dir, repo_root
 
 KINDS = ("runtime", "framework", "build")
 GATES = ("static-coverage", "in-container", "gpu")
 FAMILY_FIELD = "{family}"
-_IMAGE_KEYS = {"name", "template", "kind", "from", "repo", "tags", "gates", "sdk", "component", "wheels", "builder",
-               "source_git", "needs_components", "source_url"}
-_BASE_KEYS = {"name", "suite", "variant", "mirror", "repo", "include", "path_exclude", "path_include", "suites",
-              "check_valid_until", "env"}
+_TAG_DOC = "placeholders: {rocm}, {target}, {family}, {version}, {python}"
+IMAGE = Table({
+    "name": Field("string", required=True, doc="the file's own name"),
+    "template": Field("string", required=True, doc="templates/<template>.j2"),
+    "kind": Field("string", required=True, enum=KINDS),
+    "from": Field("string", required=True, doc='"base" or another image recipe'),
+    "repo": Field("string", required=True),
+    "tags": Field("strings", doc=_TAG_DOC),
+    "gates": Field("strings", doc="of: " + ", ".join(GATES)),
+    "sdk": Field("string"),
+    "component": Field("string", doc="a per-family component whose tree goes into the image"),
+    "wheels": Field("strings", doc="projects installed from the release's wheel index ({family}: the image's)"),
+    "builder": Field("string", doc="recipe of the build image a source recipe compiles in"),
+    "source_git": Field("string"),
+    "needs_components": Field("strings"),
+    "source_url": Field("string", required=True),
+}, what="[image]")
+ROOTFS = Table({
+    "name": Field("string", required=True), "suite": Field("string", required=True),
+    "variant": Field("string", required=True), "mirror": Field("string", required=True, doc='"host" or an archive URL'),
+    "repo": Field("string", required=True), "include": Field("strings", doc="packages, each pinned as name=version"),
+    "path_exclude": Field("strings"), "path_include": Field("strings"),
+    "suites": Field("strings", doc="further suites apt may install from"),
+    "check_valid_until": Field("boolean", default=True,
+                               error=("'check_valid_until' must be true or false", "write check_valid_until = false")),
+    "env": Field("strings", doc="KEY=VALUE set in the image config"),
+}, what="[base]")
+IMAGE_FILE = Table({"image": Field("table", required=True, table=IMAGE)}, doc="A Cairn container image recipe (recipes/containers/*.toml)")
+ROOTFS_FILE = Table({"base": Field("table", required=True, table=ROOTFS)},
+                    doc="A Cairn rootfs recipe (recipes/containers/*.toml with a [base] table)")
 
 
 @dataclass(frozen=True)
@@ -96,32 +123,16 @@ def _fail(path: Path, what: str, fix: str) -> ManifestError:
     return ManifestError(_shown(path), what, fix)
 
 
-def _load(path: Path, table: str, allowed: set[str]) -> dict[str, Any]:
+def _load(path: Path, table: str, spec: Table) -> Section:
     try:
-        data = tomlpos.load(path).data
+        reader = Reader(tomlpos.load(path), Style(located=False, missing_reads_empty=True, strings_said_nonempty=True,
+                                                  shown=_shown(path)))
     except InputError as exc:  # tomlpos gives the line and column; show the path as _fail does
         raise ManifestError(Location(_shown(path), exc.where.line, exc.where.col), exc.what, exc.fix) from None
+    data = reader.doc.data
     if set(data) != {table}:
         raise _fail(path, f"expected exactly one [{table}] table", f"put every key under [{table}]")
-    body = data[table]
-    for key in body:
-        if key not in allowed:
-            raise _fail(path, f"unknown key '{key}' in [{table}]", did_you_mean(key, allowed, "keys"))
-    return body
-
-
-def _strings(path: Path, body: dict[str, Any], key: str) -> tuple[str, ...]:
-    value = body.get(key, [])
-    if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
-        raise _fail(path, f"'{key}' must be a list of strings", f'write {key} = ["…"]')
-    return tuple(value)
-
-
-def _string(path: Path, body: dict[str, Any], key: str, required: bool = True) -> str:
-    value = body.get(key, "")
-    if not isinstance(value, str) or (required and not value):
-        raise _fail(path, f"'{key}' must be a non-empty string", f'write {key} = "…"')
-    return value
+    return reader.table(data[table], spec, (table,))
 
 
 def lock_path(recipe_file: Path) -> Path:
@@ -156,15 +167,13 @@ def load_base(directory: Path | None = None, name: str = "base") -> BaseRecipe:
     path = (directory or containers_dir()) / f"{name}.toml"
     if not path.is_file():
         raise _fail(path, f"no rootfs recipe '{name}'", did_you_mean(name, rootfs_names(directory), "rootfs recipes"))
-    body = _load(path, "base", _BASE_KEYS)
-    check = body.get("check_valid_until", True)
-    if not isinstance(check, bool):
-        raise _fail(path, "'check_valid_until' must be true or false", "write check_valid_until = false")
+    body = _load(path, "base", ROOTFS)
+    check = body.boolean("check_valid_until")
     return BaseRecipe(
-        name=_string(path, body, "name"), suite=_string(path, body, "suite"), variant=_string(path, body, "variant"),
-        mirror=_string(path, body, "mirror"), repo=_string(path, body, "repo"), include=_strings(path, body, "include"),
-        path_exclude=_strings(path, body, "path_exclude"), path_include=_strings(path, body, "path_include"),
-        suites=_strings(path, body, "suites"), check_valid_until=check, env=_strings(path, body, "env"),
+        name=body.string("name"), suite=body.string("suite"), variant=body.string("variant"),
+        mirror=body.string("mirror"), repo=body.string("repo"), include=body.strings("include"),
+        path_exclude=body.strings("path_exclude"), path_include=body.strings("path_include"),
+        suites=body.strings("suites"), check_valid_until=check, env=body.strings("env"),
         lock=read_lock(lock_path(path)),
     )
 
@@ -177,21 +186,21 @@ def load_recipes(directory: Path | None = None) -> dict[str, ImageRecipe]:
     for path in sorted(folder.glob("*.toml")):
         if path.stem in rootfs_names(folder):
             continue
-        body = _load(path, "image", _IMAGE_KEYS)
-        kind = _string(path, body, "kind")
+        body = _load(path, "image", IMAGE)
+        kind = body.string("kind")
         if kind not in KINDS:
             raise _fail(path, f"unknown kind '{kind}'", did_you_mean(kind, KINDS, "kinds"))
-        gates = _strings(path, body, "gates")
+        gates = body.strings("gates")
         for gate in gates:
             if gate not in GATES:
                 raise _fail(path, f"unknown gate '{gate}'", did_you_mean(gate, GATES, "gates"))
         recipe = ImageRecipe(
-            name=_string(path, body, "name"), template=_string(path, body, "template"), kind=kind,
-            parent=_string(path, body, "from"), repo=_string(path, body, "repo"), tags=_strings(path, body, "tags"),
-            gates=gates, source_url=_string(path, body, "source_url"), sdk=_string(path, body, "sdk", False),
-            component=_string(path, body, "component", False), wheels=_strings(path, body, "wheels"),
-            builder=_string(path, body, "builder", False), source_git=_string(path, body, "source_git", False),
-            needs_components=_strings(path, body, "needs_components"), path=path.name,
+            name=body.string("name"), template=body.string("template"), kind=kind,
+            parent=body.string("from"), repo=body.string("repo"), tags=body.strings("tags"),
+            gates=gates, source_url=body.string("source_url"), sdk=body.string("sdk"),
+            component=body.string("component"), wheels=body.strings("wheels"),
+            builder=body.string("builder"), source_git=body.string("source_git"),
+            needs_components=body.strings("needs_components"), path=path.name,
         )
         # names that become paths: templates/<template>.j2, the index's simple/<wheel>/ pages
         safe_name(recipe.template, _shown(path), "template")

@@ -20,6 +20,7 @@ from packaging.version import InvalidVersion, Version
 
 from cairn.errors import Location, ManifestError, did_you_mean
 from cairn.model import tomlpos
+from cairn.model.reader import Field, Reader, Section, Table
 from cairn.model.targets import Registry, load_registry
 from cairn.names import safe_name
 
@@ -161,55 +162,88 @@ def canonical_json(value: Any) -> str:
     return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=str)
 
 
-# -- loading --------------------------------------------------------------------------------------------
-_TOP = {"release", "core", "expansion", "frameworks", "gates"}
-_RELEASE = {"name", "version", "channel", "source_date_epoch", "base_os", "families", "python", "description", "toolchain", "base"}
-_SDK = {"description", "components", "unavailable"}
-_COMPONENT = {"name", "version", "source", "build", "depends", "exclude_targets", "project", "pin_unknown", "description"}
-_BUILD = {"kind", "args"}
-_FRAMEWORK = {"recipe", "version", "source", "pin_unknown", "files"}
+# -- the declared tables -----------------------------------------------------------------------------------
 FRAMEWORK_SOURCE_KINDS = ("pypi", "git", "archive")
+_PIN_KEYS = ("commit", "sha256")  # required, unless pin_unknown says why no pin is known
+_SOURCE_TYPES = {"strip": "integer"}  # every other source field is a string
+
+SOURCE_TABLES = {
+    kind: Table({key: Field(_SOURCE_TYPES.get(key, "string"), required=key in required and key not in _PIN_KEYS)
+                 for key in sorted(required | optional)}, what=f"source.{kind}")
+    for kind, (required, optional) in _SOURCE_FIELDS.items()
+}
+SOURCE = Table({kind: Field("table", table=SOURCE_TABLES[kind]) for kind in SOURCE_KINDS}, one_of=True,
+               doc="where the bytes come from, with the pin that proves them: exactly one kind")
+_NAME_RE = _NAME.pattern
+RELEASE = Table({
+    "name": Field("string", required=True, nonempty=True),
+    "version": Field("string", required=True, nonempty=True, doc="PEP 440 version of the release"),
+    "channel": Field("string", required=True, nonempty=True, enum=CHANNELS),
+    "source_date_epoch": Field("integer", required=True, minimum=315532800, doc="Unix time every timestamp is clamped to",
+                               error=("source_date_epoch must be an integer Unix time ≥ 315532800 (1980, the zip epoch)",
+                                      "set it to the release's commit time, e.g. 1752537600")),
+    "base_os": Field("string", required=True, nonempty=True),
+    "families": Field("strings", required=True, doc="gfx families of manifests/targets.toml"),
+    "python": Field("strings", doc='Python versions, e.g. "3.11"'),
+    "description": Field("string", nonempty=True),
+    "toolchain": Field("string", nonempty=True, pattern=_NAME_RE, doc="rootfs recipe of the build image"),
+    "base": Field("string", nonempty=True, pattern=_NAME_RE, doc="rootfs recipe every image starts FROM"),
+}, what="[release]")
+BUILD = Table({
+    "kind": Field("string", required=True, nonempty=True, enum=BUILD_KINDS),
+    "args": Field("table", table=Table(values=Field("any"))),
+}, what="build")
+COMPONENT = Table({
+    "name": Field("string", required=True, nonempty=True, pattern=_NAME_RE),
+    "version": Field("string", required=True, nonempty=True),
+    "source": Field("table", required=True, table=SOURCE),
+    "build": Field("table", table=BUILD, doc='default { kind = "copy" }'),
+    "depends": Field("strings", doc="components this one is built against"),
+    "exclude_targets": Field("strings", doc="gfx targets or families this component is not built for"),
+    "project": Field("string", nonempty=True, doc="upstream sub-project name targets.toml exclusions refer to"),
+    "pin_unknown": Field("string", nonempty=True, doc="why no pin is known (the build refuses the component)"),
+    "description": Field("string", nonempty=True),
+}, what="a component")
+SDK = Table({
+    "description": Field("string", nonempty=True),
+    "components": Field("tables", table=COMPONENT),
+    "unavailable": Field("table", table=Table(values=Field("string", nonempty=True)),
+                         doc="component name -> why these sources cannot provide it"),
+})
+FILE = Table(SOURCE_TABLES["pypi"].fields)
+FRAMEWORK = Table({
+    "recipe": Field("string", required=True, nonempty=True, doc="recipes/wheels/<recipe>.toml"),
+    "version": Field("string", required=True, nonempty=True, doc="one of the recipe's versions"),
+    "source": Field("table", table=SOURCE, doc="the upstream input this version builds or mirrors"),
+    "pin_unknown": Field("string", nonempty=True),
+    "files": Field("tables", table=FILE, doc="a mirror's every wheel, each by sha256 (replaces source)"),
+})
+GATES = Table({"required": Field("table", table=Table({c: Field("strings") for c in CHANNELS}, what="[gates.required]"),
+                                 doc="channel -> gates a release must pass")}, what="[gates]")
+MANIFEST = Table({
+    "release": Field("table", required=True, table=RELEASE),
+    "core": Field("table", required=True, table=SDK, doc="the Core SDK"),
+    "expansion": Field("table", table=Table(values=Field("table", table=SDK), what="[expansion]"), doc="expansion SDKs by name"),
+    "frameworks": Field("table", table=Table(values=Field("table", table=FRAMEWORK), what="[frameworks]")),
+    "gates": Field("table", table=GATES),
+}, what="the manifest", doc="A Cairn release manifest (manifests/releases/*.toml)")
 
 
 def load_manifest(path: Path, registry: Registry | None = None, text: str | None = None) -> Manifest:
     """Parse and validate a release manifest; the first problem found is raised as a ManifestError."""
-    doc = tomlpos.load(Path(path), text)
-    return _Loader(doc, registry or load_registry()).manifest()
+    return _Loader(Reader.load(Path(path), text), registry or load_registry()).manifest()
 
 
 class _Loader:
-    def __init__(self, doc: tomlpos.Document, registry: Registry) -> None:
-        self.doc = doc
+    def __init__(self, reader: Reader, registry: Registry) -> None:
+        self.reader = reader
+        self.doc = reader.doc
         self.registry = registry
         self.unavailable: list[tuple[str, str, str]] = []
 
     # -- helpers ----------------------------------------------------------------------------------
     def fail(self, keypath: tomlpos.KeyPath, what: str, fix: str) -> ManifestError:
-        return ManifestError(self.doc.where(keypath), what, fix)
-
-    def keys(self, table: Any, allowed: set[str], keypath: tomlpos.KeyPath, what: str) -> dict[str, Any]:
-        if not isinstance(table, dict):
-            raise self.fail(keypath, f"{what} must be a table", f"write it as [{'.'.join(map(str, keypath))}] or {{ … }}")
-        for key in table:
-            if key not in allowed:
-                raise self.fail((*keypath, key), f"unknown key '{key}' in {what}", did_you_mean(key, allowed, "keys"))
-        return table
-
-    def string(self, table: dict[str, Any], key: str, keypath: tomlpos.KeyPath, *, required: bool = True) -> str:
-        value = table.get(key)
-        if value is None:
-            if required:
-                raise self.fail(keypath, f"missing '{key}'", f"add {key} = \"…\"")
-            return ""
-        if not isinstance(value, str) or not value.strip():
-            raise self.fail((*keypath, key), f"'{key}' must be a non-empty string", f"write {key} = \"…\"")
-        return value
-
-    def string_list(self, table: dict[str, Any], key: str, keypath: tomlpos.KeyPath) -> tuple[str, ...]:
-        value = table.get(key, [])
-        if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
-            raise self.fail((*keypath, key), f"'{key}' must be a list of strings", f'write {key} = ["…"]')
-        return tuple(value)
+        return self.reader.fail(keypath, what, fix)
 
     def pep440(self, value: str, keypath: tomlpos.KeyPath) -> str:
         try:
@@ -220,69 +254,63 @@ class _Loader:
 
     # -- sections ------------------------------------------------------------------------------------
     def manifest(self) -> Manifest:
-        data = self.keys(self.doc.data, _TOP, (), "the manifest")
+        data = self.reader.root(MANIFEST)
         if "release" not in data:
             raise self.fail((), "missing [release] table", "add [release] with name, version, channel, source_date_epoch, base_os, families")
-        release = self.release(data["release"])
+        release = self.release(data.table("release"))
         sdks: dict[str, str] = {}
         components: list[Component] = []
         if "core" not in data:
             raise self.fail((), "missing [core] SDK", "add [[core.components]] entries")
-        sdks["core"] = self.sdk(data["core"], ("core",), "core", components)
-        expansions = self.keys(data.get("expansion", {}), set(data.get("expansion", {})), ("expansion",), "[expansion]")
-        for name, table in expansions.items():
+        sdks["core"] = self.sdk(data.table("core", what="[core]"), "core", components)
+        expansions = data.table("expansion")
+        for name in expansions:
             if not _NAME.match(name):
                 raise self.fail(("expansion", name), f"bad expansion name '{name}'", "use lower-case letters, digits and dashes")
-            sdks[f"expansion.{name}"] = self.sdk(table, ("expansion", name), f"expansion.{name}", components)
+            sdks[f"expansion.{name}"] = self.sdk(expansions.table(name, what=f"[expansion.{name}]"), f"expansion.{name}", components)
         self.check_graph(components)
-        frameworks = tuple(self.framework(name, table) for name, table in data.get("frameworks", {}).items())
-        gates = self.gates(data.get("gates", {}))
-        return Manifest(self.doc.path, release, tuple(components), sdks, frameworks, gates, data, tuple(self.unavailable))
+        frameworks_table = data.table("frameworks")
+        frameworks = tuple(self.framework(name, frameworks_table.table(name, what=f"[frameworks.{name}]")) for name in frameworks_table)
+        gates = self.gates(data.table("gates"))
+        return Manifest(self.doc.path, release, tuple(components), sdks, frameworks, gates, self.doc.data, tuple(self.unavailable))
 
-    def release(self, table: Any) -> Release:
-        kp = ("release",)
-        table = self.keys(table, _RELEASE, kp, "[release]")
-        version = self.pep440(self.string(table, "version", kp), (*kp, "version"))
-        channel = self.string(table, "channel", kp)
+    def release(self, table: Section) -> Release:
+        kp = table.keypath
+        version = self.pep440(table.string("version"), (*kp, "version"))
+        channel = table.string("channel")
         if channel not in CHANNELS:
             raise self.fail((*kp, "channel"), f"unknown channel '{channel}'", did_you_mean(channel, CHANNELS, "channels"))
-        epoch = table.get("source_date_epoch")
-        if not isinstance(epoch, int) or isinstance(epoch, bool) or epoch < 315532800:
-            raise self.fail((*kp, "source_date_epoch"), "source_date_epoch must be an integer Unix time ≥ 315532800 (1980, the zip epoch)",
-                            "set it to the release's commit time, e.g. 1752537600")
-        families = self.string_list(table, "families", kp)
+        epoch = table.integer("source_date_epoch")
+        families = table.strings("families") if "families" in table else ()
         if not families:
             raise self.fail((*kp, "families"), "no families to ship", 'list at least one, e.g. families = ["gfx90a"]')
         for n, fam in enumerate(families):
             if not self.registry.is_family(fam):
                 raise self.fail((*kp, "families", n), f"unknown gfx family '{fam}'", did_you_mean(fam, self.registry.family_names(), "families"))
-        python = self.string_list(table, "python", kp) or ("3.11",)
+        python = table.strings("python") or ("3.11",)
         for n, py in enumerate(python):
             if not re.match(r"^3\.[0-9]+$", py):
                 raise self.fail((*kp, "python", n), f"bad Python version '{py}'", 'write it as "3.11"')
         return Release(
-            name=self.string(table, "name", kp), version=version, channel=channel, source_date_epoch=epoch,
-            base_os=self.string(table, "base_os", kp), families=families, python=python,
-            description=self.string(table, "description", kp, required=False),
-            toolchain=self.recipe_name(table, "toolchain", kp),
-            base=self.recipe_name(table, "base", kp) or "base",
+            name=table.string("name"), version=version, channel=channel, source_date_epoch=epoch,
+            base_os=table.string("base_os"), families=families, python=python,
+            description=table.string("description"),
+            toolchain=self.recipe_name(table, "toolchain"),
+            base=self.recipe_name(table, "base") or "base",
         )
 
-    def recipe_name(self, table: dict[str, Any], key: str, kp: tomlpos.KeyPath) -> str:
+    def recipe_name(self, table: Section, key: str) -> str:
         """A rootfs recipe of recipes/containers/ (``toolchain``, ``base``): a plain name, never a path."""
-        name = self.string(table, key, kp, required=False)
+        name = table.string(key)
         if name and not _NAME.match(name):
-            raise self.fail((*kp, key), f"{key} '{name}' is not a recipe name",
-                            f'name a rootfs recipe of recipes/containers/, e.g. {key} = "toolchain-rocm7"')
+            raise table.fail((key,), f"{key} '{name}' is not a recipe name",
+                             f'name a rootfs recipe of recipes/containers/, e.g. {key} = "toolchain-rocm7"')
         return name
 
-    def sdk(self, table: Any, kp: tomlpos.KeyPath, sdk_id: str, out: list[Component]) -> str:
-        table = self.keys(table, _SDK, kp, f"[{'.'.join(map(str, kp))}]")
-        raw = table.get("components", [])
-        if not isinstance(raw, list):
-            raise self.fail((*kp, "components"), "components must be an array of tables", f"write [[{'.'.join(map(str, kp))}.components]]")
-        for index, comp in enumerate(raw):
-            out.append(self.component(comp, (*kp, "components", index), sdk_id))
+    def sdk(self, table: Section, sdk_id: str, out: list[Component]) -> str:
+        kp = table.keypath
+        for comp in table.tables("components"):
+            out.append(self.component(comp, sdk_id))
         missing = table.get("unavailable", {})
         if not isinstance(missing, dict) or not all(isinstance(v, str) and v for v in missing.values()):
             raise self.fail((*kp, "unavailable"), "unavailable must map component names to the reason",
@@ -292,29 +320,29 @@ class _Loader:
                 raise self.fail((*kp, "unavailable", comp_name), f"bad component name '{comp_name}'",
                                 "use lower-case letters, digits, '.', '_' and '-'")
             self.unavailable.append((sdk_id, comp_name, reason))
-        return self.string(table, "description", kp, required=False)
+        return table.string("description")
 
-    def component(self, table: Any, kp: tomlpos.KeyPath, sdk_id: str) -> Component:
-        table = self.keys(table, _COMPONENT, kp, "a component")
-        name = self.string(table, "name", kp)
+    def component(self, table: Section, sdk_id: str) -> Component:
+        kp = table.keypath
+        name = table.string("name")
         if not _NAME.match(name):
             raise self.fail((*kp, "name"), f"bad component name '{name}'", "use lower-case letters, digits, '.', '_' and '-'")
-        pin_unknown = self.string(table, "pin_unknown", kp, required=False)
-        version = self.string(table, "version", kp)
+        pin_unknown = table.string("pin_unknown")
+        version = table.string("version")
         if "source" not in table:
             raise self.fail(kp, f"component '{name}' has no source", "add source.<git|archive|deb|pypi|path> = { … }")
         source = self.source(table["source"], (*kp, "source"), name, bool(pin_unknown))
-        build = self.build(table.get("build", {"kind": "copy"}), (*kp, "build"))
-        excludes = self.string_list(table, "exclude_targets", kp)
+        build = self.build(table.table("build", default={"kind": "copy"}))
+        excludes = table.strings("exclude_targets")
         for n, item in enumerate(excludes):
             if not self.registry.is_family(item):
                 raise self.fail((*kp, "exclude_targets", n), f"unknown gfx target or family '{item}'",
                                 did_you_mean(item, self.registry.family_names(), "targets"))
         return Component(
             name=name, version=version, sdk=sdk_id, source=source, build=build,
-            depends=self.string_list(table, "depends", kp), exclude_targets=excludes,
-            project=self.string(table, "project", kp, required=False), pin_unknown=pin_unknown,
-            description=self.string(table, "description", kp, required=False),
+            depends=table.strings("depends"), exclude_targets=excludes,
+            project=table.string("project"), pin_unknown=pin_unknown,
+            description=table.string("description"),
         )
 
     def source(self, table: Any, kp: tomlpos.KeyPath, name: str, pin_unknown: bool) -> Source:
@@ -325,8 +353,8 @@ class _Loader:
         kind, fields = next(iter(table.items()))
         if kind not in SOURCE_KINDS:
             raise self.fail((*kp, kind), f"unknown source kind '{kind}'", did_you_mean(kind, SOURCE_KINDS, "source kinds"))
-        required, optional = _SOURCE_FIELDS[kind]
-        fields = self.keys(fields, required | optional, (*kp, kind), f"source.{kind}")
+        required, _optional = _SOURCE_FIELDS[kind]
+        fields = self.reader.table(fields, SOURCE_TABLES[kind], (*kp, kind)).data
         skp = (*kp, kind)
         for key in sorted(required):
             if key not in fields and not (pin_unknown and key in ("commit", "sha256")):
@@ -371,22 +399,20 @@ class _Loader:
             return "add sha256 = \"<64 hex>\"; an input without a digest is a floating input"
         return f"add {key} = …"
 
-    def build(self, table: Any, kp: tomlpos.KeyPath) -> Build:
-        table = self.keys(table, _BUILD, kp, "build")
-        kind = self.string(table, "kind", kp)
+    def build(self, table: Section) -> Build:
+        kind = table.string("kind")
         if kind not in BUILD_KINDS:
-            raise self.fail((*kp, "kind"), f"unknown build kind '{kind}'", did_you_mean(kind, BUILD_KINDS, "build kinds"))
+            raise table.fail(("kind",), f"unknown build kind '{kind}'", did_you_mean(kind, BUILD_KINDS, "build kinds"))
         args = table.get("args", {})
         if not isinstance(args, dict):
-            raise self.fail((*kp, "args"), "build args must be a table", "write args = { key = value }")
+            raise table.fail(("args",), "build args must be a table", "write args = { key = value }")
         return Build(kind, tuple(sorted((k, _freeze(v)) for k, v in args.items())))
 
-    def framework(self, name: str, table: Any) -> Framework:
-        kp = ("frameworks", name)
-        table = self.keys(table, _FRAMEWORK, kp, f"[frameworks.{name}]")
-        recipe = safe_name(self.string(table, "recipe", kp), self.doc.where((*kp, "recipe")), "recipe")  # recipes/wheels/<recipe>.toml
-        version = self.pep440(self.string(table, "version", kp), (*kp, "version"))
-        pin_unknown = self.string(table, "pin_unknown", kp, required=False)
+    def framework(self, name: str, table: Section) -> Framework:
+        kp = table.keypath
+        recipe = safe_name(table.string("recipe"), table.where("recipe"), "recipe")  # recipes/wheels/<recipe>.toml
+        version = self.pep440(table.string("version"), (*kp, "version"))
+        pin_unknown = table.string("pin_unknown")
         if "files" in table:  # a mirror pinning every wheel it republishes, each by sha256
             if "source" in table or not isinstance(table["files"], list) or not table["files"]:
                 raise self.fail((*kp, "files"), f"framework '{name}': files must be a non-empty list and replaces source",
@@ -409,10 +435,9 @@ class _Loader:
                             f"use one of source.{{{','.join(FRAMEWORK_SOURCE_KINDS)}}}")
         return Framework(name, recipe, version, source, pin_unknown, self.doc.where((*kp, "source")))
 
-    def gates(self, table: Any) -> dict[str, tuple[str, ...]]:
-        table = self.keys(table, {"required"}, ("gates",), "[gates]")
-        required = self.keys(table.get("required", {}), set(CHANNELS), ("gates", "required"), "[gates.required]")
-        return {channel: self.string_list(required, channel, ("gates", "required")) for channel in required}
+    def gates(self, table: Section) -> dict[str, tuple[str, ...]]:
+        required = table.table("required")
+        return {channel: required.strings(channel) for channel in required}
 
     # -- the component graph ---------------------------------------------------------------------------
     def check_graph(self, components: list[Component]) -> None:

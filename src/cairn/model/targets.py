@@ -12,10 +12,10 @@ import re
 from dataclasses import dataclass, field
 from functools import cache
 from pathlib import Path
-from typing import Any
 
 from cairn.errors import InputError, ManifestError, did_you_mean
 from cairn.model import tomlpos
+from cairn.model.reader import Field, Reader, Table
 
 FEATURES = ("sramecc", "xnack")
 SPIRV_PROCESSOR = "amdgcnspirv"
@@ -207,10 +207,31 @@ def _features_compatible(co: TargetId, dev: TargetId) -> bool:
 
 
 # -- loading -------------------------------------------------------------------
-_TARGET_KEYS = {"name", "products", "mach", "kfd_version", "features", "generic", "exclude_projects"}
-_GENERIC_KEYS = {"name", "mach", "features", "members"}
-_PROCESSOR_KEYS = {"name", "mach", "features", "generic"}
-_TOP_KEYS = {"target", "family", "generic", "processor"}
+_FEATURES_DOC = "target features the processor supports: " + ", ".join(FEATURES)
+TARGET = Table({
+    "name": Field("string", required=True, doc="the processor name, e.g. gfx90a"),
+    "products": Field("strings"),
+    "mach": Field("integer", required=True, doc="ELF EF_AMDGPU_MACH value"),
+    "kfd_version": Field("integer", required=True, doc="gfx_target_version the KFD reports, e.g. 90010"),
+    "features": Field("strings", doc=_FEATURES_DOC),
+    "generic": Field("string", doc="the LLVM generic target holding it"),
+    "exclude_projects": Field("strings", doc="sub-projects not built for this target"),
+})
+GENERIC = Table({
+    "name": Field("string", required=True), "mach": Field("integer", required=True),
+    "features": Field("strings", doc=_FEATURES_DOC), "members": Field("strings", required=True),
+})
+PROCESSOR = Table({
+    "name": Field("string", required=True), "mach": Field("integer", required=True),
+    "features": Field("strings", doc=_FEATURES_DOC), "generic": Field("string"),
+})
+FAMILY = Table({"targets": Field("strings", required=True, doc="targets of the family, each a [[target]] name")})
+REGISTRY = Table({
+    "target": Field("tables", table=TARGET),
+    "family": Field("table", table=Table(values=Field("table", table=FAMILY)), doc="family name -> its targets"),
+    "generic": Field("tables", table=GENERIC),
+    "processor": Field("tables", table=PROCESSOR, doc="other processors code objects may be built for"),
+}, doc="The Cairn gfx target registry (manifests/targets.toml)")
 
 
 @cache
@@ -220,52 +241,43 @@ def load_registry(path: Path | None = None) -> Registry:
         from cairn.paths import manifests_dir
 
         path = manifests_dir() / "targets.toml"
-    doc = tomlpos.load(path)
-    return _build(doc)
+    return _build(Reader.load(path))
 
 
-def _check_keys(doc: tomlpos.Document, table: dict[str, Any], allowed: set[str], keypath: tomlpos.KeyPath) -> None:
-    for key in table:
-        if key not in allowed:
-            raise ManifestError(doc.where((*keypath, key)), f"unknown key '{key}'", did_you_mean(key, allowed, "keys"))
-
-
-def _build(doc: tomlpos.Document) -> Registry:
-    data = doc.data
-    _check_keys(doc, data, _TOP_KEYS, ())
+def _build(reader: Reader) -> Registry:
+    doc = reader.doc
+    data = reader.root(REGISTRY)
     targets: dict[str, Target] = {}
-    for index, raw in enumerate(data.get("target", [])):
-        where = ("target", index)
-        _check_keys(doc, raw, _TARGET_KEYS, where)
+    for raw in data.tables("target"):
         name = raw.get("name")
         if not isinstance(name, str) or name in targets:
-            raise ManifestError(doc.where(where), f"target name missing or repeated: {name!r}", "give each [[target]] a unique name")
+            raise ManifestError(doc.where(raw.keypath), f"target name missing or repeated: {name!r}", "give each [[target]] a unique name")
         targets[name] = Target(
             name=name,
-            products=tuple(raw.get("products", ())),
-            mach=int(raw["mach"]),
-            kfd_version=int(raw["kfd_version"]),
-            features=tuple(raw.get("features", ())),
-            generic=raw.get("generic"),
-            exclude_projects=tuple(raw.get("exclude_projects", ())),
+            products=raw.strings("products"),
+            mach=raw.integer("mach"),
+            kfd_version=raw.integer("kfd_version"),
+            features=raw.strings("features"),
+            generic=raw.string("generic") if "generic" in raw else None,
+            exclude_projects=raw.strings("exclude_projects"),
         )
     generics: dict[str, Generic] = {}
-    for index, raw in enumerate(data.get("generic", [])):
-        _check_keys(doc, raw, _GENERIC_KEYS, ("generic", index))
-        generics[raw["name"]] = Generic(raw["name"], int(raw["mach"]), tuple(raw.get("features", ())), tuple(raw["members"]))
+    for raw in data.tables("generic"):
+        generics[raw.string("name")] = Generic(raw.string("name"), raw.integer("mach"), raw.strings("features"), raw.strings("members"))
     processors: dict[str, tuple[int, tuple[str, ...]]] = {}
-    for index, raw in enumerate(data.get("processor", [])):
-        _check_keys(doc, raw, _PROCESSOR_KEYS, ("processor", index))
-        processors[raw["name"]] = (int(raw["mach"]), tuple(raw.get("features", ())))
+    for raw in data.tables("processor"):
+        processors[raw.string("name")] = (raw.integer("mach"), raw.strings("features"))
+        raw.string("generic")  # not used yet, but a wrong type is as wrong here as on a [[target]]
     families: dict[str, tuple[str, ...]] = {}
-    for fam, raw in data.get("family", {}).items():
-        _check_keys(doc, raw, {"targets"}, ("family", fam))
-        for n, member in enumerate(raw["targets"]):
+    family_table = data.table("family")
+    for fam in family_table:
+        raw = family_table.table(fam)
+        for n, member in enumerate(raw.strings("targets")):
             if member not in targets:
                 raise ManifestError(doc.where(("family", fam, "targets", n)), f"family '{fam}' lists unknown target '{member}'", did_you_mean(member, targets, "targets"))
         if fam in targets:
             raise ManifestError(doc.where(("family", fam)), f"family '{fam}' shadows the target of that name", "every target is already a family of itself; rename the family")
-        families[fam] = tuple(t for t in targets if t in raw["targets"])
+        families[fam] = tuple(t for t in targets if t in raw.strings("targets"))
     for name, target in targets.items():
         if target.generic and target.generic not in generics:
             raise ManifestError(doc.where(("target",)), f"target '{name}' names unknown generic '{target.generic}'", did_you_mean(target.generic, generics, "generics"))

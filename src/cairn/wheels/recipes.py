@@ -19,23 +19,54 @@ import hashlib
 import re
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 from packaging.version import InvalidVersion, Version
 
 from cairn.errors import ManifestError, did_you_mean
-from cairn.model import tomlpos
-from cairn.model.manifest import Source, _freeze, check_fetched_name
+from cairn.model.manifest import SOURCE_TABLES, Source, _freeze, check_fetched_name
+from cairn.model.reader import Field, Reader, Table
 from cairn.names import safe_name
 
 KINDS = ("source", "mirror", "hip-extension", "engine")
 _HEX40 = re.compile(r"^[0-9a-f]{40}$")
 _HEX64 = re.compile(r"^[0-9a-f]{64}$")
-_TOP = {"kind", "project", "description", "versions", "build", "component", "package"}
-_BUILD = {"device_code", "min_rocm", "arch_env", "arch_separator", "exclude_targets", "env", "commands", "wheel",
-          "build_requires", "requires", "depends_frameworks", "python_tag"}
-_VERSION = {"source", "pin_unknown", "files"}
-_FILE = {"name", "version", "filename", "sha256", "python"}
+_ARGV_LISTS = {"type": "array", "items": {"type": "array", "items": {"type": "string"}}}
+BUILD = Table({
+    "device_code": Field("boolean", doc="build once per gfx family, in that family's build environment"),
+    "min_rocm": Field("integer", doc="lowest ROCm major version the recipe builds against",
+                      error=("'min_rocm' must be an integer ROCm major version", "write min_rocm = 6")),
+    "arch_env": Field("string", doc="environment variable that receives the family's targets"),
+    "arch_separator": Field("string", default=";"),
+    "exclude_targets": Field("strings"),
+    "env": Field("table", table=Table(values=Field("any", json={"type": ["string", "integer", "boolean"]}))),
+    "commands": Field("any", json=_ARGV_LISTS, doc="argument lists run in the unpacked source"),
+    "wheel": Field("string", doc="the wheel file the commands leave in {dist}"),
+    "build_requires": Field("strings", doc="pinned build requirements, name==version"),
+    "requires": Field("strings"),
+    "depends_frameworks": Field("strings"),
+    "python_tag": Field("string"),
+})
+_SOURCE_KINDS = ("git", "pypi", "archive")
+SOURCE = Table({kind: Field("table", table=SOURCE_TABLES[kind]) for kind in _SOURCE_KINDS}, one_of=True)
+FILE = Table({
+    "name": Field("string", required=True), "version": Field("string", required=True),
+    "filename": Field("string", required=True), "sha256": Field("string", required=True, pattern="^[0-9a-f]{64}$"),
+    "python": Field("string", doc='"3.11", or absent for any'),
+})
+VERSION = Table({
+    "source": Field("table", table=SOURCE),
+    "pin_unknown": Field("string"),
+    "files": Field("tables", table=FILE, doc="mirror: every wheel it republishes, each by sha256"),
+})
+RECIPE = Table({
+    "kind": Field("string", required=True, enum=KINDS),
+    "project": Field("string", required=True, nonempty=True, doc="the distribution name"),
+    "description": Field("string"),
+    "versions": Field("table", table=Table(values=Field("table", table=VERSION)), doc="PEP 440 version -> its pinned input"),
+    "build": Field("table", table=BUILD),
+    "component": Field("string", doc="hip-extension, engine: the manifest component it packages"),
+    "package": Field("string", doc="hip-extension, engine: the import name"),
+}, doc="A Cairn wheel recipe (recipes/wheels/*.toml)")
 
 
 @dataclass(frozen=True)
@@ -105,59 +136,34 @@ def load_recipe(name: str, path: Path | None = None) -> Recipe:
     path = path or recipe_path(name)
     if not path.is_file():
         raise ManifestError(path, f"no wheel recipe '{name}'", did_you_mean(name, known_recipes(), "recipes"))
-    doc = tomlpos.load(path)
-    data = doc.data
-
-    def fail(keypath: tuple[Any, ...], what: str, fix: str) -> ManifestError:
-        return ManifestError(doc.where(keypath), what, fix)
-
-    def check_keys(table: Any, allowed: set[str], keypath: tuple[Any, ...]) -> dict[str, Any]:
-        if not isinstance(table, dict):
-            raise fail(keypath, "expected a table", "write it as a TOML table")
-        for key in table:
-            if key not in allowed:
-                raise fail((*keypath, key), f"unknown key '{key}'", did_you_mean(key, allowed, "keys"))
-        return table
-
-    def text(table: dict[str, Any], key: str, keypath: tuple[Any, ...], default: str = "") -> str:
-        value = table.get(key, default)
-        if not isinstance(value, str):
-            raise fail((*keypath, key), f"'{key}' must be a string", f'write {key} = "…"')
-        return value
-
-    def texts(table: dict[str, Any], key: str, keypath: tuple[Any, ...]) -> tuple[str, ...]:
-        value = table.get(key, [])
-        if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
-            raise fail((*keypath, key), f"'{key}' must be a list of strings", f'write {key} = ["…"]')
-        return tuple(value)
-
-    check_keys(data, _TOP, ())
+    reader = Reader.load(path)
+    doc = reader.doc
+    fail = reader.fail
+    data = reader.root(RECIPE)
     kind = data.get("kind")
     if kind not in KINDS:
         raise fail(("kind",), f"unknown recipe kind {kind!r}", did_you_mean(str(kind), KINDS, "kinds"))
     project = data.get("project")
     if not isinstance(project, str) or not project:
         raise fail((), "missing 'project'", 'add project = "<distribution name>"')
-    raw_build = check_keys(data.get("build", {}), _BUILD, ("build",))
-    env = check_keys(raw_build.get("env", {}), set(raw_build.get("env", {}) if isinstance(raw_build.get("env"), dict) else ()), ("build", "env"))
-    min_rocm = raw_build.get("min_rocm", 0)
-    if not isinstance(min_rocm, int) or isinstance(min_rocm, bool):
-        raise fail(("build", "min_rocm"), "'min_rocm' must be an integer ROCm major version", "write min_rocm = 6")
+    raw_build = data.table("build")
+    env = raw_build.table("env")
+    min_rocm = raw_build.integer("min_rocm")
     commands = raw_build.get("commands", [])
     if not isinstance(commands, list) or not all(isinstance(c, list) and all(isinstance(a, str) for a in c) for c in commands):
         raise fail(("build", "commands"), "'commands' must be a list of argument lists", 'write commands = [["python", "-m", "build"]]')
     build = BuildSpec(
-        device_code=raw_build.get("device_code", False) is True,
+        device_code=raw_build.boolean("device_code"),
         min_rocm=min_rocm,
-        arch_env=text(raw_build, "arch_env", ("build",)),
-        arch_separator=text(raw_build, "arch_separator", ("build",), ";"),
-        exclude_targets=texts(raw_build, "exclude_targets", ("build",)),
+        arch_env=raw_build.string("arch_env"),
+        arch_separator=raw_build.string("arch_separator"),
+        exclude_targets=raw_build.strings("exclude_targets"),
         env=tuple(sorted((str(k), str(v)) for k, v in env.items())),
         commands=tuple(tuple(cmd) for cmd in commands),
-        wheel=text(raw_build, "wheel", ("build",)),
-        build_requires=texts(raw_build, "build_requires", ("build",)),
-        requires=texts(raw_build, "requires", ("build",)),
-        depends_frameworks=texts(raw_build, "depends_frameworks", ("build",)),
+        wheel=raw_build.string("wheel"),
+        build_requires=raw_build.strings("build_requires"),
+        requires=raw_build.strings("requires"),
+        depends_frameworks=raw_build.strings("depends_frameworks"),
     )
     for n, pin in enumerate(build.build_requires):
         if "==" not in pin:
@@ -168,26 +174,29 @@ def load_recipe(name: str, path: Path | None = None) -> Recipe:
                 raise fail((), f"a {kind} recipe needs '{key}'", f'add {key} = "…"')
     if kind == "source" and (not build.commands or not build.wheel):
         raise fail(("build",), "a source recipe needs build.commands and build.wheel", "see docs/wheels.md")
-    raw_versions = data.get("versions", {})
-    versions_table = check_keys(raw_versions, set(raw_versions) if isinstance(raw_versions, dict) else set(), ("versions",))
+    versions_table = data.table("versions")
     sources: list[tuple[str, Source]] = []
     unknown: list[tuple[str, str]] = []
     files: list[tuple[str, tuple[MirrorFile, ...]]] = []
-    for version, table in versions_table.items():
+    for version in versions_table:
         kp = ("versions", version)
         try:
             Version(version)  # plans derive wheel versions from it; it also names files, so it must be a plain name
         except InvalidVersion:
             raise fail(kp, f"'{version}' is not a PEP 440 version", 'use e.g. [versions."2.4.1"]') from None
         safe_name(version, doc.where(kp), "recipe version")
-        table = check_keys(table, _VERSION, kp)
+        table = versions_table.table(version)
         if "source" in table:
-            source_table = check_keys(table["source"], {"git", "pypi", "archive"}, (*kp, "source"))
-            if len(source_table) != 1 or not isinstance(next(iter(source_table.values())), dict):
+            source_table = table.table("source")
+            if len(source_table.data) != 1 or not isinstance(next(iter(source_table.data.values())), dict):
                 raise fail((*kp, "source"), "needs exactly one source table", "write source.git = { url, commit } or source.pypi = { … }")
-            (source_kind, fields), = source_table.items()
+            (source_kind, _), = source_table.items()
+            fields = source_table.table(source_kind).data
             check_fetched_name(source_kind, fields, lambda key, kp=kp, kind=source_kind: doc.where((*kp, "source", kind, key)))
-            pin = str(table.get("pin_unknown", ""))
+            pin = table.string("pin_unknown")
+            for key, spec in SOURCE_TABLES[source_kind].fields.items():
+                if spec.required and key not in fields:
+                    raise fail((*kp, "source", source_kind), f"source.{source_kind} of {name} {version} is missing '{key}'", f"add {key} = …")
             if source_kind == "git" and not _HEX40.match(str(fields.get("commit", ""))) and not pin:
                 raise fail((*kp, "source", "git"), f"floating source for {name} {version}",
                            "pin commit = \"<40 hex>\" or say why none is known with pin_unknown = \"…\"")
@@ -201,24 +210,23 @@ def load_recipe(name: str, path: Path | None = None) -> Recipe:
             found = []
             if not isinstance(table["files"], list):
                 raise fail((*kp, "files"), "'files' must be a list of tables", "write files = [{ name, version, filename, sha256 }]")
-            for n, raw in enumerate(table["files"]):
-                fkp = (*kp, "files", n)
-                raw = check_keys(raw, _FILE, fkp)
+            for raw in table.tables("files"):
+                fkp = raw.keypath
                 if not _HEX64.match(str(raw.get("sha256", ""))):
                     raise fail(fkp, "mirrored file without a sha256", "add sha256 = \"<64 hex>\" (sha256sum FILE)")
                 for key in ("name", "version", "filename"):
                     if not isinstance(raw.get(key), str) or not raw[key]:
                         raise fail(fkp, f"mirrored file without a '{key}'", "write files = [{ name, version, filename, sha256 }]")
                 safe_name(raw["filename"], doc.where((*fkp, "filename")), "mirrored file name")  # the download is saved under it
-                found.append(MirrorFile(raw["name"], raw["version"], raw["filename"], raw["sha256"], text(raw, "python", fkp)))
+                found.append(MirrorFile(raw["name"], raw["version"], raw["filename"], raw["sha256"], raw.string("python")))
             files.append((version, tuple(found)))
         if kind == "mirror" and "files" not in table:
             raise fail(kp, f"mirror version {version} lists no files", "add files = [{ name, version, filename, sha256 }]")
         if kind == "source" and "source" not in table:
             raise fail(kp, f"source version {version} has no source", "add source.git = { url, commit } or source.pypi = { … }")
     return Recipe(
-        name=name, kind=kind, project=project, description=str(data.get("description", "")), path=path,
+        name=name, kind=kind, project=project, description=data.string("description"), path=path,
         digest=hashlib.sha256(path.read_bytes()).hexdigest(), versions=tuple(versions_table), build=build,
-        component=str(data.get("component", "")), package=str(data.get("package", "")),
+        component=data.string("component"), package=data.string("package"),
         sources=tuple(sources), pins_unknown=tuple(unknown), files=tuple(files),
     )
