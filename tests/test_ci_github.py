@@ -34,10 +34,10 @@ def _cairn(*args: str, cwd: Path | None = None, env: dict[str, str] | None = Non
                           cwd=cwd, env=env)
 
 
-def _emit(tmp_path: Path, *args: str) -> tuple[dict, dict, Path]:
+def _emit(tmp_path: Path, *args: str, env: dict[str, str] | None = None) -> tuple[dict, dict, Path]:
     """Run ``cairn ci github … --json --out``: the parsed workflow, the shards report and the file."""
     out = tmp_path / ".github" / "workflows" / "release.yml"
-    proc = _cairn("ci", "github", *args, "--out", str(out), "--json")
+    proc = _cairn("ci", "github", *args, "--out", str(out), "--json", env=env)
     assert proc.returncode == 0, proc.stderr
     return yaml.safe_load(out.read_text()), json.loads(proc.stdout), out
 
@@ -238,11 +238,19 @@ def _small_release(tmp_path: Path, www: Path, base: str) -> Path:
     return path
 
 
+def _without_services(tmp_path: Path) -> dict[str, str]:
+    """This environment with no Docker Engine or registry in sight (``.ci/run`` starts both for the suite): the
+    shards compared here are the ones a runner without them plans, and the single build plans the same."""
+    env = {k: v for k, v in os.environ.items() if k not in ("DOCKER_HOST", "CAIRN_REGISTRY")}
+    env["CAIRN_SERVICES_DIR"] = str(tmp_path / "no-services")
+    return env
+
+
 def _machine(tmp_path: Path, name: str, endpoint: str) -> dict:
-    """A runner of its own: working directory (so its own .cairn store), HOME; the one bucket."""
+    """A runner of its own: working directory (so its own .cairn store), HOME; the one bucket; no services."""
     cwd = tmp_path / "runners" / name
     (cwd / "home").mkdir(parents=True)
-    env = {**os.environ, "HOME": str(cwd / "home"), "CAIRN_S3_ENDPOINT": endpoint, "AWS_ACCESS_KEY_ID": "test",
+    env = {**_without_services(tmp_path), "HOME": str(cwd / "home"), "CAIRN_S3_ENDPOINT": endpoint, "AWS_ACCESS_KEY_ID": "test",
            "AWS_SECRET_ACCESS_KEY": "test", "AWS_DEFAULT_REGION": "us-east-1", "CAIRN_S3_RETRY_SECONDS": "5",
            "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}"}
     env.pop("CAIRN_CACHE", None)
@@ -267,7 +275,7 @@ def test_the_shard_jobs_as_separate_runners_build_the_same_release_as_one_build(
     www.mkdir()
     with serve_directory(www) as base, moto_s3(BUCKET) as s3:
         manifest = _small_release(tmp_path, www, base)
-        workflow, report, _ = _emit(tmp_path, str(manifest), "--cache-prefix", "ci/run1")
+        workflow, report, _ = _emit(tmp_path, str(manifest), "--cache-prefix", "ci/run1", env=_without_services(tmp_path))
         stage = {s["name"]: s["stage"] for s in report["shards"]}
         members = {s["name"]: set(s["actions"]) for s in report["shards"]}
         jobs = workflow["jobs"]
