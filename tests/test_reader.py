@@ -111,7 +111,10 @@ def test_container_recipe_typo_names_the_file_and_the_closest_key(tmp_path: Path
     smoke.write_text(smoke.read_text().replace("template = ", "templte = "))
     with pytest.raises(ManifestError) as caught:
         load_recipes.__wrapped__(folder)
-    assert str(caught.value) == f"{smoke}: unknown key 'templte' in [image] — did you mean 'template'?"
+    # the file as the user's shell would name it (relative to the working directory when under it, as in CI)
+    where, _, message = str(caught.value).partition(": ")
+    assert Path(where).resolve() == smoke.resolve()
+    assert message == "unknown key 'templte' in [image] — did you mean 'template'?"
 
 
 # -- the target registry: wrong types used to be tracebacks or silently split into characters -----------------
