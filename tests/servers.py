@@ -5,6 +5,7 @@ One place for both, so every test that needs a bucket or an archive server start
 
 from __future__ import annotations
 
+import hashlib
 import http.server
 import socket
 import threading
@@ -67,3 +68,20 @@ def serve_directory(root: Path, delay: dict[str, float] | None = None) -> Iterat
         yield f"http://127.0.0.1:{server.server_address[1]}"
     finally:
         server.shutdown()
+
+
+def archive_release(folder: Path, www: Path, base: str, *, name: str, families: tuple[str, ...], parts: int = 3) -> Path:
+    """A release of ``parts`` archive components that ``www`` serves at ``base``, each copied into the SDK:
+    the smallest real release the build, the shared cache and the CI shards can run."""
+    listed = ", ".join(f'"{family}"' for family in families)
+    lines = [f'[release]\nname = "{name}"\nversion = "1.0.0"\nchannel = "dev"\nsource_date_epoch = 1700000000\n'
+             f'base_os = "debian-12"\nfamilies = [{listed}]\n\n[core]']
+    for n in range(parts):
+        body = f"payload {n}\n".encode()
+        (www / f"part{n}.txt").write_bytes(body)
+        lines.append(f'[[core.components]]\nname = "part{n}"\nversion = "1.0"\n'
+                     f'source.archive = {{ url = "{base}/part{n}.txt", sha256 = "{hashlib.sha256(body).hexdigest()}" }}\n'
+                     'build = { kind = "copy" }\n')
+    path = folder / f"{name}.toml"
+    path.write_text("\n".join(lines))
+    return path

@@ -5,7 +5,6 @@ S3 cache, build the same release (same digests) as one build does.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import re
@@ -19,7 +18,7 @@ from cairn.ci.github import READ_ONLY_ON_PR
 from cairn.ci.shards import Shard, shard_plan
 from cairn.plan.graph import Action, Plan
 from conftest import need_module
-from servers import moto_s3, serve_directory
+from servers import archive_release, moto_s3, serve_directory
 
 yaml = need_module("yaml")
 need_module("check_jsonschema")
@@ -223,21 +222,6 @@ def test_bad_input_gets_one_line_and_writes_nothing(tmp_path, args, expected) ->
 
 # -- the shards, run for real -------------------------------------------------------------------------
 
-def _small_release(tmp_path: Path, www: Path, base: str) -> Path:
-    """Three archive components served over loopback HTTP, copied into the SDK; two families."""
-    parts = ['[release]\nname = "ci-test"\nversion = "1.0.0"\nchannel = "dev"\nsource_date_epoch = 1700000000\n'
-             'base_os = "debian-12"\nfamilies = ["gfx90a", "gfx1151"]\n\n[core]']
-    for n in range(3):
-        body = f"payload {n}\n".encode()
-        (www / f"part{n}.txt").write_bytes(body)
-        parts.append(f'[[core.components]]\nname = "part{n}"\nversion = "1.0"\n'
-                     f'source.archive = {{ url = "{base}/part{n}.txt", sha256 = "{hashlib.sha256(body).hexdigest()}" }}\n'
-                     'build = { kind = "copy" }\n')
-    path = tmp_path / "ci-test.toml"
-    path.write_text("\n".join(parts))
-    return path
-
-
 def _without_services(tmp_path: Path) -> dict[str, str]:
     """This environment with no Docker Engine or registry in sight (``.ci/run`` starts both for the suite): the
     shards compared here are the ones a runner without them plans, and the single build plans the same."""
@@ -274,7 +258,7 @@ def test_the_shard_jobs_as_separate_runners_build_the_same_release_as_one_build(
     www = tmp_path / "www"
     www.mkdir()
     with serve_directory(www) as base, moto_s3(BUCKET) as s3:
-        manifest = _small_release(tmp_path, www, base)
+        manifest = archive_release(tmp_path, www, base, name="ci-test", families=("gfx90a", "gfx1151"))
         workflow, report, _ = _emit(tmp_path, str(manifest), "--cache-prefix", "ci/run1", env=_without_services(tmp_path))
         stage = {s["name"]: s["stage"] for s in report["shards"]}
         members = {s["name"]: set(s["actions"]) for s in report["shards"]}

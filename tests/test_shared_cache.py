@@ -7,7 +7,6 @@ Every build is ``python -m cairn.cli build`` in its own process, read through it
 
 from __future__ import annotations
 
-import hashlib
 import io
 import json
 import os
@@ -22,7 +21,7 @@ import pytest
 
 from cairn.store.archive import DamagedArchive, pack, unpack
 from conftest import need_module
-from servers import moto_s3, serve_directory
+from servers import archive_release, moto_s3, serve_directory
 
 boto3 = need_module("boto3")
 moto_server = need_module("moto.server")
@@ -45,21 +44,7 @@ def manifest(tmp_path: Path):
     www = tmp_path / "www"
     www.mkdir()
     with serve_directory(www, DELAY) as base:
-        yield _manifest_served_at(tmp_path, www, base)
-
-
-def _manifest_served_at(tmp_path: Path, www: Path, base: str) -> Path:
-    parts = ['[release]\nname = "cache-test"\nversion = "1.0.0"\nchannel = "dev"\nsource_date_epoch = 1700000000\n'
-             'base_os = "debian-12"\nfamilies = ["gfx90a"]\n\n[core]']
-    for n in range(PARTS):
-        body = f"payload {n}\n".encode()
-        (www / f"part{n}.txt").write_bytes(body)
-        parts.append(f'[[core.components]]\nname = "part{n}"\nversion = "1.0"\n'
-                     f'source.archive = {{ url = "{base}/part{n}.txt", sha256 = "{hashlib.sha256(body).hexdigest()}" }}\n'
-                     'build = { kind = "copy" }\n')
-    path = tmp_path / "cache-test.toml"
-    path.write_text("\n".join(parts))
-    return path
+        yield archive_release(tmp_path, www, base, name="cache-test", families=("gfx90a",), parts=PARTS)
 
 
 @pytest.fixture
