@@ -31,7 +31,7 @@ def main() -> int:
     args = parser.parse_args()
     os.environ.setdefault("CAIRN_ROOT", str(ROOT))
 
-    from cairn.build.executor import execute
+    from cairn.execute.executor import execute
     from cairn.model.manifest import load_manifest
     from cairn.model.targets import load_registry
     from cairn.plan.prepare import make_plan

@@ -23,11 +23,11 @@ from pathlib import Path
 import pytest
 
 from cairn import proc
-from cairn.build.executor import execute
 from cairn.cli import COMMANDS, main
 from cairn.containers.diff import diff_layouts
 from cairn.containers.oci import Layer, Layout, read_image
 from cairn.containers.recipes import load_base
+from cairn.execute.executor import execute
 from cairn.gates.container import container_gate
 from cairn.gates.plan import SDK_TEST
 from cairn.gates.static import static_gate
@@ -382,9 +382,9 @@ def test_a_framework_image_whose_wheels_lack_sonames_is_blocked_naming_them(buil
                                                                              tmp_path: Path, cache_dir: Path) -> None:
     """linkage → image → push → gate, each by its real runner: the image is not built, and every gate of it
     records "not-run: image blocked" with the missing sonames — what the matrix shows for the image's cells."""
-    from cairn.build.runners import ActionContext
     from cairn.containers.linkage import plan_linkage, run_linkage
     from cairn.containers.plan import run_image, run_push
+    from cairn.execute.runners import ActionContext
     from cairn.gates.plan import run_gate
     from cairn.plan.graph import Action
     from cairn.wheels.index import write_index

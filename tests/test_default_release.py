@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from cairn.build.executor import execute
 from cairn.errors import PinMismatch
+from cairn.execute.executor import execute
 from cairn.plan.prepare import load, make_plan
 from cairn.sources.fetch import fetch
 from cairn.store.local import LocalStore

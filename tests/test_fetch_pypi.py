@@ -18,8 +18,8 @@ from pathlib import Path
 
 import pytest
 
-from cairn.build.runners import ActionContext
 from cairn.errors import CairnError, PinMismatch
+from cairn.execute.runners import ActionContext
 from cairn.plan.graph import Action
 from cairn.sources.fetch import fetch
 from cairn.sources.pypi import JSON_TYPE

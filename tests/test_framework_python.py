@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from cairn.build.runners import ActionContext
+from cairn.execute.runners import ActionContext
 from cairn.model.manifest import load_manifest
 from cairn.model.targets import load_registry
 from cairn.plan.prepare import make_plan

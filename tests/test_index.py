@@ -21,7 +21,7 @@ from pathlib import Path
 
 import pytest
 
-from cairn.build.executor import execute
+from cairn.execute.executor import execute
 from cairn.model.manifest import load_manifest
 from cairn.model.targets import load_registry
 from cairn.plan.prepare import make_plan

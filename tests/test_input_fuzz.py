@@ -174,7 +174,7 @@ def test_bundle_gate_result_mutations(sample_bundle: Path) -> None:
 VALID_IMAGE = {"name": "runtime", "target": "gfx90a", "digest": "sha256:" + "a" * 64, "tags": ["t"], "layers": [{"size": 10}]}
 VALID_GATE = {"schema": "cairn.gate/v1", "gate": "static-coverage", "image": "runtime", "target": "gfx90a", "family": "gfx90a",
               "digest": "sha256:" + "a" * 64, "status": "passed", "reason": "", "evidence": {"files": 3}}
-VALID_BUILD = {"schema": "cairn.build/v1", "actions": {
+VALID_BUILD = {"schema": "cairn.execute/v1", "actions": {
     "image:runtime@gfx90a": {"status": "ran", "output": "img", "detail": None, "seconds": 1.0, "log": None},
     "gate:static-coverage:runtime@gfx90a": {"status": "ran", "output": "gate", "detail": None, "seconds": 1.0, "log": None},
     "gate:in-container:runtime@gfx90a": {"status": "failed", "output": None, "detail": "boom", "seconds": 1.0, "log": None},

@@ -92,7 +92,7 @@ def test_the_registry_serves_the_pinned_set_for_python_3_14(tmp_path):
 def test_the_mirrored_plugin_is_unchanged_and_audited_for_its_generic_targets(tmp_path):
     """The build fetches the plugin by exact name and sha256 and records which targets its device code really
     covers: generic targets (gfx11-generic covers every gfx110X target), not the names on the package."""
-    from cairn.build.executor import execute
+    from cairn.execute.executor import execute
     from cairn.store.local import LocalStore
 
     registry = load_registry()

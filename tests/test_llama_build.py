@@ -15,8 +15,8 @@ from pathlib import Path
 import pytest
 from packaging.version import Version
 
-from cairn.build.cmake import cmake_script
 from cairn.errors import CairnError
+from cairn.execute.cmake import cmake_script
 from cairn.model.manifest import load_manifest
 from cairn.model.targets import load_registry
 from cairn.plan.planner import plan_release

@@ -12,12 +12,12 @@ import sys
 import pytest
 
 from cairn import stages
-from cairn.build.runners import runner_for
+from cairn.execute.runners import runner_for
 from cairn.plan.prepare import load, make_plan
 
 
 def test_a_runner_is_found_without_planning_first() -> None:
-    probe = ("from cairn.build.runners import runner_for; from cairn.plan.graph import Action; "
+    probe = ("from cairn.execute.runners import runner_for; from cairn.plan.graph import Action; "
              "print(*(runner_for(Action(f'{k}:x', k, {})).__name__ for k in ('package', 'image-build', 'gate', 'bundle')))")
     proc = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0, proc.stderr

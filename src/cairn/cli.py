@@ -21,7 +21,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "check": ("cairn.model.check_command", "validate release manifests"),
     "pins": ("cairn.pins.command", "compare deb pins with the archive, refresh them, or lock a rootfs recipe"),
     "plan": ("cairn.plan.command", "resolve a manifest into the action graph and show each action's status"),
-    "build": ("cairn.build.command", "run the action graph into the content-addressed store"),
+    "build": ("cairn.execute.command", "run the action graph into the content-addressed store"),
     "coverage": ("cairn.coverage.command", "per family and gfx target, which libraries the audit shows really cover it"),
     "audit": ("cairn.audit.command", "which gfx targets does a binary, wheel, tree or image carry code for"),
     "split": ("cairn.audit.split_command", "keep only the device code one gfx target runs, in a library or install tree"),

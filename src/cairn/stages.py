@@ -2,7 +2,7 @@
 
 manifest → plan → fetch → build → **coverage → wheels → images → gates → bundle** → sign → publish → matrix.
 The SDK's own actions (fetch, build, assemble) are planned by ``cairn.plan.planner`` and run by
-``cairn.build.runners``; every later stage is listed here, in pipeline order, and imported explicitly, so
+``cairn.execute.runners``; every later stage is listed here, in pipeline order, and imported explicitly, so
 the planner and the executor find the same stages whichever of them a process uses first. Each stage's
 ``extend_plan(context)`` may read the actions the stages before it added.
 """

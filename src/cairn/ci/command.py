@@ -96,8 +96,8 @@ def _image(args: argparse.Namespace, has_toolchain: bool) -> tuple[str, str]:
 
 
 def _image_from_store(store: Path) -> str:
-    from cairn.build.report import read_actions, read_json
     from cairn.ci.github import PINNED_IMAGE
+    from cairn.execute.report import read_actions, read_json
     from cairn.plan.toolchain import PUSH_ID
 
     info = read_actions(store).get(PUSH_ID)

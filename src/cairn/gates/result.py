@@ -38,8 +38,8 @@ class GateResult:
     @classmethod
     def read(cls, path: Path) -> GateResult:
         """A gate's ``gate.json``; a damaged one is one InputError naming it, never a traceback."""
-        from cairn.build.report import read_json
         from cairn.errors import InputError
+        from cairn.execute.report import read_json
 
         fix = "rebuild the gate (cairn build --only gate:…)"
         data = read_json(path, "gate result", fix)

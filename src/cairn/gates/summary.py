@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from cairn.build.report import read_actions
+from cairn.execute.report import read_actions
 from cairn.gates.result import GateResult
 
 BLOCKED_PREFIX = "image blocked: "  # the reason of every gate of an image the linkage check blocked

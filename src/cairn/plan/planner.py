@@ -212,7 +212,7 @@ def _build_action(comp: Component, by_name: dict[str, Component], host: Host, fa
         # compiled in the release's build image: its digest (a dependency output) is part of the key
         inputs["targets"] = list(targets)
         inputs["toolchain"] = {"image": toolchain[0], "push": toolchain[1]}
-        inputs["in_image"] = 2  # bumped when the in-image compile script changes (cairn.build.hip.in_image_script)
+        inputs["in_image"] = 2  # bumped when the in-image compile script changes (cairn.execute.hip.in_image_script)
         deps += list(toolchain)
     elif kind == "hip":
         inputs["targets"] = list(targets)

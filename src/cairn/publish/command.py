@@ -36,7 +36,7 @@ def dev_keys_dir(store: Path) -> Path:
 
 def last_build_bundle(store: Path) -> Path:
     """The ``bundle:release`` tree of the store's last build, or a one-line error saying how to get one."""
-    from cairn.build.report import read_actions
+    from cairn.execute.report import read_actions
 
     info = read_actions(store).get(BUNDLE_ACTION)
     if not info or not info.output:

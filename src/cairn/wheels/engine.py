@@ -134,7 +134,7 @@ def stage_libraries(lib_dir: Path, scratch: Path, rpath: str, log: IO[str]) -> l
 
 def run_engine_wheel(ctx: Any) -> None:
     """``package:<project>@<family>``: the sdist's Python package + the family's built libraries, audited."""
-    from cairn.build.hip import check_coverage
+    from cairn.execute.hip import check_coverage
 
     inputs = ctx.action.inputs
     built = ctx.deps[inputs["build"]]

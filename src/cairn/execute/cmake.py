@@ -148,7 +148,7 @@ def cmake_in_image(source: Path, deps: Sequence[Path], out: Path, *, image: str,
 
 def check_device_code(out: Path, args: Mapping[str, object], targets: Sequence[str]) -> None:
     """Every library named by ``device_libraries`` carries code for exactly ``targets`` (the audit's words)."""
-    from cairn.build.hip import check_coverage
+    from cairn.execute.hip import check_coverage
 
     for name in _names(args, "device_libraries"):
         library = out / "lib" / name

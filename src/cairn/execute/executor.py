@@ -14,8 +14,8 @@ from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from cairn.build.runners import ActionContext, runner_for
 from cairn.errors import CairnError
+from cairn.execute.runners import ActionContext, runner_for
 from cairn.plan.graph import Action, Plan
 from cairn.store.base import ActionRecord, Store
 

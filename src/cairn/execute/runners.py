@@ -102,7 +102,7 @@ def run_hip(ctx: ActionContext) -> None:
 
     With a build image (``toolchain`` names its push action) hipcc runs inside it; otherwise on the host
     with the SDK's own device libraries."""
-    from cairn.build import hip  # the device-code stage
+    from cairn.execute import hip  # the device-code stage
 
     inputs = ctx.action.inputs
     sources_tree = ctx.deps[ctx.action.deps[0]] / "src"
@@ -136,7 +136,7 @@ def run_hip(ctx: ActionContext) -> None:
 
 def run_cmake(ctx: ActionContext) -> None:
     """Configure, build and install the fetched source with CMake inside the release's build image."""
-    from cairn.build.cmake import cmake_in_image
+    from cairn.execute.cmake import cmake_in_image
 
     inputs = ctx.action.inputs
     toolchain = inputs.get("toolchain")

@@ -17,8 +17,8 @@ from pathlib import Path
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-from cairn.build.executor import BuildReport, Outcome, closure, execute
 from cairn.errors import CairnError
+from cairn.execute.executor import BuildReport, Outcome, closure, execute
 from cairn.io import atomic_write
 from cairn.plan.graph import Action
 from cairn.plan.prepare import load, make_plan
@@ -56,7 +56,7 @@ def run(args: argparse.Namespace) -> int:
         store.unlock()
     sdk = report.outcomes.get("assemble:sdk")
     summary = {
-        "schema": "cairn.build/v1",
+        "schema": "cairn.execute/v1",
         "manifest": plan.manifest,
         "manifest_sha256": plan.manifest_sha256,
         "store": str(store.root),
