@@ -8,10 +8,11 @@ from __future__ import annotations
 
 import re
 import shutil
-import subprocess
 
 from cairn.doctor.read.files import Root, text_of
 from cairn.doctor.snapshot import ToolOutput
+from cairn.errors import CairnError
+from cairn.proc import run
 
 CAPTURE_DIR = ".cairn-doctor"
 TOOL_TIMEOUT = 20.0
@@ -33,8 +34,8 @@ def read_tools(r: Root, live: bool) -> dict[str, ToolOutput]:
             out[tool] = ToolOutput(tool, False)
             continue
         try:
-            proc = subprocess.run(cmd, capture_output=True, text=True, errors="replace", timeout=TOOL_TIMEOUT)
-        except (OSError, subprocess.TimeoutExpired) as exc:
+            proc = run(cmd, check=False, timeout=TOOL_TIMEOUT)
+        except (OSError, CairnError) as exc:
             out[tool] = ToolOutput(tool, True, str(exc), -1)
             continue
         out[tool] = ToolOutput(tool, True, _strip_ansi(proc.stdout + proc.stderr), proc.returncode)
