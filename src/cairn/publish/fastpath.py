@@ -136,7 +136,9 @@ def _getter(url: str):  # type: ignore[no-untyped-def]
     token = os.environ.get("AWS_SESSION_TOKEN", "")
     region = os.environ.get("AWS_REGION") or os.environ.get("AWS_DEFAULT_REGION") or "us-east-1"
     bucket, prefix = parsed.netloc, parsed.path.strip("/")
-    endpoint = os.environ.get("CAIRN_S3_ENDPOINT") or ""
+    from cairn.publish.s3http import find_endpoint  # standard library only, like this module
+
+    endpoint = find_endpoint() or ""
 
     def get_s3(key: str) -> bytes | None:
         full = f"{prefix}/{key}" if prefix else key

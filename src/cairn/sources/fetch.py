@@ -11,7 +11,6 @@ import hashlib
 import os
 import shutil
 import tempfile
-import urllib.request
 from collections.abc import Callable, Mapping
 from pathlib import Path, PurePosixPath
 from typing import IO, Any
@@ -133,20 +132,15 @@ def fetch_pypi(source: Mapping[str, Any], out: Path, log: IO[str]) -> None:
 
 
 def fetch_archive(source: Mapping[str, Any], out: Path, log: IO[str]) -> None:
-    """Download over http(s) or file:// to a temp name, verify, then rename into place."""
+    """Download (``cairn.io``: http(s), file:// or s3://) to a temp name, verify, then rename into place."""
     url = source["url"]
     name = PurePosixPath(urlparse(url).path).name or "archive"
-    partial = out / f".{name}.partial"
+    unverified = out / f".{name}.unverified"
     log.write(f"+ download {url}\n")
-    try:
-        with urllib.request.urlopen(url, timeout=60) as response, open(partial, "wb") as handle:
-            shutil.copyfileobj(response, handle, 1 << 20)
-    except OSError as exc:
-        partial.unlink(missing_ok=True)
-        raise CairnError(f"cannot download {url}: {exc}") from None
+    io.download(url, unverified, timeout=60)
     algorithm = "sha256" if "sha256" in source else "sha512"
-    _verify(partial, algorithm, source[algorithm], url)
-    os.replace(partial, out / name)
+    _verify(unverified, algorithm, source[algorithm], url)
+    os.replace(unverified, out / name)
 
 
 def fetch_git(source: Mapping[str, Any], out: Path, log: IO[str]) -> None:
