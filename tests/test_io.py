@@ -144,3 +144,15 @@ def test_the_matrix_loader_keeps_its_message_for_a_missing_file(tmp_path: Path) 
         load_matrix(missing)
     assert str(caught.value) == (f"{missing}: cannot read the matrix ([Errno 2] No such file or directory: '{missing}') "
                                  "— check the path or URL")
+
+
+def test_the_registry_probe_reads_v2_through_io(tmp_path: Path) -> None:
+    from cairn.services.state import registry_ready
+
+    with serve_directory(tmp_path) as base:
+        address = base.removeprefix("http://")
+        assert not registry_ready(address)  # 404: a web server, not a registry
+        (tmp_path / "v2").mkdir()
+        (tmp_path / "v2" / "index.html").write_text("{}")
+        assert registry_ready(address)
+    assert not registry_ready("127.0.0.1:9")  # nothing listens
