@@ -156,3 +156,25 @@ def test_the_registry_probe_reads_v2_through_io(tmp_path: Path) -> None:
         (tmp_path / "v2" / "index.html").write_text("{}")
         assert registry_ready(address)
     assert not registry_ready("127.0.0.1:9")  # nothing listens
+
+
+def test_an_archive_source_is_downloaded_verified_and_renamed(tmp_path: Path) -> None:
+    import hashlib
+
+    from cairn.errors import PinMismatch
+    from cairn.sources.fetch import fetch_archive
+
+    (tmp_path / "up").mkdir()
+    (tmp_path / "up" / "src.tar.gz").write_bytes(b"archive bytes")
+    digest = hashlib.sha256(b"archive bytes").hexdigest()
+    with serve_directory(tmp_path / "up") as base, open(tmp_path / "log", "w") as log:
+        (tmp_path / "ok").mkdir()
+        fetch_archive({"url": f"{base}/src.tar.gz", "sha256": digest}, tmp_path / "ok", log)
+        assert [p.name for p in (tmp_path / "ok").iterdir()] == ["src.tar.gz"]
+        (tmp_path / "bad").mkdir()
+        with pytest.raises(PinMismatch):
+            fetch_archive({"url": f"{base}/src.tar.gz", "sha256": "0" * 64}, tmp_path / "bad", log)
+        with pytest.raises(CairnError) as caught:
+            fetch_archive({"url": f"{base}/gone.tar.gz", "sha256": digest}, tmp_path / "bad", log)
+    assert str(caught.value) == f"cannot download {base}/gone.tar.gz: HTTP Error 404: File not found"
+    assert list((tmp_path / "bad").iterdir()) == []  # nothing unverified or half-written is left

@@ -17,7 +17,7 @@ from typing import IO, Any
 from urllib.parse import urlparse
 
 from cairn import io, proc
-from cairn.errors import CairnError, PinMismatch
+from cairn.errors import CairnError, PinMismatch, UrlError
 from cairn.io import link_or_copy
 from cairn.paths import repo_root
 from cairn.sources.pypi import download_pinned
@@ -137,7 +137,10 @@ def fetch_archive(source: Mapping[str, Any], out: Path, log: IO[str]) -> None:
     name = PurePosixPath(urlparse(url).path).name or "archive"
     unverified = out / f".{name}.unverified"
     log.write(f"+ download {url}\n")
-    io.download(url, unverified, timeout=60)
+    try:
+        io.download(url, unverified, timeout=60)
+    except UrlError as exc:  # the transport's own words, as this line always gave them
+        raise CairnError(f"cannot download {url}: {exc.detail}") from None
     algorithm = "sha256" if "sha256" in source else "sha512"
     _verify(unverified, algorithm, source[algorithm], url)
     os.replace(unverified, out / name)
