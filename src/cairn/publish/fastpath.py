@@ -117,6 +117,10 @@ def _reachable(reference: str) -> bool:
 
 # -- reading one object without boto3 --------------------------------------------------------------------------
 def _getter(url: str):  # type: ignore[no-untyped-def]
+    """A one-shot GET of a repository key, or None when only the full path can read it. Not the one S3 factory
+    (``cairn.publish.backend.s3_backend``): that wrapper falls back to botocore's credential chain and retries a
+    dead endpoint for a minute, and this path must cost two requests or give up at once. It shares the factory's
+    endpoint rule and the publisher's signer."""
     parsed = urlparse(url)
     if parsed.scheme in ("", "file"):
         root = Path(parsed.path if parsed.scheme == "file" else url)
