@@ -9,8 +9,9 @@ import re
 
 from cairn.publish.backend import IMMUTABLE_CACHE, FileBackend, S3Backend
 from cairn.publish.bundle import load_bundle
-from cairn.publish.publisher import COPY_MIN, load_root, publish
+from cairn.publish.publisher import load_root, publish
 from cairn.publish.sample import write_sample_bundle
+from cairn.publish.upload import COPY_MIN
 from cairn.sign.keys import load_keys
 from cairn.sign.tuf import hashed_name
 from cairn.sign.verify import verify_repository
@@ -86,10 +87,12 @@ def test_pages_are_written_after_what_they_link(keys, tmp_path):  # noqa: F811
 
 
 def test_an_object_shared_by_several_cells_is_written_once(keys, tmp_path):  # noqa: F811
-    from cairn.publish.publisher import JSON, Obj, _Run
+    from cairn.publish.objects import JSON, Obj
+    from cairn.publish.upload import Run
+    from cairn.sign.session import SigningSession
 
     backend = _Recording(tmp_path / "repo")
-    run = _Run(backend, load_keys(keys), load_root(keys / "root.json"), lambda _: None)
+    run = Run(backend, SigningSession(load_keys(keys), load_root(keys / "root.json")), lambda _: None)
     record = Obj("images/1.0.0/gfx90a-0.json", b'{"reference": "r@sha256:00"}\n', JSON, True)
     run.upload("images", [record, record, Obj(record.key, record.data, JSON, True)])
     assert backend.order.count(record.key) == 1 and len(backend.order) == 2  # the plain name and its content-addressed copy
