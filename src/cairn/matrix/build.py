@@ -14,17 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from cairn.errors import InputError
-from cairn.matrix.model import (
-    Cell,
-    Framework,
-    GateResult,
-    ImageRef,
-    Matrix,
-    Release,
-    Requirements,
-    VersionRange,
-    WheelFile,
-)
+from cairn.matrix import model
 
 RECORDED = "recorded"  # gates.json key: image digest -> gate -> the verdict reported after staging
 _RANK = {"passed": 0, "not-run": 1, "failed": 2}
@@ -78,7 +68,7 @@ def record_gates(stage: dict[str, Any], gates: dict[str, Any], results: list[tup
 
 
 def build_matrix(stage: dict[str, Any], cells: list[dict[str, Any]], gates: dict[str, Any], channel: str,
-                 index_prefix: str) -> Matrix:
+                 index_prefix: str) -> model.Matrix:
     """The matrix of ``cells`` (staged cells, possibly with wheels left off) as ``channel`` shows them.
 
     ``index_prefix`` is where the pip index of these cells is (``staging/<version>`` or ``channels/<channel>``);
@@ -90,17 +80,17 @@ def build_matrix(stage: dict[str, Any], cells: list[dict[str, Any]], gates: dict
         req = c["requirements"]
         results = cell_gates(gates, c)
         required = {g for gs in rel["required_gates"].values() for g in gs}
-        gate_list = [GateResult(g, results.get(g, {}).get("status", "not-run"), results.get(g, {}).get("reason", "")
-                                or ("" if g in results else "no result recorded")) for g in sorted(required | set(results))]
-        out.append(Cell(
+        gate_list = [model.GateResult(g, results.get(g, {}).get("status", "not-run"), results.get(g, {}).get("reason", "")
+                                      or ("" if g in results else "no result recorded")) for g in sorted(required | set(results))]
+        out.append(model.Cell(
             release=rel["version"], channel=channel, gfx_target=c["gfx_target"], family=c["family"], products=tuple(c["products"]),
-            os=c["os"], python=c["python"], framework=Framework(c["framework"]["name"], c["framework"]["version"]),
+            os=c["os"], python=c["python"], framework=model.Framework(c["framework"]["name"], c["framework"]["version"]),
             index_url=f"{index_prefix}/simple/{c['family']}/",
-            wheels=tuple(WheelFile(posixpath.basename(k), k, stage["files"][k]["sha256"], stage["files"][k]["size"]) for k in c["wheels"]),
-            images=tuple(ImageRef(i["reference"], i["digest"]) for i in c["images"]),
+            wheels=tuple(model.WheelFile(posixpath.basename(k), k, stage["files"][k]["sha256"], stage["files"][k]["size"]) for k in c["wheels"]),
+            images=tuple(model.ImageRef(i["reference"], i["digest"]) for i in c["images"]),
             gates=tuple(gate_list), partial=tuple(c.get("partial", ())),
-            requirements=Requirements(VersionRange(**req["driver"]), VersionRange(**req["kernel"]), req["driver_name"]),
+            requirements=model.Requirements(model.VersionRange(**req["driver"]), model.VersionRange(**req["kernel"]), req["driver_name"]),
         ))
-    release = Release(rel["name"], rel["version"], channel, rel["source_date_epoch"], rel.get("manifest_sha256", ""),
-                      tuple((ch, tuple(g)) for ch, g in sorted(rel["required_gates"].items())))
-    return Matrix(release, tuple(out))
+    release = model.Release(rel["name"], rel["version"], channel, rel["source_date_epoch"], rel.get("manifest_sha256", ""),
+                            tuple((ch, tuple(g)) for ch, g in sorted(rel["required_gates"].items())))
+    return model.Matrix(release, tuple(out))

@@ -75,8 +75,16 @@ class SigningSession:
         return self.root.signed.to_dict(), public
 
     def needs_signing(self, state: RepoState, targets: dict[str, TargetFile]) -> bool:
-        """Whether serving ``targets`` takes new metadata (see ``sign_metadata``), without signing anything."""
-        return needs_signing(state, targets)
+        """Whether serving ``targets`` takes new metadata (see ``sign_metadata``), without signing anything.
+
+        When it does, a key that signing takes and this key set lacks is refused now, as signing would refuse
+        it: before the publisher writes a publish record naming a timestamp that could not be signed.
+        """
+        if not needs_signing(state, targets):
+            return False
+        self.keys.signer("targets")
+        self.keys.signer("online")  # snapshot and timestamp
+        return True
 
     def sign_metadata(self, state: RepoState, targets: dict[str, TargetFile]) -> SignedMetadata | None:
         """Root, targets, snapshot and timestamp for ``targets`` over ``state``; None when nothing changed."""
