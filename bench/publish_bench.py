@@ -130,7 +130,8 @@ def bench_one(name: str, bundle_dir: Path, work: Path, keys_dir: Path, aws: str,
     (medians reported, every run kept); requests counted from the server's access log of the timed runs."""
     from cairn.publish.backend import FileBackend
     from cairn.publish.bundle import load_bundle
-    from cairn.publish.publisher import COPY_MIN, load_root, publish
+    from cairn.publish.publisher import load_root, publish
+    from cairn.publish.upload import COPY_MIN
 
     client = _client(endpoint)
 
