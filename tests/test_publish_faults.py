@@ -53,7 +53,7 @@ def check_public_references(endpoint: str, prefix: str) -> int:
     info = json.loads(key_doc)
     key = SSlibKey.from_dict(info.pop("keyid"), info)
     listing = urlopen(f"{endpoint}/{BUCKET}?list-type=2&prefix={prefix}/channels/").read().decode()
-    pages = [k for k in re.findall(r"<Key>([^<]+)</Key>", listing) if k.endswith("/index.html") and k.count("/") >= 5]
+    pages = [k for k in re.findall(r"<Key>([^<]+)</Key>", listing) if k.endswith("/") and k.count("/") >= 5]  # project pages, at their directory keys
     checked = 0
     for page_key in pages:
         page_url = f"{endpoint}/{BUCKET}/{page_key}"

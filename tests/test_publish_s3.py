@@ -140,6 +140,25 @@ def test_replayed_old_timestamp_is_rejected(s3, keys, tmp_path):
     assert "metadata/timestamp.json: rollback rejected" in replayed.stderr
 
 
+def test_an_index_page_is_written_once_at_the_directory_pip_reads(s3, keys, tmp_path):
+    """A page's bytes go up once, at ``…/<project>/`` (pip's URL), not also at ``…/index.html``; a repository
+    published before that layout gets its old ``index.html`` name updated with the page, never left stale."""
+    environ = env(s3, tmp_path)
+    client = s3["client"]
+    to = ["--to", f"s3://{BUCKET}/pages", "--keys", str(keys)]
+    cairn(["publish", str(write_sample_bundle(tmp_path / "a", version="7.0.0", families=("gfx90a",))), *to], environ)
+    listed = {o["Key"] for o in client.list_objects_v2(Bucket=BUCKET, Prefix="pages/channels/dev/simple/gfx90a/")["Contents"]}
+    assert "pages/channels/dev/simple/gfx90a/cairn-smoke/" in listed and "pages/channels/dev/simple/gfx90a/" in listed
+    assert not {k for k in listed if k.endswith("/index.html")}, "a page was written twice"
+
+    legacy = "pages/channels/dev/simple/gfx90a/cairn-smoke/index.html"  # as an earlier layout wrote it
+    client.put_object(Bucket=BUCKET, Key=legacy, Body=b"old page", ContentType="text/html")
+    cairn(["publish", str(write_sample_bundle(tmp_path / "b", version="7.0.1", families=("gfx90a",))), *to], environ)
+    page = client.get_object(Bucket=BUCKET, Key="pages/channels/dev/simple/gfx90a/cairn-smoke/")["Body"].read()
+    assert b"7.0.1" in page and client.get_object(Bucket=BUCKET, Key=legacy)["Body"].read() == page
+    cairn(["verify", f"s3://{BUCKET}/pages", "--root", str(keys / "root.json")], environ)
+
+
 @pytest.mark.slow
 def test_server_restart_mid_upload_is_retried(s3, keys, tmp_path):
     environ = {**env(s3, tmp_path), "CAIRN_S3_RETRY_SECONDS": "60"}

@@ -70,26 +70,24 @@ class Run:
         if self.backend.grant_public_read():
             self.log(f"bucket policy: anyone may read {self.backend.url} (and list the bucket, so a missing project is a 404)")
 
-    def _signed_and_listed(self, key: str, size: int, sha: str) -> bool:
-        """Present with these bytes, judged from one LIST and the signed targets (no request per object)."""
+    def _signed_and_listed(self, key: str, obj: Obj) -> bool:
+        """``key`` holds ``obj``'s bytes, judged from one LIST and the signed targets (no request per object)."""
         listed = self.listing.get(key)
-        return listed is not None and listed.size == size and self.known.get(key) == sha
+        return listed is not None and listed.size == len(obj.data) and self.known.get(obj.key) == obj.sha256
 
     def _writes(self, obj: Obj, names: str) -> list[_Write]:
         """The keys ``obj`` still needs written, judged from the LIST and the signed targets (no request per object).
 
-        ``names``: ``"all"``, ``"hashed"`` (only the content-addressed copy) or ``"plain"`` (the plain name and
-        its alias). A content-addressed copy of a big object that this task writes under its plain name first
+        ``names``: ``"all"``, ``"hashed"`` (only the content-addressed copy) or ``"plain"`` (its readable names,
+        ``_plain_keys``). A content-addressed copy of a big object that this task writes under its plain name first
         is made by the server from that name (``source``): its bytes are sent once.
         """
         sha, size = obj.sha256, len(obj.data)
         writes: list[_Write] = []
-        known = self._signed_and_listed(obj.key, size, sha)
         if names != "hashed":
-            if not known:
-                writes.append(_Write(obj, obj.key, obj.immutable))
-            if obj.alias and not (known and (obj.alias in self.listing or obj.alias + "index.html" in self.listing)):
-                writes.append(_Write(obj, obj.alias, False))
+            for key in self._plain_keys(obj):
+                if not self._signed_and_listed(key, obj):
+                    writes.append(_Write(obj, key, obj.immutable and not obj.alias))
         if obj.target and names != "plain":  # content-addressed copy: its name is its digest, so listed means present
             hashed = hashed_name(obj.key, sha)
             listed = self.listing.get(hashed)
@@ -98,6 +96,15 @@ class Run:
                 copy = listed is None and writes and writes[0].key == obj.key and COPY_MIN <= size < COPY_MAX
                 writes.append(_Write(obj, hashed, True, source=obj.key if copy else ""))
         return writes
+
+    def _plain_keys(self, obj: Obj) -> list[str]:
+        """Where ``obj``'s bytes go under a readable name. An index page (``…/<project>/index.html``, its TUF
+        target name) is served at its directory key ``…/<project>/``, the URL pip and uv request; on disk the
+        two are one file. Its ``index.html`` key is written too only where an earlier publish already made it
+        (so a repository published before this layout never keeps a stale page there)."""
+        if not obj.alias:
+            return [obj.key]
+        return [obj.alias, obj.key] if obj.key in self.listing else [obj.alias]
 
     def _mark_in_progress(self) -> None:
         """Before this run's first write: the publish record stops saying "published" (see ``fastpath``)."""
@@ -140,9 +147,8 @@ class Run:
                 self.targets[obj.key] = _target(obj)
         self.log(f"{phase}: {len(objs) + len(extra)} object(s)")
 
-    @staticmethod
-    def _candidates(obj: Obj, names: str) -> int:
-        plain = 1 + bool(obj.alias)
+    def _candidates(self, obj: Obj, names: str) -> int:
+        plain = len(self._plain_keys(obj))
         return {"all": plain + obj.target, "plain": plain, "hashed": int(obj.target)}[names]
 
     def _write_all(self, writes: list[_Write]) -> tuple[int, int]:

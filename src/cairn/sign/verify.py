@@ -156,11 +156,11 @@ def verify_repository(url: str, root_bytes: bytes, cache: Path | None = None, *,
     key = _provenance_key(base, targets)
     for path, info in sorted(targets.items()):
         sha = info["hashes"]["sha256"]
-        names = [path, hashed_name(path, sha)]
-        if path.endswith("/index.html") and base.startswith(("http", "s3")):  # the key pip reads: <project>/
-            names.append(path.removesuffix("index.html"))
-        for name in names:
-            if in_progress and name != names[1] and not _immutable(path):
+        hashed = hashed_name(path, sha)
+        # over HTTP an index page is served at its directory, the URL pip and uv request (``<project>/``)
+        served = path.removesuffix("index.html") if path.endswith("/index.html") and base.startswith(("http", "s3")) else path
+        for name in (served, hashed):
+            if in_progress and name != hashed and not _immutable(path):
                 continue
             data = fetch(base + name)
             if data is None:
