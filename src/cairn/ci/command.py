@@ -13,6 +13,7 @@ import re
 import sys
 from pathlib import Path
 
+from cairn.cli_options import add_json, add_store
 from cairn.errors import InputError
 from cairn.io import atomic_write
 from cairn.names import relpath_problem
@@ -32,11 +33,10 @@ def configure(parser: argparse.ArgumentParser) -> None:
     image = github.add_mutually_exclusive_group()
     image.add_argument("--image-digest", default="", metavar="REPO@sha256:DIGEST",
                        help="the build image the jobs run in, pinned by digest")
-    image.add_argument("--store", type=Path, default=None,
-                       help="read the build image's digest from this store's last build (push:toolchain)")
+    add_store(image, "read the build image's digest from this store's last build (push:toolchain)", default=None)
     github.add_argument("--cache-prefix", default="cairn", help="prefix inside the cache bucket (default: cairn)")
     github.add_argument("--runs-on", default="ubuntu-24.04", help="runner label of every job (default: ubuntu-24.04)")
-    github.add_argument("--json", action="store_true", help="print the shards as JSON (and still write --out)")
+    add_json(github, "print the shards as JSON (and still write --out)")
 
 
 def run(args: argparse.Namespace) -> int:

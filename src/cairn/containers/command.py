@@ -16,6 +16,7 @@ from pathlib import Path
 from rich.console import Console
 from rich.table import Table
 
+from cairn.cli_options import add_json, add_store
 from cairn.containers.diff import diff_layouts, summary_line
 from cairn.errors import InputError
 
@@ -25,14 +26,14 @@ def configure(parser: argparse.ArgumentParser) -> None:
     diff = sub.add_parser("diff", help="name the layer and file where two image builds differ")
     diff.add_argument("a", type=Path)
     diff.add_argument("b", type=Path)
-    diff.add_argument("--json", action="store_true")
+    add_json(diff)
     dockerfile = sub.add_parser("dockerfile", help="the rendered Dockerfile of IMAGE@TARGET (built or blocked)")
     dockerfile.add_argument("image", help="e.g. runtime@gfx90a, sglang@gfx90a")
     dockerfile.add_argument("manifest", nargs="?", help="release manifest (default: the default release)")
-    dockerfile.add_argument("--store", type=Path, default=Path(".cairn"))
+    add_store(dockerfile)
     listing = sub.add_parser("list", help="images of the store's last build")
-    listing.add_argument("--store", type=Path, default=Path(".cairn"))
-    listing.add_argument("--json", action="store_true")
+    add_store(listing)
+    add_json(listing)
 
 
 def _layout(path: Path) -> Path:

@@ -12,6 +12,7 @@ import argparse
 import sys
 from pathlib import Path
 
+from cairn.cli_options import add_store
 from cairn.errors import CairnError
 from cairn.io import atomic_write
 from cairn.matrix.model import CHANNELS, from_dict
@@ -22,7 +23,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--from", dest="source", default=None,
                         help="repository dir/URL or a matrix.json file (default: <store>/publish)")
     parser.add_argument("--channel", choices=CHANNELS, default="dev", help="channel whose matrix to read from a repository")
-    parser.add_argument("--store", type=Path, default=Path(".cairn"), help="build store (default .cairn/)")
+    add_store(parser, "build store (default .cairn/)")
     parser.add_argument("--root", type=Path, default=None, help="verify the matrix against this pinned TUF root first")
     parser.add_argument("--format", choices=("json", "html", "md"), default="json")
     parser.add_argument("--out", type=Path, default=None, help="write here instead of printing")
