@@ -78,7 +78,7 @@ def test_a_damaged_gate_result_in_the_store_is_one_line(tmp_path: Path) -> None:
     (store / "trees" / "abc" / "gate.json").write_text('{"gate": "static-coverage", "status": "passed"}')
     (store / "last-build.json").write_text('{"actions": {"gate:static-coverage:runtime@gfx90a": {"status": "ran", "output": "abc"}}}')
     line = one_line(cairn("gate", "--store", str(store), cwd=tmp_path))
-    assert f"{store / 'trees' / 'abc' / 'gate.json'}: 'image' is missing or not a string" in line
+    assert line == f"cairn gate: {store / 'trees' / 'abc' / 'gate.json'}: 'image' is missing — rebuild the gate (cairn build --only gate:…)"
 
 
 # -- a wheel recipe whose version does not parse ---------------------------------------------------------

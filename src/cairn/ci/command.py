@@ -97,7 +97,8 @@ def _image(args: argparse.Namespace, has_toolchain: bool) -> tuple[str, str]:
 
 def _image_from_store(store: Path) -> str:
     from cairn.ci.github import PINNED_IMAGE
-    from cairn.execute.report import read_actions, read_json
+    from cairn.execute.report import read_actions
+    from cairn.model.json_reader import load_object
     from cairn.plan.toolchain import PUSH_ID
 
     info = read_actions(store).get(PUSH_ID)
@@ -106,7 +107,7 @@ def _image_from_store(store: Path) -> str:
         raise InputError(store / "last-build.json", f"no pushed build image ({PUSH_ID} {why})",
                          "build the toolchain image first, or pass --image-digest REPO@sha256:…")
     path = store / "trees" / info.output / "push.json"
-    record = read_json(path, "push record", f"run cairn build --store {store} again")
+    record = load_object(path, "push record", f"run cairn build --store {store} again")
     reference = f"{record.get('registry')}/{record.get('repo')}@{record.get('digest')}"
     if record.get("blocked") or not PINNED_IMAGE.match(reference):
         raise InputError(path, f"the build image was not pushed ({record.get('blocked') or reference})",

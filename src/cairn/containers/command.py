@@ -44,13 +44,14 @@ def _layout(path: Path) -> Path:
 
 
 def images(store: Path) -> list[dict]:
-    from cairn.execute.report import read_actions, read_json
+    from cairn.execute.report import read_actions
+    from cairn.model.json_reader import load_object
 
     found = []
     for action_id, info in sorted(read_actions(store).items()):
         if action_id.startswith("image:") and info.output:
             path = store / "trees" / info.output / "image.json"
-            record = read_json(path, "image record", f"rebuild it (cairn build --only {action_id})")
+            record = load_object(path, "image record", f"rebuild it (cairn build --only {action_id})")
             layers, tags = record.get("layers"), record.get("tags")
             if not (isinstance(record.get("name"), str) and isinstance(record.get("digest"), str) and isinstance(tags, list)
                     and isinstance(layers, list) and all(isinstance(x, dict) and isinstance(x.get("size"), int) for x in layers)):

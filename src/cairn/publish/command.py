@@ -141,15 +141,9 @@ def run(args: argparse.Namespace) -> int:
 
 def _read_gate_result(path: Path) -> dict:  # type: ignore[type-arg]
     """One gate verdict reported after staging; checked against the staged release by ``record_gates``."""
-    from cairn.errors import InputError
+    from cairn.model.json_reader import load_object
 
-    try:
-        data = json.loads(Path(path).read_text())
-    except (OSError, ValueError) as exc:
-        raise InputError(path, f"cannot read the gate result ({exc})", "pass the gate.json a gate action wrote") from None
-    if not isinstance(data, dict):
-        raise InputError(path, "a gate result is a JSON object", "pass the gate.json a gate action wrote")
-    return data
+    return load_object(path, "gate result", "pass the gate.json a gate action wrote")
 
 
 def run_promote(args: argparse.Namespace) -> int:
