@@ -201,6 +201,8 @@ def _cell_dict(c: Cell) -> dict[str, Any]:
 # -- loading -------------------------------------------------------------------------------------------------
 FIX = "fetch the matrix again; it must be the file cairn publish wrote"
 _RANGE = Table({"minimum": Field("string"), "below": Field("string"), "note": Field("string")}, what="version range")
+REQUIREMENTS = Field("table", table=Table({"driver_name": Field("string", default="amdgpu"),  # a cell's, also in the bundle
+                                           "driver": Field("table", table=_RANGE), "kernel": Field("table", table=_RANGE)}))
 _TEXT = Field("string", required=True, nonempty=True)
 _STATUS = Field("string", required=True, enum=GATE_STATUSES)
 _CHANNEL = Field("string", required=True, enum=CHANNELS)
@@ -216,9 +218,7 @@ CELL = Table({
     "images": Field("tables", table=Table({
         "reference": _TEXT, "digest": Field("string", required=True, pattern=_DIGEST.pattern, doc="sha256:<64 hex>")})),
     "gates": Field("tables", table=Table({"gate": _TEXT, "status": _STATUS, "reason": Field("string")})),
-    "requirements": Field("table", table=Table({"driver_name": Field("string", default="amdgpu"),
-                                                "driver": Field("table", table=_RANGE), "kernel": Field("table", table=_RANGE)})),
-    "partial": Field("strings"),
+    "requirements": REQUIREMENTS, "partial": Field("strings"),
 }, what="cell")
 MATRIX = Table({
     "schema": Field("string", doc=SCHEMA_ID),

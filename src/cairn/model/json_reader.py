@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from cairn.errors import InputError, Location, closest, did_you_mean
-from cairn.model.reader import Field, Table
+from cairn.model.reader import Checked, Field, Table
 
 _TYPES: dict[str, tuple[type, ...]] = {"string": (str,), "integer": (int,), "boolean": (bool,), "strings": (list,),
                                        "table": (dict,), "tables": (list,)}
@@ -94,30 +94,20 @@ class JsonReader:
         """``value`` checked to be an object holding only the keys ``spec`` declares."""
         if not isinstance(value, dict):
             raise self.fail(f"'{label}' is {kind_of(value)}, not an object" if label else f"the {self.what} is {kind_of(value)}, not an object")
-        allowed = spec.allowed(value)
-        for key in value:
-            if key not in allowed:
-                raise self.fail(f"unknown key '{key}'" + (f" in '{label}'" if label else ""), did_you_mean(key, allowed, "keys"))
+        key = spec.unknown(value)
+        if key is not None:
+            raise self.fail(f"unknown key '{key}'" + (f" in '{label}'" if label else ""), did_you_mean(key, spec.allowed(value), "keys"))
         return JsonSection(self, value, spec, label)
 
 
 @dataclass
-class JsonSection:
+class JsonSection(Checked):
     """A checked object: its declared keys read with their JSON types, errors naming the key path."""
 
     reader: JsonReader
     data: dict[str, Any]
     spec: Table
     label: str
-
-    def __contains__(self, key: str) -> bool:
-        return key in self.data
-
-    def __iter__(self) -> Iterator[str]:
-        return iter(self.data)
-
-    def get(self, key: str, default: Any = None) -> Any:
-        return self.data.get(key, default)
 
     def at(self, key: str | int) -> str:
         if isinstance(key, int):

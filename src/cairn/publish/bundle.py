@@ -26,7 +26,15 @@ from pathlib import Path
 from typing import Any
 
 from cairn.errors import CheckFailed, InputError
-from cairn.matrix.model import CHANNELS, GATE_STATUSES, GateResult, ImageRef, Requirements, VersionRange
+from cairn.matrix.model import (
+    CHANNELS,
+    GATE_STATUSES,
+    REQUIREMENTS,
+    GateResult,
+    ImageRef,
+    Requirements,
+    VersionRange,
+)
 from cairn.model import json_reader
 from cairn.model.reader import Field, Table
 from cairn.names import inside, safe_name, safe_relpath
@@ -125,7 +133,6 @@ _HEX64 = re.compile(r"^[0-9a-f]{64}$")
 # PEP 427: {distribution}-{version}(-{build})?-{python}-{abi}-{platform}.whl
 _WHEEL_NAME = re.compile(r"^[A-Za-z0-9](?:[A-Za-z0-9._]*[A-Za-z0-9])?-[^-]+(?:-[0-9][^-]*)?-[^-]+-[^-]+-[^-]+\.whl$")
 _REQUIRED = Field("string", required=True)
-_RANGE = Table({"minimum": Field("string"), "below": Field("string"), "note": Field("string")}, what="version range")
 ARTIFACT = Table({
     "path": _REQUIRED, "kind": Field("string", required=True, enum=KINDS),
     "sha256": Field("string", required=True, pattern=_HEX64.pattern, doc="64 lower-case hex digits"),
@@ -136,9 +143,7 @@ CELL = Table({
     "gfx_target": _REQUIRED, "family": Field("string"), "os": _REQUIRED, "python": _REQUIRED,
     "framework": _REQUIRED, "framework_version": _REQUIRED,
     "images": Field("tables", table=Table({"reference": _REQUIRED, "digest": _REQUIRED})),
-    "requirements": Field("table", table=Table({"driver_name": Field("string", default="amdgpu"),
-                                                "driver": Field("table", table=_RANGE), "kernel": Field("table", table=_RANGE)})),
-    "partial": Field("strings"),
+    "requirements": REQUIREMENTS, "partial": Field("strings"),
 }, what="cell")
 BUNDLE = Table({
     "schema": Field("string", doc=SCHEMA),
