@@ -199,6 +199,28 @@ def _cell_dict(c: Cell) -> dict[str, Any]:
 
 
 # -- loading -------------------------------------------------------------------------------------------------
+def load_matrix(path_or_url: str | Path) -> Matrix:
+    """Read a matrix from a file path, ``file://`` or ``http(s)://`` URL; every problem is an InputError.
+
+    This checks structure only. Whether the bytes are the signed ones is ``cairn verify``'s job
+    (``cairn.sign.verify``), which a caller that fetched the matrix from a server should use instead.
+    """
+    where = str(path_or_url)
+    return parse_matrix(_read(where), where)
+
+
+def _read(where: str) -> str:
+    parsed = urlparse(where)
+    try:
+        if parsed.scheme in ("http", "https"):
+            with urllib.request.urlopen(where, timeout=30) as response:
+                return response.read().decode()
+        path = Path(parsed.path) if parsed.scheme == "file" else Path(where)
+        return path.read_text()
+    except OSError as exc:
+        raise InputError(where, f"cannot read the matrix ({exc})", "check the path or URL") from None
+
+
 FIX = "fetch the matrix again; it must be the file cairn publish wrote"
 _RANGE = Table({"minimum": Field("string"), "below": Field("string"), "note": Field("string")}, what="version range")
 REQUIREMENTS = Field("table", table=Table({"driver_name": Field("string", default="amdgpu"),  # a cell's, also in the bundle
@@ -231,31 +253,9 @@ MATRIX = Table({
 }, what="matrix")
 
 
-def load_matrix(path_or_url: str | Path) -> Matrix:
-    """Read a matrix from a file path, ``file://`` or ``http(s)://`` URL; every problem is an InputError.
-
-    This checks structure only. Whether the bytes are the signed ones is ``cairn verify``'s job
-    (``cairn.sign.verify``), which a caller that fetched the matrix from a server should use instead.
-    """
-    where = str(path_or_url)
-    return parse_matrix(_read(where), where)
-
-
 def parse_matrix(text: str | bytes, where: str, fix: str = FIX) -> Matrix:
     """The matrix in ``text`` (read from ``where``): not JSON, or not a matrix, is one InputError naming ``where``."""
     return from_dict(json_reader.parse(text, where, "matrix", fix), where, fix)
-
-
-def _read(where: str) -> str:
-    parsed = urlparse(where)
-    try:
-        if parsed.scheme in ("http", "https"):
-            with urllib.request.urlopen(where, timeout=30) as response:
-                return response.read().decode()
-        path = Path(parsed.path) if parsed.scheme == "file" else Path(where)
-        return path.read_text()
-    except OSError as exc:
-        raise InputError(where, f"cannot read the matrix ({exc})", "check the path or URL") from None
 
 
 def from_dict(data: Any, where: str = "<matrix>", fix: str = FIX) -> Matrix:
