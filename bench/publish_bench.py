@@ -10,7 +10,7 @@ signed) — what a user would do with today's tools. Per bundle and side, in a f
 upload, then an unchanged re-publish; ``--repeat`` pairs of runs, the side that goes first alternating, and
 the medians reported (every run is kept in the JSON with the load average after it). Times are wall clock of
 the whole command, interpreter start-up included on both sides (both are the real scripts of this
-interpreter, no pyenv shim). Requests of those same runs are counted from the server's access log (one line
+interpreter, no pyenv shim, and both run compiled bytecode, as installed packages do). Requests of those same runs are counted from the server's access log (one line
 per request): PUTs (objects, multipart parts and cairn's server-side copies, which are PUTs with a copy
 source), GETs, HEADs, LISTs; and the CPU seconds of each first upload: the command's (with its children)
 and the server process's.
@@ -106,6 +106,15 @@ def server_cpu(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
+def compile_bytecode() -> None:
+    """Both sides start from compiled bytecode, as installed packages do (pip compiles a wheel's modules when it
+    installs it; the aws CLI's are). An editable checkout run with ``PYTHONDONTWRITEBYTECODE`` set never writes
+    its ``.pyc`` files, so without this every timed ``cairn`` command compiled its modules from source again."""
+    import cairn
+
+    subprocess.run([sys.executable, "-m", "compileall", "-q", str(Path(cairn.__file__).parent)], check=True)
+
+
 def peer_aws() -> str:
     """The aws CLI script itself, next to this interpreter when installed there (a pyenv shim adds ~0.1 s per call)."""
     beside = Path(sys.executable).parent / "aws"
@@ -121,7 +130,8 @@ def bench_one(name: str, bundle_dir: Path, work: Path, keys_dir: Path, aws: str,
     (medians reported, every run kept); requests counted from the server's access log of the timed runs."""
     from cairn.publish.backend import FileBackend
     from cairn.publish.bundle import load_bundle
-    from cairn.publish.publisher import COPY_MIN, load_root, publish
+    from cairn.publish.publisher import load_root, publish
+    from cairn.publish.upload import COPY_MIN
 
     client = _client(endpoint)
 
@@ -202,6 +212,7 @@ def main() -> int:
     args = parser.parse_args()
     os.environ.setdefault("CAIRN_ROOT", str(ROOT))
     aws = peer_aws()
+    compile_bytecode()
 
     from tuf.api.serialization.json import JSONSerializer
 

@@ -6,11 +6,16 @@ from __future__ import annotations
 
 import os
 import re
+import shutil
 
+import pytest
+
+from cairn.errors import CairnError
 from cairn.publish.backend import IMMUTABLE_CACHE, FileBackend, S3Backend
 from cairn.publish.bundle import load_bundle
-from cairn.publish.publisher import COPY_MIN, load_root, publish
+from cairn.publish.publisher import load_root, publish
 from cairn.publish.sample import write_sample_bundle
+from cairn.publish.upload import COPY_MIN
 from cairn.sign.keys import load_keys
 from cairn.sign.tuf import hashed_name
 from cairn.sign.verify import verify_repository
@@ -86,11 +91,29 @@ def test_pages_are_written_after_what_they_link(keys, tmp_path):  # noqa: F811
 
 
 def test_an_object_shared_by_several_cells_is_written_once(keys, tmp_path):  # noqa: F811
-    from cairn.publish.publisher import JSON, Obj, _Run
+    from cairn.publish.objects import JSON, Obj
+    from cairn.publish.upload import Run
+    from cairn.sign.session import SigningSession
 
     backend = _Recording(tmp_path / "repo")
-    run = _Run(backend, load_keys(keys), load_root(keys / "root.json"), lambda _: None)
+    run = Run(backend, SigningSession(load_keys(keys), load_root(keys / "root.json")), lambda _: None)
     record = Obj("images/1.0.0/gfx90a-0.json", b'{"reference": "r@sha256:00"}\n', JSON, True)
     run.upload("images", [record, record, Obj(record.key, record.data, JSON, True)])
     assert backend.order.count(record.key) == 1 and len(backend.order) == 2  # the plain name and its content-addressed copy
     assert run.uploaded == 2
+
+
+@pytest.mark.parametrize("role", ["targets", "online"])
+def test_a_key_set_that_cannot_sign_the_metadata_writes_no_publish_record(keys, tmp_path, role):  # noqa: F811
+    # the check that anything needs signing finds the missing key before the publish record goes up: a record
+    # must never name a timestamp that was not signed
+    partial = tmp_path / "keys"
+    shutil.copytree(keys, partial)
+    (partial / f"{role}.pem").unlink()
+    bundle = load_bundle(write_sample_bundle(tmp_path / "b", version="9.3.0", families=("gfx90a",)))
+    with pytest.raises(CairnError) as refused:
+        publish(bundle, FileBackend(tmp_path / "repo"), load_keys(partial), load_root(partial / "root.json"))
+    assert str(refused.value) == f"no private key for '{role}' in {partial} — run cairn keys init or copy the key there"
+    assert (tmp_path / "repo" / "staging" / "9.3.0" / "release.json").is_file()  # the blobs and pages went up first
+    assert not (tmp_path / "repo" / "channels" / "published.json").exists()
+    assert not (tmp_path / "repo" / "metadata").exists()

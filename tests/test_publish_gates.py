@@ -101,7 +101,7 @@ def test_verdict_for_an_image_the_release_did_not_stage_is_refused_in_one_line(t
 
 
 def test_gate_passes_for_a_cell_only_when_it_passed_on_every_image_of_the_cell():
-    from cairn.publish.publisher import record_gates
+    from cairn.matrix.build import record_gates
 
     runtime, smoke = "sha256:" + "1" * 64, "sha256:" + "2" * 64
     cell = {"release": "5.4.0", "gfx_target": "gfx90a", "os": "debian-12", "python": "3.11",

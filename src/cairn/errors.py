@@ -57,6 +57,16 @@ class ManifestError(InputError):
     """A release manifest, recipe or target registry that cannot be used as written."""
 
 
+class UrlError(CairnError):
+    """A URL ``cairn.io`` could not read. ``detail`` is what the transport said, for a caller that words its own
+    line (the matrix readers do); ``status`` is the status that said no — an HTTP status, 404 also for a missing
+    file or S3 key, 403 for a refused S3 read — or None when nothing answered."""
+
+    def __init__(self, message: str, url: str, detail: str, status: int | None = None) -> None:
+        super().__init__(message)
+        self.url, self.detail, self.status = url, detail, status
+
+
 class PinMismatch(CairnError):
     """A fetched input does not match its pin: never build from it."""
 

@@ -2,6 +2,7 @@
 
 Every stage runs external tools through ``run`` so that each action's log shows exactly what ran, with
 which environment changes, and a failure names the command and the log instead of raising a traceback.
+The services' daemons, which outlive the command that starts them, are started through ``spawn``.
 """
 
 from __future__ import annotations
@@ -76,3 +77,11 @@ def run(
         detail = " | ".join(tail)
         raise ActionFailed(f"'{shlex.join(argv[:4])}{' …' if len(argv) > 4 else ''}' exited {proc.returncode}: {detail}")
     return proc
+
+
+def spawn(argv: Sequence[str], log: Path) -> subprocess.Popen[bytes]:
+    """Start a daemon (dockerd, the registry) in its own session, detached from the terminal, its output
+    appended to ``log``: it keeps running after this process exits, and its log says why when it did not."""
+    with open(log, "ab") as out:
+        return subprocess.Popen(list(argv), stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT,
+                                start_new_session=True, close_fds=True)

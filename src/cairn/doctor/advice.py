@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import os
 import tempfile
-import urllib.request
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -23,7 +22,8 @@ from urllib.parse import urljoin, urlparse
 
 from packaging.version import InvalidVersion, Version
 
-from cairn.errors import CairnError, InputError
+from cairn import io
+from cairn.errors import CairnError, InputError, UrlError
 
 CHANNEL_RANK = {"stable": 3, "prerelease": 2, "nightly": 1, "dev": 0}
 
@@ -87,16 +87,17 @@ def load(source: str) -> LoadedMatrix:
 def _fetch(source: str) -> tuple[Path, str]:
     """A local copy of the matrix and the URL it was read from."""
     parsed = urlparse(source)
-    if parsed.scheme == "s3":
-        return Path(_fetch_s3(source)), source
-    if parsed.scheme in ("http", "https"):
+    if parsed.scheme in ("http", "https", "s3"):
         handle, local = tempfile.mkstemp(prefix="cairn-matrix-", suffix=".json")
         os.close(handle)
         try:
-            with urllib.request.urlopen(source, timeout=30) as response:  # the user's matrix URL
-                Path(local).write_bytes(response.read())
-        except OSError as exc:
-            raise InputError(source, f"cannot read the matrix ({exc})", "check the URL") from None
+            io.download(source, Path(local))  # the user's matrix URL
+        except UrlError as exc:
+            Path(local).unlink(missing_ok=True)
+            if parsed.scheme == "s3":
+                raise InputError(source, f"cannot fetch the matrix ({exc.detail})",
+                                 "check the bucket, key and $CAIRN_S3_ENDPOINT (or AWS_ENDPOINT_URL)") from None
+            raise InputError(source, f"cannot read the matrix ({exc.detail})", "check the URL") from None
         return Path(local), source
     path = Path(parsed.path if parsed.scheme == "file" else source)
     if path.is_dir():
@@ -126,36 +127,9 @@ def _repository_root(url: str) -> str:
     parts = url.split("/")
     for cut in range(len(parts) - 1, max(len(parts) - 5, 3), -1):
         candidate = "/".join(parts[:cut]) + "/"
-        if _exists(candidate + "metadata/timestamp.json"):
+        if io.exists(candidate + "metadata/timestamp.json", timeout=10):
             return candidate
     return ""
-
-
-def _exists(url: str) -> bool:
-    parsed = urlparse(url)
-    if parsed.scheme == "file":
-        return Path(parsed.path).is_file()
-    try:
-        with urllib.request.urlopen(url, timeout=10):
-            return True
-    except OSError:
-        return False
-
-
-def _fetch_s3(url: str) -> str:
-    try:
-        import boto3  # the publisher's dependency; optional for everyone else
-    except ImportError:
-        raise InputError(url, "reading s3:// needs boto3", "pip install boto3, or pass a local path or https URL") from None
-    parsed = urlparse(url)
-    client = boto3.client("s3", endpoint_url=os.environ.get("AWS_ENDPOINT_URL") or None)
-    handle, local = tempfile.mkstemp(prefix="cairn-matrix-", suffix=".json")
-    os.close(handle)
-    try:
-        client.download_file(parsed.netloc, parsed.path.lstrip("/"), local)
-    except Exception as exc:  # botocore raises many types; each becomes one line
-        raise InputError(url, f"cannot fetch the matrix ({exc})", "check the bucket, key and AWS_ENDPOINT_URL") from None
-    return local
 
 
 def verify(repository: str, local: Path) -> tuple[bool, str]:

@@ -2,7 +2,7 @@
 
 Each check has a stable id, a status (``fail`` > ``warn`` > ``ok`` > ``skip``, where ``skip`` means the
 check does not apply to this host and says why), a one-line summary, the fix, and evidence lines (the
-facts it judged, for ``-v`` and ``--json``). No check reads the system; ``snapshot.read_snapshot`` did.
+facts it judged, for ``-v`` and ``--json``). No check reads the system; ``cairn.doctor.read.read_snapshot`` did.
 """
 
 from __future__ import annotations

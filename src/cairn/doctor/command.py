@@ -20,7 +20,8 @@ from cairn.cli_options import add_json
 from cairn.doctor import advice as adv
 from cairn.doctor import host as h
 from cairn.doctor.checks import Check, Facts, exit_code, run_checks
-from cairn.doctor.snapshot import HostSnapshot, read_snapshot
+from cairn.doctor.read import read_snapshot
+from cairn.doctor.snapshot import HostSnapshot
 from cairn.errors import InputError
 from cairn.model.targets import load_registry
 

@@ -12,16 +12,15 @@ from __future__ import annotations
 
 import json
 import re
-import urllib.request
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
-from urllib.parse import urlparse
 
 from packaging.version import InvalidVersion, Version
 
-from cairn.errors import InputError
+from cairn import io
+from cairn.errors import InputError, UrlError
 from cairn.model import json_reader
 from cairn.model.reader import Field, Table
 
@@ -200,7 +199,8 @@ def _cell_dict(c: Cell) -> dict[str, Any]:
 
 # -- loading -------------------------------------------------------------------------------------------------
 def load_matrix(path_or_url: str | Path) -> Matrix:
-    """Read a matrix from a file path, ``file://`` or ``http(s)://`` URL; every problem is an InputError.
+    """Read a matrix from a file path, ``file://``, ``http(s)://`` or ``s3://`` URL (``cairn.io``); every problem
+    is an InputError.
 
     This checks structure only. Whether the bytes are the signed ones is ``cairn verify``'s job
     (``cairn.sign.verify``), which a caller that fetched the matrix from a server should use instead.
@@ -210,15 +210,10 @@ def load_matrix(path_or_url: str | Path) -> Matrix:
 
 
 def _read(where: str) -> str:
-    parsed = urlparse(where)
     try:
-        if parsed.scheme in ("http", "https"):
-            with urllib.request.urlopen(where, timeout=30) as response:
-                return response.read().decode()
-        path = Path(parsed.path) if parsed.scheme == "file" else Path(where)
-        return path.read_text()
-    except OSError as exc:
-        raise InputError(where, f"cannot read the matrix ({exc})", "check the path or URL") from None
+        return io.read_url(where, timeout=30).decode()
+    except UrlError as exc:
+        raise InputError(where, f"cannot read the matrix ({exc.detail})", "check the path or URL") from None
 
 
 FIX = "fetch the matrix again; it must be the file cairn publish wrote"

@@ -7,16 +7,17 @@ system, and it asks only cheap questions (which, a version flag, one TCP connect
 
 from __future__ import annotations
 
-import os
 import re
 import shutil
 import socket
-import subprocess
 from collections.abc import Iterable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from urllib.parse import urlparse
+
+from cairn.errors import CairnError
+from cairn.proc import run
 
 HOST_DEVICE_LIBS = Path("/usr/lib/x86_64-linux-gnu/amdgcn/bitcode")
 
@@ -40,12 +41,10 @@ class Host:
 
 
 def _version_of(cmd: list[str]) -> str:
-    env = {**os.environ, "HIP_PLATFORM": "amd"}  # without it Debian's hipcc reports (and targets) nvcc
-    try:
-        out = subprocess.run(cmd, capture_output=True, text=True, timeout=20, env=env).stdout
-    except (OSError, subprocess.TimeoutExpired):
+    try:  # without HIP_PLATFORM Debian's hipcc reports (and targets) nvcc
+        return run(cmd, env={"HIP_PLATFORM": "amd"}, check=False, timeout=20).stdout
+    except (OSError, CairnError):
         return ""
-    return out
 
 
 def hipcc_version() -> str:
@@ -85,7 +84,7 @@ def apt_versions(packages: Iterable[str]) -> dict[str, frozenset[str]]:
     names = sorted(set(packages))
     if not names or not shutil.which("apt-cache"):
         return {}
-    proc = subprocess.run(["apt-cache", "show", *names], capture_output=True, text=True)
+    proc = run(["apt-cache", "show", *names], check=False)
     found: dict[str, set[str]] = {}
     package = ""
     for line in proc.stdout.splitlines():

@@ -1,6 +1,6 @@
 """Where a repository lives: a local directory with the bucket's exact layout, or an S3 prefix.
 
-The one S3 wrapper (its requests are signed and sent by ``cairn.publish.s3http``). Immutable objects are
+The one S3 wrapper, made by ``s3_backend`` (its requests are signed and sent by ``cairn.publish.s3http``). Immutable objects are
 written with ``If-None-Match: *`` (single PUT or a multipart upload whose completion is conditional too), and a 412 is
 an idempotent re-run only when the object already there has the same sha256; otherwise the write is
 refused. Every object carries its sha256 (``ChecksumSHA256`` and ``x-amz-meta-sha256``) so a re-publish
@@ -90,11 +90,21 @@ def sha256_hex(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()
 
 
+def s3_backend(bucket: str, prefix: str = "") -> S3Backend:
+    """The one way cairn reaches S3 (publish, the shared cache, verify, diff, ``cairn.io``'s s3:// reads): the
+    wrapper for ``s3://bucket/prefix``, with the endpoint ``cairn.publish.s3http.find_endpoint`` picks from the
+    environment (``$CAIRN_S3_ENDPOINT``, else ``$AWS_ENDPOINT_URL_S3``, else ``$AWS_ENDPOINT_URL``, else AWS), its
+    region and credentials."""
+    from cairn.publish.s3http import find_endpoint
+
+    return S3Backend(bucket, prefix.strip("/"), find_endpoint())
+
+
 def open_backend(url: str) -> Backend:
-    """``file:///dir``, a plain path, or ``s3://bucket/prefix`` (endpoint from ``$CAIRN_S3_ENDPOINT``)."""
+    """``file:///dir``, a plain path, or ``s3://bucket/prefix`` (endpoint: ``s3_backend``'s rule)."""
     parsed = urlparse(url)
     if parsed.scheme == "s3":
-        return S3Backend(parsed.netloc, parsed.path.strip("/"), os.environ.get("CAIRN_S3_ENDPOINT") or None)
+        return s3_backend(parsed.netloc, parsed.path)
     if parsed.scheme in ("", "file"):
         return FileBackend(Path(parsed.path if parsed.scheme == "file" else url))
     raise CairnError(f"cannot publish to '{url}' — use s3://bucket/prefix or file:///dir")

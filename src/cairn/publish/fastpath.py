@@ -117,6 +117,10 @@ def _reachable(reference: str) -> bool:
 
 # -- reading one object without boto3 --------------------------------------------------------------------------
 def _getter(url: str):  # type: ignore[no-untyped-def]
+    """A one-shot GET of a repository key, or None when only the full path can read it. Not the one S3 factory
+    (``cairn.publish.backend.s3_backend``): that wrapper falls back to botocore's credential chain and retries a
+    dead endpoint for a minute, and this path must cost two requests or give up at once. It shares the factory's
+    endpoint rule and the publisher's signer."""
     parsed = urlparse(url)
     if parsed.scheme in ("", "file"):
         root = Path(parsed.path if parsed.scheme == "file" else url)
@@ -136,7 +140,9 @@ def _getter(url: str):  # type: ignore[no-untyped-def]
     token = os.environ.get("AWS_SESSION_TOKEN", "")
     region = os.environ.get("AWS_REGION") or os.environ.get("AWS_DEFAULT_REGION") or "us-east-1"
     bucket, prefix = parsed.netloc, parsed.path.strip("/")
-    endpoint = os.environ.get("CAIRN_S3_ENDPOINT") or ""
+    from cairn.publish.s3http import find_endpoint  # standard library only, like this module
+
+    endpoint = find_endpoint() or ""
 
     def get_s3(key: str) -> bytes | None:
         full = f"{prefix}/{key}" if prefix else key

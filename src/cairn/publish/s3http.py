@@ -3,7 +3,8 @@
 Why not botocore for these: creating its S3 client parses the service model, and each call goes through its
 request pipeline (serialisation, events, parsing) — on a publish of a few hundred small objects that was most
 of the client's CPU (bench/README.md: 0.88 s before, 0.35 s after, for the sample bundle). Only ``S3Backend``
-(``cairn.publish.backend``, the one S3 wrapper) uses this module; credentials come from the environment, else from botocore's credential chain
+(``cairn.publish.backend``, the one S3 wrapper, made by ``s3_backend``) uses this module; the endpoint comes from
+``find_endpoint`` (``$CAIRN_S3_ENDPOINT`` first); credentials come from the environment, else from botocore's credential chain
 (profiles, SSO, instance roles), which loads no service model.
 
 Bodies are sent with ``UNSIGNED-PAYLOAD``: every write carries its checksum instead (``x-amz-checksum-sha256``
@@ -17,7 +18,7 @@ import hmac
 import http.client
 import os
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from urllib.parse import quote, urlparse
@@ -68,6 +69,17 @@ def find_credentials() -> Credentials:
         raise CairnError("no AWS credentials — set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY (or configure a profile)")
     frozen = found.get_frozen_credentials()
     return Credentials(frozen.access_key, frozen.secret_key, frozen.token or "")
+
+
+ENDPOINT_VARIABLES = ("CAIRN_S3_ENDPOINT", "AWS_ENDPOINT_URL_S3", "AWS_ENDPOINT_URL")
+
+
+def find_endpoint(environ: Mapping[str, str] | None = None) -> str | None:
+    """The S3 endpoint every cairn S3 user talks to: the first of ``$CAIRN_S3_ENDPOINT`` (publish, the shared
+    cache, verify, diff), ``$AWS_ENDPOINT_URL_S3`` and ``$AWS_ENDPOINT_URL`` (the AWS tools' own variables, which
+    ``cairn doctor`` read s3:// matrices through) that is set and not empty; None means AWS itself."""
+    env = os.environ if environ is None else environ
+    return next((env[name] for name in ENDPOINT_VARIABLES if env.get(name)), None)
 
 
 def find_region() -> str:

@@ -23,7 +23,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from cairn.errors import CairnError
-from cairn.proc import require_tool
+from cairn.proc import require_tool, run, spawn
 from cairn.services.state import (
     ServicesState,
     alive,
@@ -66,12 +66,6 @@ def start(directory: Path | None = None) -> tuple[ServicesState, list[str]]:
     return state, started
 
 
-def _spawn(argv: list[str], log: Path) -> subprocess.Popen[bytes]:
-    with open(log, "ab") as out:
-        return subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT,
-                                start_new_session=True, close_fds=True)
-
-
 def _wait(ready: Callable[[], bool], child: subprocess.Popen[bytes], name: str, log: Path) -> None:
     deadline = time.monotonic() + READY_TIMEOUT
     while time.monotonic() < deadline:
@@ -96,12 +90,12 @@ def storage_driver(root: Path) -> str:
         for name in ("lower", "upper", "work", "merged"):
             (probe / name).mkdir(parents=True, exist_ok=True)
         options = f"lowerdir={probe / 'lower'},upperdir={probe / 'upper'},workdir={probe / 'work'}"
-        mounted = subprocess.run(["mount", "-t", "overlay", "overlay", "-o", options, str(probe / "merged")],
-                                 capture_output=True, timeout=30).returncode == 0
+        mounted = run(["mount", "-t", "overlay", "overlay", "-o", options, str(probe / "merged")],
+                      check=False, timeout=30).returncode == 0
         if mounted:
-            subprocess.run(["umount", str(probe / "merged")], capture_output=True, timeout=30)
+            run(["umount", str(probe / "merged")], check=False, timeout=30)
         return "overlay2" if mounted else "vfs"
-    except (OSError, subprocess.SubprocessError):
+    except (OSError, CairnError):
         return "vfs"
     finally:
         shutil.rmtree(probe, ignore_errors=True)
@@ -120,7 +114,7 @@ def _start_dockerd(root: Path) -> tuple[str, int]:
         "--config-file", str(root / "daemon.json"), "-H", f"unix://{sock}",
     ]
     log = root / "dockerd.log"
-    child = _spawn(argv, log)
+    child = spawn(argv, log)
     _wait(lambda: engine_ready(sock), child, "dockerd", log)
     return f"unix://{sock}", child.pid
 
@@ -138,7 +132,7 @@ def _start_registry(root: Path) -> tuple[str, int]:
     }
     (root / "registry.yml").write_text(json.dumps(config, indent=2) + "\n")  # JSON is YAML
     log = root / "registry.log"
-    child = _spawn([binary, "serve", str(root / "registry.yml")], log)
+    child = spawn([binary, "serve", str(root / "registry.yml")], log)
     _wait(lambda: registry_ready(address), child, "docker-registry", log)
     return address, child.pid
 

@@ -9,10 +9,11 @@ from __future__ import annotations
 
 import json
 import os
-import urllib.request
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
+from cairn import io
+from cairn.errors import UrlError
 from cairn.io import atomic_write
 
 SCHEMA = "cairn.services/v1"
@@ -100,9 +101,8 @@ def engine_ready(socket_path: Path, timeout: float = 2.0) -> bool:
 def registry_ready(address: str, timeout: float = 2.0) -> bool:
     """The registry answers ``GET /v2/`` (the distribution API's version check)."""
     try:
-        with urllib.request.urlopen(f"http://{address}/v2/", timeout=timeout) as reply:
-            return reply.status == 200
-    except OSError:
+        return io.read_status(f"http://{address}/v2/", timeout)[1] == 200
+    except UrlError:
         return False
 
 

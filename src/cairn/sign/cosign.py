@@ -73,7 +73,11 @@ def payload(image: ImageName) -> bytes:
 
 # -- registry HTTP API ---------------------------------------------------------------------------------------
 class Registry:
-    """The handful of OCI distribution API calls signing needs; loopback registries speak plain HTTP."""
+    """The handful of OCI distribution API calls signing needs; loopback registries speak plain HTTP.
+
+    Its own urllib requests, not ``cairn.io``: this is a protocol client (POST/PUT uploads, Accept and
+    Content-Type headers, the status and headers of every answer, an error body that is data), not a reader of
+    a URL's bytes."""
 
     def __init__(self, address: str, timeout: float = 30) -> None:
         loopback = address.startswith(("127.", "localhost", "[::1]"))

@@ -77,8 +77,7 @@ def sign_state(keys: KeySet, root: Metadata[Root], state: RepoState, targets: di
                *, force: bool = False) -> SignedMetadata | None:
     """New targets/snapshot/timestamp for ``targets``; None when nothing changed and nothing is expiring."""
     now = datetime.now(UTC).replace(microsecond=0)
-    if (not force and state.targets is not None and state.timestamp is not None
-            and _same(state.target_files(), targets) and state.timestamp.signed.expires - now > REFRESH_BEFORE):
+    if not force and not needs_signing(state, targets, now):
         return None
     serializer = JSONSerializer(compact=False)
     files: list[tuple[str, bytes, bool]] = []
@@ -104,6 +103,18 @@ def sign_state(keys: KeySet, root: Metadata[Root], state: RepoState, targets: di
     tsmd.sign(keys.signer("online"))
     files.append((f"{METADATA}/timestamp.json", tsmd.to_bytes(serializer), False))
     return SignedMetadata(tuple(files))
+
+
+def needs_signing(state: RepoState, targets: dict[str, TargetFile], now: datetime | None = None) -> bool:
+    """Whether serving ``targets`` takes new metadata: they differ from the signed ones, or the timestamp expires soon."""
+    now = now or datetime.now(UTC).replace(microsecond=0)
+    return not (state.targets is not None and state.timestamp is not None
+                and _same(state.target_files(), targets) and state.timestamp.signed.expires - now > REFRESH_BEFORE)
+
+
+def known_target(path: str, size: int, sha256: str, custom: dict[str, Any] | None = None) -> TargetFile:
+    """The target entry from a digest already known (``TargetFile.from_data`` would hash the bytes again)."""
+    return TargetFile(size, {"sha256": sha256}, path, {"custom": custom} if custom else None)
 
 
 def target_file(path: str, data: bytes, custom: dict[str, Any] | None = None) -> TargetFile:

@@ -13,20 +13,18 @@ import hashlib
 import json
 import os
 import time
-import urllib.error
-import urllib.request
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
-from urllib.parse import unquote, urlparse
+from urllib.parse import urlparse
 
 from securesystemslib.signer import SSlibKey
 from tuf.api import exceptions as tuf_errors
 from tuf.api.serialization import DeserializationError
 from tuf.ngclient import FetcherInterface, Updater
 
-from cairn.errors import CairnError, CheckFailed
+from cairn import io
+from cairn.errors import CairnError, CheckFailed, UrlError
 from cairn.names import relpath_problem
 from cairn.sign.provenance import verify_attestation
 from cairn.sign.tuf import hashed_name
@@ -34,40 +32,18 @@ from cairn.sign.tuf import hashed_name
 
 class AnyFetcher(FetcherInterface):
     """``file://``, ``http(s)://`` (anonymous, as pip reads the index) and ``s3://bucket/prefix`` (signed requests
-    with the environment's AWS credentials, endpoint from ``$CAIRN_S3_ENDPOINT``) for the TUF client."""
-
-    def __init__(self) -> None:
-        self._buckets: dict[tuple[str | None, str], Any] = {}
+    with the environment's AWS credentials, endpoint by the one S3 rule) for the TUF client, all read by
+    ``cairn.io``. A status that said no becomes TUF's DownloadHTTPError, which its client expects for a missing
+    role file; nothing answering is the UrlError line, which TUF reports as a DownloadError."""
 
     def _fetch(self, url: str) -> Iterator[bytes]:
-        parsed = urlparse(url)
-        if parsed.scheme == "s3":
-            key = unquote(parsed.path.lstrip("/"))
-            data = self._bucket(parsed.netloc).get(key)
-            if data is None:
-                raise tuf_errors.DownloadHTTPError(f"{url} not found", 404)
-            return iter([data])
-        if parsed.scheme == "file":
-            try:
-                data = Path(parsed.path).read_bytes()
-            except (FileNotFoundError, IsADirectoryError):
-                raise tuf_errors.DownloadHTTPError(f"{url} not found", 404) from None
-            return iter([data])
         try:
-            with urllib.request.urlopen(url, timeout=30) as response:  # user-given repository URL
-                return iter([response.read()])
-        except urllib.error.HTTPError as exc:
-            raise tuf_errors.DownloadHTTPError(f"{url}: {exc}", exc.code) from None
-
-
-    def _bucket(self, bucket: str) -> Any:
-        """The publisher's own S3 wrapper for one bucket (its retries, its one-line errors), made once per endpoint."""
-        endpoint = os.environ.get("CAIRN_S3_ENDPOINT") or None
-        if (endpoint, bucket) not in self._buckets:
-            from cairn.publish.backend import S3Backend
-
-            self._buckets[(endpoint, bucket)] = S3Backend(bucket, "", endpoint)
-        return self._buckets[(endpoint, bucket)]
+            return iter([io.read_url(url, timeout=30)])  # user-given repository URL
+        except UrlError as exc:
+            if exc.status is None:
+                raise
+            said = f"{url}: {exc.detail}" if url.startswith(("http:", "https:")) else f"{url} not found"
+            raise tuf_errors.DownloadHTTPError(said, exc.status) from None
 
 
 _FETCHER = AnyFetcher()
@@ -79,10 +55,7 @@ def fetch(url: str) -> bytes | None:
 
 def fetch_status(url: str) -> tuple[bytes | None, int]:
     """The bytes at ``url`` and 200, or None and the HTTP status that said no (404 missing, 403 not readable)."""
-    try:
-        return b"".join(_FETCHER._fetch(url)), 200
-    except tuf_errors.DownloadHTTPError as exc:
-        return None, exc.status_code
+    return io.read_status(url, timeout=30)
 
 
 @dataclass

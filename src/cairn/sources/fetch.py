@@ -11,14 +11,13 @@ import hashlib
 import os
 import shutil
 import tempfile
-import urllib.request
 from collections.abc import Callable, Mapping
 from pathlib import Path, PurePosixPath
 from typing import IO, Any
 from urllib.parse import urlparse
 
 from cairn import io, proc
-from cairn.errors import CairnError, PinMismatch
+from cairn.errors import CairnError, PinMismatch, UrlError
 from cairn.io import link_or_copy
 from cairn.paths import repo_root
 from cairn.sources.pypi import download_pinned
@@ -133,20 +132,18 @@ def fetch_pypi(source: Mapping[str, Any], out: Path, log: IO[str]) -> None:
 
 
 def fetch_archive(source: Mapping[str, Any], out: Path, log: IO[str]) -> None:
-    """Download over http(s) or file:// to a temp name, verify, then rename into place."""
+    """Download (``cairn.io``: http(s), file:// or s3://) to a temp name, verify, then rename into place."""
     url = source["url"]
     name = PurePosixPath(urlparse(url).path).name or "archive"
-    partial = out / f".{name}.partial"
+    unverified = out / f".{name}.unverified"
     log.write(f"+ download {url}\n")
     try:
-        with urllib.request.urlopen(url, timeout=60) as response, open(partial, "wb") as handle:
-            shutil.copyfileobj(response, handle, 1 << 20)
-    except OSError as exc:
-        partial.unlink(missing_ok=True)
-        raise CairnError(f"cannot download {url}: {exc}") from None
+        io.download(url, unverified, timeout=60)
+    except UrlError as exc:  # the transport's own words, as this line always gave them
+        raise CairnError(f"cannot download {url}: {exc.detail}") from None
     algorithm = "sha256" if "sha256" in source else "sha512"
-    _verify(partial, algorithm, source[algorithm], url)
-    os.replace(partial, out / name)
+    _verify(unverified, algorithm, source[algorithm], url)
+    os.replace(unverified, out / name)
 
 
 def fetch_git(source: Mapping[str, Any], out: Path, log: IO[str]) -> None:

@@ -52,6 +52,9 @@ class PipSettings:
     cert: str = ""
 
     def opener(self) -> urllib.request.OpenerDirector:
+        """An opener with pip's proxy and CA bundle. The index client keeps its own opener rather than
+        ``cairn.io``: it must honour those two settings, send Accept and Basic auth headers, and read the
+        answer's Content-Type (JSON or HTML page) — ``cairn.io`` reads a URL's bytes with the defaults."""
         handlers: list[urllib.request.BaseHandler] = []
         if self.proxy:
             handlers.append(urllib.request.ProxyHandler({"http": self.proxy, "https": self.proxy}))

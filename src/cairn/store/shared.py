@@ -75,12 +75,12 @@ class SharedCache:
     """The bucket side: fetch a record and its verified tree into a local store, push them from one."""
 
     def __init__(self, url: str, *, read_only: bool = False, warn: Callable[[str], None] = _stderr) -> None:
-        from cairn.publish.backend import S3Backend  # the one S3 wrapper
+        from cairn.publish.backend import s3_backend  # the one S3 wrapper
 
         parsed = urlparse(url)
         if parsed.scheme != "s3" or not parsed.netloc:
             raise CairnError(f"--cache {url}: not an s3://bucket/prefix URL — the shared cache lives in S3")
-        self.backend = S3Backend(parsed.netloc, parsed.path.strip("/"), os.environ.get("CAIRN_S3_ENDPOINT") or None)
+        self.backend = s3_backend(parsed.netloc, parsed.path)
         self.read_only = read_only
         self.report = CacheReport(self.backend.url, read_only)
         self._warn = warn

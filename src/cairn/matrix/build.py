@@ -1,0 +1,96 @@
+"""The compatibility matrix of a staged release, built from its staging record and its gate results.
+
+A staged release is two JSON documents in the repository: ``staging/<version>/release.json`` (every cell, the
+files it ships) and ``staging/<version>/gates.json`` (each cell's gate results, keyed by ``cell_id``, plus the
+verdicts reported after staging). The publisher reads and writes them as plain JSON; this module is what they
+mean as matrix data: a cell's id, its gate results, verdicts merged in, and the ``Matrix`` a channel shows.
+"""
+
+from __future__ import annotations
+
+import json
+import posixpath
+from pathlib import Path
+from typing import Any
+
+from cairn.errors import InputError
+from cairn.matrix import model
+
+RECORDED = "recorded"  # gates.json key: image digest -> gate -> the verdict reported after staging
+_RANK = {"passed": 0, "not-run": 1, "failed": 2}
+
+
+def cell_id(cell: dict[str, Any]) -> str:
+    """``<release>/<gfx>/<os>/py<python>/<framework>-<version>``: a staged cell's key in gates.json and reports."""
+    return f"{cell['release']}/{cell['gfx_target']}/{cell['os']}/py{cell['python']}/{cell['framework']['name']}-{cell['framework']['version']}"
+
+
+def cell_gates(gates: dict[str, Any], cell: dict[str, Any]) -> dict[str, Any]:
+    """A cell's gate results: its own (keyed by cell id), overridden by results recorded later for its target."""
+    return {**gates.get(cell_id(cell), {}), **gates.get(cell["gfx_target"], {})}
+
+
+def record_gates(stage: dict[str, Any], gates: dict[str, Any], results: list[tuple[Path, dict[str, Any]]]) -> dict[str, Any]:
+    """``gates`` with verdicts reported after staging (``gate.json`` of a gate run elsewhere) merged in.
+
+    A verdict is for one image: it counts for every staged cell of its target whose images include that
+    digest, and a gate passes for a cell only if it passed on every image of the cell (failed > not-run >
+    passed; an image with no verdict yet is not-run). A verdict for an image this release did not stage is
+    refused, naming its file: a gate run on other bytes proves nothing about these.
+    """
+    from cairn.gates.result import SCHEMA, STATUSES
+
+    gates = json.loads(json.dumps(gates))
+    recorded: dict[str, dict[str, dict[str, str]]] = gates.setdefault(RECORDED, {})
+    touched: set[tuple[str, str]] = set()  # (cell id, gate)
+    for path, result in results:
+        fields = ("gate", "target", "digest", "status")
+        if result.get("schema") != SCHEMA or not all(isinstance(result.get(k), str) and result[k] for k in fields):
+            raise InputError(path, f"not a gate result ({SCHEMA} with {', '.join(fields)})",
+                             "pass the gate.json a gate action wrote (cairn build on the host that ran the gate)")
+        if result["status"] not in STATUSES:
+            raise InputError(path, f"gate status {result['status']!r}", f"use one of {', '.join(STATUSES)}")
+        cells = [c for c in stage["cells"] if c["gfx_target"] == result["target"]
+                 and result["digest"] in {i["digest"] for i in c["images"]}]
+        if not cells:
+            raise InputError(path, f"{result['gate']} gate of {result['digest'][:19]}… ({result['target']}) is for an image "
+                             f"release {stage['release']['version']} did not stage", "run the gate on the staged image's digest")
+        recorded.setdefault(result["digest"], {})[result["gate"]] = {"status": result["status"], "reason": result.get("reason", "")}
+        touched.update((cell_id(c), result["gate"]) for c in cells)
+    for cell in stage["cells"]:
+        cid = cell_id(cell)
+        for gate in sorted(g for c, g in touched if c == cid):
+            verdicts = [recorded.get(i["digest"], {}).get(gate) or
+                        {"status": "not-run", "reason": f"no {gate} result recorded for {i['reference']}@{i['digest'][:19]}…"}
+                        for i in cell["images"]]
+            gates.setdefault(cid, {})[gate] = max(verdicts, key=lambda v: _RANK[v["status"]])
+    return gates
+
+
+def build_matrix(stage: dict[str, Any], cells: list[dict[str, Any]], gates: dict[str, Any], channel: str,
+                 index_prefix: str) -> model.Matrix:
+    """The matrix of ``cells`` (staged cells, possibly with wheels left off) as ``channel`` shows them.
+
+    ``index_prefix`` is where the pip index of these cells is (``staging/<version>`` or ``channels/<channel>``);
+    every gate a channel of the release requires is listed for every cell, ``not-run`` where it has no result.
+    """
+    rel = stage["release"]
+    out = []
+    for c in cells:
+        req = c["requirements"]
+        results = cell_gates(gates, c)
+        required = {g for gs in rel["required_gates"].values() for g in gs}
+        gate_list = [model.GateResult(g, results.get(g, {}).get("status", "not-run"), results.get(g, {}).get("reason", "")
+                                      or ("" if g in results else "no result recorded")) for g in sorted(required | set(results))]
+        out.append(model.Cell(
+            release=rel["version"], channel=channel, gfx_target=c["gfx_target"], family=c["family"], products=tuple(c["products"]),
+            os=c["os"], python=c["python"], framework=model.Framework(c["framework"]["name"], c["framework"]["version"]),
+            index_url=f"{index_prefix}/simple/{c['family']}/",
+            wheels=tuple(model.WheelFile(posixpath.basename(k), k, stage["files"][k]["sha256"], stage["files"][k]["size"]) for k in c["wheels"]),
+            images=tuple(model.ImageRef(i["reference"], i["digest"]) for i in c["images"]),
+            gates=tuple(gate_list), partial=tuple(c.get("partial", ())),
+            requirements=model.Requirements(model.VersionRange(**req["driver"]), model.VersionRange(**req["kernel"]), req["driver_name"]),
+        ))
+    release = model.Release(rel["name"], rel["version"], channel, rel["source_date_epoch"], rel.get("manifest_sha256", ""),
+                            tuple((ch, tuple(g)) for ch, g in sorted(rel["required_gates"].items())))
+    return model.Matrix(release, tuple(out))

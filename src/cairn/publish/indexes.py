@@ -1,0 +1,71 @@
+"""The pages and matrices that link the staged blobs: a pip index and a matrix for staging and for each channel.
+
+Staging lists every cell; a channel lists only the cells whose required gates passed (``promotion``). These are
+the mutable objects of a release: they are uploaded after the blobs they link, family root pages last.
+"""
+
+from __future__ import annotations
+
+import posixpath
+from typing import Any
+
+from cairn.matrix.build import build_matrix, cell_gates, cell_id
+from cairn.publish import pages
+from cairn.publish.objects import JSON, Obj
+from cairn.publish.report import Report
+
+
+def promotion(stage: dict[str, Any], gates: dict[str, Any], channel: str, report: Report) -> list[Obj]:
+    """The channel's pages and matrix: the cells whose required gates passed (``report`` says which were held)."""
+    required = stage["release"]["required_gates"].get(channel, [])
+    passing, failing = [], set()
+    for cell in stage["cells"]:
+        results = cell_gates(gates, cell)
+        reasons = [f"{g}: {results.get(g, {}).get('status', 'not-run')}"
+                   + (f" ({results[g]['reason']})" if results.get(g, {}).get("reason") else "")
+                   for g in required if results.get(g, {}).get("status") != "passed"]
+        cid = cell_id(cell)
+        if reasons:
+            report.held[cid] = reasons
+            if any(results.get(g, {}).get("status") == "failed" for g in required):
+                failing.update(cell["wheels"])
+        else:
+            passing.append(cell)
+            report.promoted.append(cid)
+    # a wheel of a cell that *failed* a required gate is held everywhere: a channel never serves bytes a required
+    # gate rejected; a wheel of a cell whose gate did not run is served only through the cells that passed
+    shown = [{**c, "wheels": [w for w in c["wheels"] if w not in failing]} for c in passing]
+    return index_objects(f"channels/{channel}", stage, shown, gates, channel)
+
+
+def index_objects(prefix: str, stage: dict[str, Any], cells: list[dict[str, Any]], gates: dict[str, Any], channel: str) -> list[Obj]:
+    """The pip index of ``cells`` under ``prefix`` (project pages, then family root pages) and its ``matrix.json``."""
+    matrix = build_matrix(stage, cells, gates, channel, index_prefix=prefix)
+    return [*_pages(prefix, stage, cells), Obj(f"{prefix}/matrix.json", matrix.to_json().encode(), JSON, False)]
+
+
+def _pages(prefix: str, stage: dict[str, Any], cells: list[dict[str, Any]]) -> list[Obj]:
+    """Project pages (HTML + JSON), then the family root pages that link to them."""
+    by_family: dict[str, set[str]] = {}
+    for cell in cells:
+        by_family.setdefault(cell["family"], set()).update(cell["wheels"])
+    objs: list[Obj] = []
+    roots: list[Obj] = []
+    for family, wheels in sorted(by_family.items()):
+        projects: dict[str, list[pages.FileEntry]] = {}
+        for key in sorted(wheels):
+            info = stage["files"][key]
+            name = posixpath.basename(key)
+            depth = prefix.count("/") + 1 + 3  # <prefix>/simple/<family>/<project>/
+            url = "../" * depth + key
+            entry = pages.FileEntry(name, url, info["sha256"], info["size"], info.get("metadata_sha256", ""), info.get("requires_python", ""))
+            projects.setdefault(entry.project, []).append(entry)
+        base = f"{prefix}/simple/{family}"
+        for project, entries in sorted(projects.items()):
+            html = pages.project_html(project, entries).encode()
+            objs.append(Obj(f"{base}/{project}/index.html", html, pages.HTML_TYPE, False, alias=f"{base}/{project}/"))
+            objs.append(Obj(f"{base}/{project}/index.json", pages.project_json(project, entries).encode(), pages.JSON_TYPE, False))
+        roots.append(Obj(f"{base}/index.html", pages.root_html(list(projects)).encode(), pages.HTML_TYPE, False, alias=f"{base}/"))
+        roots.append(Obj(f"{base}/index.json", pages.root_json(list(projects)).encode(), pages.JSON_TYPE, False))
+    return objs + roots
+
