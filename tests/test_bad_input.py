@@ -78,8 +78,101 @@ def test_a_damaged_gate_result_in_the_store_is_one_line(tmp_path: Path) -> None:
     (store / "trees" / "abc" / "gate.json").write_text('{"gate": "static-coverage", "status": "passed"}')
     (store / "last-build.json").write_text('{"actions": {"gate:static-coverage:runtime@gfx90a": {"status": "ran", "output": "abc"}}}')
     line = one_line(cairn("gate", "--store", str(store), cwd=tmp_path))
-    assert f"{store / 'trees' / 'abc' / 'gate.json'}: 'image' is missing or not a string" in line
+    assert line == f"cairn gate: {store / 'trees' / 'abc' / 'gate.json'}: 'image' is missing — rebuild the gate (cairn build --only gate:…)"
 
+
+
+# -- each JSON file cairn reads back (cairn.model.json_reader): damaged, and one value of the wrong type ---------
+NOT_JSON = "cannot read the {what}: not JSON (Expecting property name enclosed in double quotes)"
+GATE_FIX = "rebuild the gate (cairn build --only gate:…)"
+BUNDLE_FIX = "regenerate the bundle (cairn build writes it)"
+MATRIX_FIX = "fetch the matrix again; it must be the file cairn publish wrote"
+
+
+def _store_with_gate(tmp_path: Path, text: str) -> tuple[Path, Path]:
+    store = tmp_path / "store"
+    (store / "trees" / "abc").mkdir(parents=True)
+    (store / "trees" / "abc" / "gate.json").write_text(text)
+    (store / "last-build.json").write_text('{"actions": {"gate:static-coverage:runtime@gfx90a": {"status": "ran", "output": "abc"}}}')
+    return store, store / "trees" / "abc" / "gate.json"
+
+
+GATE = {"schema": "cairn.gate/v1", "gate": "static-coverage", "image": "runtime", "target": "gfx90a", "family": "gfx90a",
+        "digest": "sha256:" + "a" * 64, "status": "passed", "reason": "", "evidence": {}}
+
+
+@pytest.mark.parametrize(("text", "where", "what"), [
+    ('{"gate": "static-coverage",\n', ":2:1", NOT_JSON.format(what="gate result") + f" — {GATE_FIX}"),
+    (json.dumps({**GATE, "digest": 7}), "", f"'digest' is an integer, not a string — {GATE_FIX}"),
+    (json.dumps({**GATE, "evidence": ["log"]}), "", f"'evidence' is a list, not an object — {GATE_FIX}"),
+    (json.dumps({**GATE, "status": "pass"}), "", "'status' is 'pass', not one of passed, failed, not-run — did you mean 'passed'?"),
+    (json.dumps({**GATE, "reasons": ""}), "", "unknown key 'reasons' — did you mean 'reason'?"),
+], ids=["damaged", "digest a number", "evidence a list", "status misspelt", "key misspelt"])
+def test_a_gate_json_that_is_damaged_or_mistyped_is_one_line(tmp_path: Path, text: str, where: str, what: str) -> None:
+    store, path = _store_with_gate(tmp_path, text)
+    assert one_line(cairn("gate", "--store", str(store), cwd=tmp_path)) == f"cairn gate: {path}{where}: {what}"
+
+
+def _publish_line(tmp_path: Path, bundle: Path) -> str:
+    proc = cairn("publish", str(bundle), "--dev-keys", "--to", (tmp_path / "repo").as_uri(), "--store", str(tmp_path / "store"))
+    line = one_line(proc)
+    assert not (tmp_path / "repo").exists() and not (tmp_path / "store").exists()  # nothing half-written
+    return line
+
+
+@pytest.mark.parametrize(("edit", "what"), [
+    (lambda d: d["release"].update(source_date_epoch="1700000000"), f"'release.source_date_epoch' is a string, not an integer — {BUNDLE_FIX}"),
+    (lambda d: d["artifacts"][0].update(cells="gfx90a"), f"'artifacts[0].cells' is a string, not a list of strings — {BUNDLE_FIX}"),
+    (lambda d: d["cells"][0].update(partial=["libamdhip64.so", None]), f"'cells[0].partial[1]' is null, not a string — {BUNDLE_FIX}"),
+    (lambda d: d["artifacts"][0].update(kind="wheels"), "'artifacts[0].kind' is 'wheels', not one of wheel, metadata, dockerfile, source, other"
+     " — did you mean 'wheel'?"),
+    (lambda d: d["cells"][0].update(framwork_version="1"), "unknown key 'framwork_version' in 'cells[0]' — did you mean 'framework_version'?"),
+    # accepted before: the release would have been published without a single artifact
+    (lambda d: d.update(artifact=d.pop("artifacts")), "unknown key 'artifact' — did you mean 'artifacts'?"),
+], ids=["epoch a string", "cells a string", "partial holds null", "kind misspelt", "key misspelt", "artifacts misspelt"])
+def test_a_mistyped_bundle_json_is_one_line(tmp_path: Path, edit, what: str) -> None:
+    bundle = write_sample_bundle(tmp_path / "bundle", families=("gfx90a",))
+    data = json.loads((bundle / "bundle.json").read_text())
+    edit(data)
+    (bundle / "bundle.json").write_text(json.dumps(data))
+    assert _publish_line(tmp_path, bundle) == f"cairn publish: {bundle / 'bundle.json'}: {what}"
+
+
+def test_a_damaged_bundle_json_is_one_line_at_the_place_it_breaks(tmp_path: Path) -> None:
+    bundle = write_sample_bundle(tmp_path / "bundle", families=("gfx90a",))
+    (bundle / "bundle.json").write_text('{"schema": "cairn.bundle/v1",\n "release": {\n')
+    assert _publish_line(tmp_path, bundle) == (f"cairn publish: {bundle / 'bundle.json'}:3:1: {NOT_JSON.format(what='release bundle')}"
+                                               " — point at a directory made by cairn bundle or write_bundle()")
+
+
+@pytest.mark.parametrize(("text", "where", "what"), [
+    ('{"gate": "static-coverage",\n', ":2:1", NOT_JSON.format(what="gate result") + " — rerun the gate or delete the file"),
+    ('{"gate": "static-coverage", "status": "passed", "reason": 0}', "", "'reason' is an integer, not a string — rerun the gate or delete the file"),
+    # accepted before: the verdict's reason was dropped without a word
+    ('{"gate": "static-coverage", "status": "passed", "reasn": "ok"}', "", "unknown key 'reasn' — did you mean 'reason'?"),
+], ids=["damaged", "reason a number", "key misspelt"])
+def test_a_bundle_gate_result_that_is_damaged_or_mistyped_is_one_line(tmp_path: Path, text: str, where: str, what: str) -> None:
+    bundle = write_sample_bundle(tmp_path / "bundle", families=("gfx90a",))
+    (bundle / "gates" / "gfx90a-static-coverage.json").write_text(text)
+    assert _publish_line(tmp_path, bundle) == f"cairn publish: {bundle / 'gates' / 'gfx90a-static-coverage.json'}{where}: {what}"
+
+
+def _matrix_text() -> str:
+    from test_matrix_model import sample
+
+    return sample().to_json()
+
+
+@pytest.mark.parametrize(("edit", "where", "what"), [
+    (lambda text: text[:text.index('"cells": [') + 10] + "\n", ":3:1", f"cannot read the matrix: not JSON (Expecting value) — {MATRIX_FIX}"),
+    (lambda text: text.replace('"size": 123,', '"size": "123",'), "", f"'cells[0].wheels[0].size' is a string, not an integer — {MATRIX_FIX}"),
+    (lambda text: text.replace('"status": "passed"', '"status": "pass"'), "",
+     "'cells[0].gates[0].status' is 'pass', not one of passed, failed, not-run — did you mean 'passed'?"),
+], ids=["damaged", "size a string", "status misspelt"])
+def test_a_matrix_json_that_is_damaged_or_mistyped_is_one_line(tmp_path: Path, edit, where: str, what: str) -> None:
+    path = tmp_path / "matrix.json"
+    path.write_text(edit(_matrix_text()))
+    assert one_line(cairn("matrix", "--from", str(path), cwd=tmp_path)) == f"cairn matrix: {path}{where}: {what}"
 
 # -- a wheel recipe whose version does not parse ---------------------------------------------------------
 @pytest.fixture

@@ -1,4 +1,4 @@
-"""The one strict reader every TOML input goes through: what a user sees for each kind of mistake.
+"""The one strict reader every TOML input goes through (and its JSON sibling): what a user sees for each kind of mistake.
 
 The message wording of each file kind is pinned by that kind's own tests (test_manifest_errors.py,
 test_bad_input.py, …); here: the reader's own behaviour, and the mistakes that were accepted silently
@@ -135,3 +135,72 @@ def test_target_registry_values_are_type_checked(tmp_path: Path, repo_root: Path
     with pytest.raises(ManifestError) as caught:
         load_registry.__wrapped__(bad)
     assert str(caught.value).startswith(f"{bad}:") and message in str(caught.value), str(caught.value)
+
+
+# -- the same declarations for the JSON files cairn reads back (cairn.model.json_reader) ----------------------
+JSON_SPEC = Table({
+    "name": Field("string", required=True, nonempty=True),
+    "count": Field("integer", minimum=1),
+    "tags": Field("strings"),
+    "kind": Field("string", enum=("wheel", "image")),
+    "digest": Field("string", pattern=r"[0-9a-f]{4}", doc="4 hex digits"),
+    "items": Field("tables", table=Table({"path": Field("string", required=True)})),
+    "extra": Field("any"),
+})
+
+
+@pytest.mark.parametrize(("data", "message"), [
+    ({"name": "a", "nmae": "b"}, "x.json: unknown key 'nmae' — did you mean 'name'?"),
+    ({"name": "a", "items": [{"path": "p", "pth": "q"}]}, "x.json: unknown key 'pth' in 'items[0]' — did you mean 'path'?"),
+    ({"name": "a", "items": ["p"]}, "x.json: 'items[0]' is a string, not an object — FIX"),
+    ({"name": "a", "items": [{}]}, "x.json: 'items[0].path' is missing — FIX"),
+    ({}, "x.json: 'name' is missing — FIX"),
+    ({"name": "  "}, "x.json: 'name' is empty — FIX"),
+    ({"name": "a", "count": True}, "x.json: 'count' is true or false, not an integer — FIX"),
+    ({"name": "a", "count": 0}, "x.json: 'count' is 0, not an integer ≥ 1 — FIX"),
+    ({"name": "a", "tags": ["x", 2.5]}, "x.json: 'tags[1]' is a number, not a string — FIX"),
+    ({"name": "a", "kind": "wheels"}, "x.json: 'kind' is 'wheels', not one of wheel, image — did you mean 'wheel'?"),
+    ({"name": "a", "kind": "zzz"}, "x.json: 'kind' is 'zzz', not one of wheel, image — FIX"),
+    ({"name": "a", "digest": "abcde"}, "x.json: 'digest' is 'abcde', not 4 hex digits — FIX"),
+    ([], "x.json: the thing is a list, not an object — FIX"),
+])
+def test_json_documents_fail_in_one_line_naming_the_key_path(data, message: str) -> None:
+    from cairn.errors import InputError
+    from cairn.model.json_reader import JsonReader
+
+    def read_all() -> None:
+        top = JsonReader(data, "x.json", "FIX", "thing").root(JSON_SPEC)
+        top.string("name"), top.integer("count"), top.strings("tags"), top.string("kind"), top.string("digest"), top.any("extra")
+        for item in top.tables("items"):
+            item.string("path")
+
+    with pytest.raises(InputError) as caught:
+        read_all()
+    assert str(caught.value) == message
+
+
+def test_json_text_that_does_not_parse_is_located(tmp_path: Path) -> None:
+    from cairn.errors import InputError
+    from cairn.model.json_reader import read_file
+
+    path = tmp_path / "x.json"
+    path.write_text('{\n  "name": "a",\n  "tags": [1,\n}\n')
+    with pytest.raises(InputError) as caught:
+        read_file(path, JSON_SPEC, "thing", "FIX")
+    assert str(caught.value) == f"{path}:4:1: cannot read the thing: not JSON (Expecting value) — FIX"
+    path.write_bytes(b'{"name": "\xff"}')
+    with pytest.raises(InputError) as caught:
+        read_file(path, JSON_SPEC, "thing", "FIX")
+    assert str(caught.value) == f"{path}: cannot read the thing: not UTF-8 text (invalid start byte at byte 10) — FIX"
+    with pytest.raises(InputError) as caught:
+        read_file(tmp_path / "absent.json", JSON_SPEC, "thing", "FIX")
+    assert str(caught.value) == f"{tmp_path / 'absent.json'}: cannot read the thing (No such file or directory) — FIX"
+
+
+def test_json_defaults_and_an_undeclared_key_read_is_a_loader_bug() -> None:
+    from cairn.model.json_reader import JsonReader
+
+    top = JsonReader({"name": "a"}, "x.json", "FIX").root(JSON_SPEC)
+    assert (top.integer("count"), top.strings("tags"), top.string("kind"), list(top.tables("items")), top.any("extra", {})) == (0, (), "", [], {})
+    with pytest.raises(TypeError):
+        top.string("count")

@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING
 
 from cairn.audit.model import KPACK, NONE, Coverage
 from cairn.audit.report import AuditReport, audit_paths, parse_device
+from cairn.cli_options import add_json
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -22,7 +23,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("paths", nargs="+", metavar="PATH", help="ELF file, wheel, directory, tarball, .deb or OCI layout")
     parser.add_argument("--target", action="append", default=[], metavar="T", help="require coverage of a target ID (repeatable)")
     parser.add_argument("--family", action="append", default=[], metavar="F", help="require coverage of every target of a family (repeatable)")
-    parser.add_argument("--json", action="store_true", help="print the stable JSON document instead of tables")
+    add_json(parser, "print the stable JSON document instead of tables")
 
 
 def run(args: argparse.Namespace) -> int:

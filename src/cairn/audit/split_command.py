@@ -14,13 +14,14 @@ from pathlib import Path
 
 from cairn.audit.split import SplitReport, split_file
 from cairn.audit.split_tree import TreeSplitReport, split_tree
+from cairn.cli_options import add_json
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("path", metavar="PATH", help="ELF file with a .hip_fatbin, or an install tree")
     parser.add_argument("--target", required=True, metavar="T", help="device target ID to keep, e.g. gfx1100 or gfx90a:xnack-")
     parser.add_argument("--out", required=True, metavar="DEST", help="file (or existing directory) for a file; new directory for a tree")
-    parser.add_argument("--json", action="store_true", help="print the report as JSON")
+    add_json(parser, "print the report as JSON")
 
 
 def run(args: argparse.Namespace) -> int:

@@ -13,6 +13,7 @@ import re
 import sys
 from pathlib import Path
 
+from cairn.cli_options import add_json, add_store
 from cairn.errors import InputError
 from cairn.io import atomic_write
 from cairn.names import relpath_problem
@@ -32,11 +33,10 @@ def configure(parser: argparse.ArgumentParser) -> None:
     image = github.add_mutually_exclusive_group()
     image.add_argument("--image-digest", default="", metavar="REPO@sha256:DIGEST",
                        help="the build image the jobs run in, pinned by digest")
-    image.add_argument("--store", type=Path, default=None,
-                       help="read the build image's digest from this store's last build (push:toolchain)")
+    add_store(image, "read the build image's digest from this store's last build (push:toolchain)", default=None)
     github.add_argument("--cache-prefix", default="cairn", help="prefix inside the cache bucket (default: cairn)")
     github.add_argument("--runs-on", default="ubuntu-24.04", help="runner label of every job (default: ubuntu-24.04)")
-    github.add_argument("--json", action="store_true", help="print the shards as JSON (and still write --out)")
+    add_json(github, "print the shards as JSON (and still write --out)")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -97,7 +97,8 @@ def _image(args: argparse.Namespace, has_toolchain: bool) -> tuple[str, str]:
 
 def _image_from_store(store: Path) -> str:
     from cairn.ci.github import PINNED_IMAGE
-    from cairn.execute.report import read_actions, read_json
+    from cairn.execute.report import read_actions
+    from cairn.model.json_reader import load_object
     from cairn.plan.toolchain import PUSH_ID
 
     info = read_actions(store).get(PUSH_ID)
@@ -106,7 +107,7 @@ def _image_from_store(store: Path) -> str:
         raise InputError(store / "last-build.json", f"no pushed build image ({PUSH_ID} {why})",
                          "build the toolchain image first, or pass --image-digest REPO@sha256:…")
     path = store / "trees" / info.output / "push.json"
-    record = read_json(path, "push record", f"run cairn build --store {store} again")
+    record = load_object(path, "push record", f"run cairn build --store {store} again")
     reference = f"{record.get('registry')}/{record.get('repo')}@{record.get('digest')}"
     if record.get("blocked") or not PINNED_IMAGE.match(reference):
         raise InputError(path, f"the build image was not pushed ({record.get('blocked') or reference})",

@@ -16,6 +16,7 @@ from pathlib import Path
 from rich.console import Console
 from rich.table import Table
 
+from cairn.cli_options import add_json, add_store
 from cairn.containers.diff import diff_layouts, summary_line
 from cairn.errors import InputError
 
@@ -25,14 +26,14 @@ def configure(parser: argparse.ArgumentParser) -> None:
     diff = sub.add_parser("diff", help="name the layer and file where two image builds differ")
     diff.add_argument("a", type=Path)
     diff.add_argument("b", type=Path)
-    diff.add_argument("--json", action="store_true")
+    add_json(diff)
     dockerfile = sub.add_parser("dockerfile", help="the rendered Dockerfile of IMAGE@TARGET (built or blocked)")
     dockerfile.add_argument("image", help="e.g. runtime@gfx90a, sglang@gfx90a")
     dockerfile.add_argument("manifest", nargs="?", help="release manifest (default: the default release)")
-    dockerfile.add_argument("--store", type=Path, default=Path(".cairn"))
+    add_store(dockerfile)
     listing = sub.add_parser("list", help="images of the store's last build")
-    listing.add_argument("--store", type=Path, default=Path(".cairn"))
-    listing.add_argument("--json", action="store_true")
+    add_store(listing)
+    add_json(listing)
 
 
 def _layout(path: Path) -> Path:
@@ -43,13 +44,14 @@ def _layout(path: Path) -> Path:
 
 
 def images(store: Path) -> list[dict]:
-    from cairn.execute.report import read_actions, read_json
+    from cairn.execute.report import read_actions
+    from cairn.model.json_reader import load_object
 
     found = []
     for action_id, info in sorted(read_actions(store).items()):
         if action_id.startswith("image:") and info.output:
             path = store / "trees" / info.output / "image.json"
-            record = read_json(path, "image record", f"rebuild it (cairn build --only {action_id})")
+            record = load_object(path, "image record", f"rebuild it (cairn build --only {action_id})")
             layers, tags = record.get("layers"), record.get("tags")
             if not (isinstance(record.get("name"), str) and isinstance(record.get("digest"), str) and isinstance(tags, list)
                     and isinstance(layers, list) and all(isinstance(x, dict) and isinstance(x.get("size"), int) for x in layers)):

@@ -14,13 +14,14 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
+from cairn.cli_options import add_json, add_store
 from cairn.coverage.plan import RELEASE_ID
 from cairn.errors import InputError
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--store", type=Path, default=Path(".cairn"), help="store of the build (default .cairn/)")
-    parser.add_argument("--json", action="store_true", help="machine-readable output")
+    add_store(parser, "store of the build (default .cairn/)")
+    add_json(parser, "machine-readable output")
 
 
 def load_release_coverage(store: Path) -> dict[str, Any]:

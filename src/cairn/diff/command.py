@@ -11,6 +11,7 @@ from __future__ import annotations
 import argparse
 import json
 
+from cairn.cli_options import add_json
 from cairn.diff.compare import compare, render
 from cairn.diff.views import open_view
 
@@ -18,7 +19,7 @@ from cairn.diff.views import open_view
 def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("a", metavar="A", help="the older release: manifest (path or name), bundle dir, or repository DIR|s3://B/P[@VERSION]")
     parser.add_argument("b", metavar="B", help="the newer release, same forms")
-    parser.add_argument("--json", action="store_true", help="print the comparison as JSON (schema cairn.diff/v1)")
+    add_json(parser, "print the comparison as JSON (schema cairn.diff/v1)")
 
 
 def run(args: argparse.Namespace) -> int:

@@ -109,9 +109,7 @@ def _repository(root: Path, version: str, arg: str) -> ReleaseView:
 
 def _s3_repository(arg: str) -> ReleaseView:
     """A repository in S3 (endpoint from ``$CAIRN_S3_ENDPOINT``, as for publishing): one LIST, one GET."""
-    import json
-
-    from cairn.matrix.model import from_dict
+    from cairn.matrix.model import parse_matrix
     from cairn.publish.backend import open_backend
 
     url, _, version = arg.partition("@")
@@ -119,11 +117,7 @@ def _s3_repository(arg: str) -> ReleaseView:
     staged = sorted(key.split("/")[1] for key in backend.list("staging/") if re.fullmatch(r"staging/[^/]+/matrix\.json", key))
     version = _pick(url, staged, version)
     where = f"{url}/staging/{version}/matrix.json"
-    try:
-        data = json.loads(backend.get(f"staging/{version}/matrix.json") or b"")
-    except ValueError as exc:
-        raise InputError(where, f"not JSON ({exc})", "republish the release") from None
-    return _matrix_view(from_dict(data, where), arg)
+    return _matrix_view(parse_matrix(backend.get(f"staging/{version}/matrix.json") or b"", where, "republish the release"), arg)
 
 
 def _pick(where: str, staged: list[str], version: str) -> str:

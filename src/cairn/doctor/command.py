@@ -16,6 +16,7 @@ from typing import Any
 from rich.console import Console
 from rich.markup import escape
 
+from cairn.cli_options import add_json
 from cairn.doctor import advice as adv
 from cairn.doctor import host as h
 from cairn.doctor.checks import Check, Facts, exit_code, run_checks
@@ -32,7 +33,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--root", default="/", metavar="DIR", help="read a captured host tree instead of / (see docs/doctor.md)")
     parser.add_argument("--matrix", action="append", default=[], metavar="URL",
                         help="compatibility matrix: path, directory, file://, http(s):// or s3:// (repeatable; default $CAIRN_MATRIX)")
-    parser.add_argument("--json", action="store_true", help="print the stable JSON document")
+    add_json(parser, "print the stable JSON document")
     parser.add_argument("-v", "--verbose", action="store_true", help="show the evidence behind each check")
     parser.add_argument("--no-audit", action="store_true", help="skip the device-code audit of installed libraries")
 

@@ -17,6 +17,7 @@ from pathlib import Path
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
+from cairn.cli_options import add_json, add_store
 from cairn.errors import CairnError
 from cairn.execute.executor import BuildReport, Outcome, closure, execute
 from cairn.io import atomic_write
@@ -30,10 +31,10 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("manifest", nargs="?", help="release manifest path or name (default: the default release)")
     parser.add_argument("--family", action="append", default=[], help="limit to this gfx family (repeatable)")
     parser.add_argument("--jobs", "-j", type=int, default=os.cpu_count() or 2, help="actions to run at once")
-    parser.add_argument("--store", type=Path, default=Path(".cairn"), help="content-addressed store (default .cairn/)")
+    add_store(parser, "content-addressed store (default .cairn/)")
     parser.add_argument("--only", action="append", default=[], metavar="ACTION",
                         help="run only this action and what it depends on (repeatable), e.g. assemble:sdk")
-    parser.add_argument("--json", action="store_true", help="print a machine-readable report at the end")
+    add_json(parser, "print a machine-readable report at the end")
     parser.add_argument("--cache", metavar="s3://BUCKET/PREFIX", default=os.environ.get("CAIRN_CACHE") or None,
                         help="shared action cache in S3 (endpoint from $CAIRN_S3_ENDPOINT; default $CAIRN_CACHE): "
                              "looked up before an action runs, written after it ran")

@@ -56,14 +56,3 @@ def _info(path: Path, action_id: str, raw: Any, rebuild: str) -> ActionInfo:
     if detail is not None and not isinstance(detail, str):
         raise InputError(path, f"action {action_id!r}: detail is {type(detail).__name__}, not a string", rebuild)
     return ActionInfo(raw["status"], output or None, detail or "")
-
-
-def read_json(path: Path, what: str, fix: str) -> dict[str, Any]:
-    """A JSON object from a store tree (``image.json``, ``gate.json``): unreadable or not an object is one line."""
-    try:
-        data = json.loads(Path(path).read_text())
-    except (OSError, ValueError) as exc:
-        raise InputError(path, f"cannot read the {what} ({exc})", fix) from None
-    if not isinstance(data, dict):
-        raise InputError(path, f"the {what} is {type(data).__name__}, not an object", fix)
-    return data

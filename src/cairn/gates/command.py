@@ -7,11 +7,11 @@ from __future__ import annotations
 
 import argparse
 import json
-from pathlib import Path
 
 from rich.console import Console
 from rich.table import Table
 
+from cairn.cli_options import add_json, add_store
 from cairn.containers.recipes import GATES
 from cairn.gates.summary import collect, figures
 from cairn.plan.prepare import load
@@ -21,9 +21,9 @@ _STYLE = {"passed": "green", "failed": "red", "not-run": "yellow"}
 
 def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("manifest", nargs="?", help="release manifest (default: the default release)")
-    parser.add_argument("--store", type=Path, default=Path(".cairn"), help="store of the build (default .cairn/)")
+    add_store(parser, "store of the build (default .cairn/)")
     parser.add_argument("--channel", help="judge against this channel's required gates (default: the manifest's)")
-    parser.add_argument("--json", action="store_true", help="machine-readable output")
+    add_json(parser, "machine-readable output")
 
 
 def run(args: argparse.Namespace) -> int:

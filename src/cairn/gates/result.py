@@ -12,6 +12,8 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from cairn.model.reader import Field, Table
+
 SCHEMA = "cairn.gate/v1"
 STATUSES = ("passed", "failed", "not-run")
 
@@ -37,20 +39,18 @@ class GateResult:
 
     @classmethod
     def read(cls, path: Path) -> GateResult:
-        """A gate's ``gate.json``; a damaged one is one InputError naming it, never a traceback."""
-        from cairn.errors import InputError
-        from cairn.execute.report import read_json
+        """A gate's ``gate.json`` checked against ``GATE_FILE``; a damaged one is one InputError naming it."""
+        from cairn.model import json_reader
 
         fix = "rebuild the gate (cairn build --only gate:…)"
-        data = read_json(path, "gate result", fix)
-        data.pop("schema", None)
-        for name in ("gate", "image", "target", "family", "digest", "status", "reason"):
-            if not isinstance(data.get(name), str):
-                raise InputError(path, f"'{name}' is missing or not a string", fix)
-        if data["status"] not in STATUSES:
-            raise InputError(path, f"gate status {data['status']!r}", f"use one of {', '.join(STATUSES)}")
-        evidence = data.get("evidence", {})
-        unknown = sorted(set(data) - {f for f in cls.__dataclass_fields__})
-        if unknown or not isinstance(evidence, dict):
-            raise InputError(path, f"unknown key '{unknown[0]}'" if unknown else "'evidence' is not an object", fix)
-        return cls(**data)
+        doc = json_reader.read_file(path, GATE_FILE, "gate result", fix)
+        return cls(**{name: doc.string(name) for name in ("gate", "image", "target", "family", "digest", "status", "reason")},
+                   evidence=doc.table("evidence").data)
+
+
+_TEXT = Field("string", required=True)
+GATE_FILE = Table({  # gate.json's keys, declared as every JSON input is (cairn.model.json_reader)
+    "schema": Field("string", doc=SCHEMA), "gate": _TEXT, "image": _TEXT, "target": _TEXT, "family": _TEXT, "digest": _TEXT,
+    "status": Field("string", required=True, enum=STATUSES), "reason": _TEXT,
+    "evidence": Field("table", table=Table(values=Field("any")), doc="what the gate looked at"),
+}, what="gate result")

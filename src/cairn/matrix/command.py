@@ -12,9 +12,10 @@ import argparse
 import sys
 from pathlib import Path
 
+from cairn.cli_options import add_store
 from cairn.errors import CairnError
 from cairn.io import atomic_write
-from cairn.matrix.model import CHANNELS, from_dict
+from cairn.matrix.model import CHANNELS, parse_matrix
 from cairn.matrix.render import registry_products, to_html, to_markdown
 
 
@@ -22,7 +23,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--from", dest="source", default=None,
                         help="repository dir/URL or a matrix.json file (default: <store>/publish)")
     parser.add_argument("--channel", choices=CHANNELS, default="dev", help="channel whose matrix to read from a repository")
-    parser.add_argument("--store", type=Path, default=Path(".cairn"), help="build store (default .cairn/)")
+    add_store(parser, "build store (default .cairn/)")
     parser.add_argument("--root", type=Path, default=None, help="verify the matrix against this pinned TUF root first")
     parser.add_argument("--format", choices=("json", "html", "md"), default="json")
     parser.add_argument("--out", type=Path, default=None, help="write here instead of printing")
@@ -38,8 +39,6 @@ def locate(source: str) -> tuple[str, str]:
 
 
 def read_matrix(source: str, channel: str, root: Path | None):  # type: ignore[no-untyped-def]
-    import json
-
     from cairn.sign.verify import fetch, load_pinned_root, verify_target
 
     repo, file = locate(source)
@@ -56,10 +55,7 @@ def read_matrix(source: str, channel: str, root: Path | None):  # type: ignore[n
         if not repo:
             raise CairnError("--root needs the repository the matrix came from: pass --from DIR|URL, not a file")
         verify_target(repo, load_pinned_root(root), path, data)
-    try:
-        return from_dict(json.loads(data), repo + path if repo else file)
-    except ValueError as exc:
-        raise CairnError(f"{repo + path if repo else file}: not JSON ({exc}) — fetch the matrix again") from None
+    return parse_matrix(data, repo + path if repo else file)
 
 
 def run(args: argparse.Namespace) -> int:

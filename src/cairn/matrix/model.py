@@ -21,6 +21,8 @@ from packaging.version import InvalidVersion, Version
 
 from cairn import io
 from cairn.errors import InputError, UrlError
+from cairn.model import json_reader
+from cairn.model.reader import Field, Table
 
 SCHEMA_ID = "cairn.matrix/v1"
 GATE_STATUSES = ("passed", "failed", "not-run")
@@ -204,12 +206,7 @@ def load_matrix(path_or_url: str | Path) -> Matrix:
     (``cairn.sign.verify``), which a caller that fetched the matrix from a server should use instead.
     """
     where = str(path_or_url)
-    text = _read(where)
-    try:
-        data = json.loads(text)
-    except ValueError as exc:
-        raise InputError(where, f"not JSON ({exc})", "fetch the matrix again; it must be the file cairn publish wrote") from None
-    return from_dict(data, where)
+    return parse_matrix(_read(where), where)
 
 
 def _read(where: str) -> str:
@@ -219,137 +216,91 @@ def _read(where: str) -> str:
         raise InputError(where, f"cannot read the matrix ({exc.detail})", "check the path or URL") from None
 
 
-def from_dict(data: Any, where: str = "<matrix>") -> Matrix:
-    r = _Reader(where)
-    top = r.table(data, "", {"schema", "release", "cells"})
+FIX = "fetch the matrix again; it must be the file cairn publish wrote"
+_RANGE = Table({"minimum": Field("string"), "below": Field("string"), "note": Field("string")}, what="version range")
+REQUIREMENTS = Field("table", table=Table({"driver_name": Field("string", default="amdgpu"),  # a cell's, also in the bundle
+                                           "driver": Field("table", table=_RANGE), "kernel": Field("table", table=_RANGE)}))
+_TEXT = Field("string", required=True, nonempty=True)
+_STATUS = Field("string", required=True, enum=GATE_STATUSES)
+_CHANNEL = Field("string", required=True, enum=CHANNELS)
+CELL = Table({
+    "id": Field("string", doc="release/gfx_target/os/pyX.Y/framework-version, checked against the fields"),
+    "release": _TEXT, "channel": _CHANNEL, "gfx_target": _TEXT, "family": _TEXT, "products": Field("strings"),
+    "os": _TEXT, "python": _TEXT,
+    "framework": Field("table", required=True, table=Table({"name": _TEXT, "version": _TEXT})),
+    "index_url": Field("string"),
+    "wheels": Field("tables", table=Table({
+        "filename": _TEXT, "url": _TEXT, "size": Field("integer"),
+        "sha256": Field("string", required=True, pattern=_HEX64.pattern, doc="64 lower-case hex digits")})),
+    "images": Field("tables", table=Table({
+        "reference": _TEXT, "digest": Field("string", required=True, pattern=_DIGEST.pattern, doc="sha256:<64 hex>")})),
+    "gates": Field("tables", table=Table({"gate": _TEXT, "status": _STATUS, "reason": Field("string")})),
+    "requirements": REQUIREMENTS, "partial": Field("strings"),
+}, what="cell")
+MATRIX = Table({
+    "schema": Field("string", doc=SCHEMA_ID),
+    "release": Field("table", required=True, table=Table({
+        "name": _TEXT, "version": _TEXT, "channel": _CHANNEL, "source_date_epoch": Field("integer", required=True),
+        "manifest_sha256": Field("string"),
+        "required_gates": Field("table", table=Table({ch: Field("strings") for ch in CHANNELS})),
+    })),
+    "cells": Field("tables", table=CELL),
+}, what="matrix")
+
+
+def parse_matrix(text: str | bytes, where: str, fix: str = FIX) -> Matrix:
+    """The matrix in ``text`` (read from ``where``): not JSON, or not a matrix, is one InputError naming ``where``."""
+    return from_dict(json_reader.parse(text, where, "matrix", fix), where, fix)
+
+
+def from_dict(data: Any, where: str = "<matrix>", fix: str = FIX) -> Matrix:
+    """A parsed matrix document checked against ``MATRIX`` (keys, JSON types, choices, digests, versions)."""
+    top = json_reader.JsonReader(data, where, fix).root(MATRIX)
     if top.get("schema") != SCHEMA_ID:
         raise InputError(where, f"schema is {top.get('schema')!r}, not {SCHEMA_ID!r}", "use a cairn that reads this matrix version")
-    rel = r.table(top.get("release"), "release", {"name", "version", "channel", "source_date_epoch", "manifest_sha256", "required_gates"})
-    gates = r.table(rel.get("required_gates", {}), "release.required_gates", set(CHANNELS))
+    rel = top.table("release")
+    gates = rel.table("required_gates")
     release = Release(
-        name=r.text(rel, "name", "release"), version=r.version(rel, "version", "release"),
-        channel=r.choice(rel, "channel", "release", CHANNELS), source_date_epoch=r.integer(rel, "source_date_epoch", "release"),
-        manifest_sha256=str(rel.get("manifest_sha256", "")),
-        required_gates=tuple((ch, tuple(r.strings(gates, ch, "release.required_gates"))) for ch in sorted(gates)),
+        name=rel.string("name"), version=_version(rel, "version"), channel=rel.string("channel"),
+        source_date_epoch=rel.integer("source_date_epoch"), manifest_sha256=rel.string("manifest_sha256"),
+        required_gates=tuple((ch, gates.strings(ch)) for ch in sorted(gates)),
     )
-    cells = []
-    raw_cells = top.get("cells", [])
-    if not isinstance(raw_cells, list):
-        raise InputError(where, "cells must be a list", "write \"cells\": [ … ]")
-    for n, raw in enumerate(raw_cells):
-        cells.append(_cell(r, raw, f"cells[{n}]"))
-    return Matrix(release, tuple(cells))
+    return Matrix(release, tuple(_cell(c) for c in top.tables("cells")))
 
 
-_CELL_KEYS = {"id", "release", "channel", "gfx_target", "family", "products", "os", "python", "framework",
-              "index_url", "wheels", "images", "gates", "requirements", "partial"}
-
-
-def _cell(r: _Reader, raw: Any, at: str) -> Cell:
-    c = r.table(raw, at, _CELL_KEYS)
-    fw = r.table(c.get("framework"), f"{at}.framework", {"name", "version"})
-    wheels = []
-    for n, w in enumerate(r.list(c, "wheels", at)):
-        w = r.table(w, f"{at}.wheels[{n}]", {"filename", "url", "sha256", "size"})
-        wheels.append(WheelFile(r.text(w, "filename", f"{at}.wheels[{n}]"), r.text(w, "url", f"{at}.wheels[{n}]"),
-                                r.pattern(w, "sha256", f"{at}.wheels[{n}]", _HEX64, "64 lower-case hex digits"),
-                                r.integer(w, "size", f"{at}.wheels[{n}]") if "size" in w else 0))
-    images = []
-    for n, i in enumerate(r.list(c, "images", at)):
-        i = r.table(i, f"{at}.images[{n}]", {"reference", "digest"})
-        images.append(ImageRef(r.text(i, "reference", f"{at}.images[{n}]"),
-                               r.pattern(i, "digest", f"{at}.images[{n}]", _DIGEST, "sha256:<64 hex>")))
-    gates = []
-    for n, g in enumerate(r.list(c, "gates", at)):
-        g = r.table(g, f"{at}.gates[{n}]", {"gate", "status", "reason"})
-        gates.append(GateResult(r.text(g, "gate", f"{at}.gates[{n}]"), r.choice(g, "status", f"{at}.gates[{n}]", GATE_STATUSES),
-                                str(g.get("reason", ""))))
-    req = r.table(c.get("requirements", {}), f"{at}.requirements", {"driver_name", "driver", "kernel"})
+def _cell(c: json_reader.JsonSection) -> Cell:
+    fw = c.table("framework")
+    req = c.table("requirements")
 
     def rng(key: str) -> VersionRange:
-        t = r.table(req.get(key, {}), f"{at}.requirements.{key}", {"minimum", "below", "note"})
-        for name in ("minimum", "below", "note"):
-            if not isinstance(t.get(name, ""), str):
-                raise r.fail(f"{at}.requirements.{key}.{name}", "must be a string", f"write \"{name}\": \"…\"")
+        t = req.table(key)
         for end in ("minimum", "below"):
-            if t.get(end):
-                r.version(t, end, f"{at}.requirements.{key}", release_only=True)
-        return VersionRange(t.get("minimum", ""), t.get("below", ""), t.get("note", ""))
+            if t.string(end):
+                _version(t, end, release_only=True)
+        return VersionRange(t.string("minimum"), t.string("below"), t.string("note"))
 
     cell = Cell(
-        release=r.version(c, "release", at), channel=r.choice(c, "channel", at, CHANNELS),
-        gfx_target=r.text(c, "gfx_target", at), family=r.text(c, "family", at),
-        products=tuple(r.strings(c, "products", at)), os=r.text(c, "os", at), python=r.text(c, "python", at),
-        framework=Framework(r.text(fw, "name", f"{at}.framework"), r.text(fw, "version", f"{at}.framework")),
-        index_url=str(c.get("index_url", "")), wheels=tuple(wheels), images=tuple(images), gates=tuple(gates),
-        requirements=Requirements(rng("driver"), rng("kernel"), str(req.get("driver_name", "amdgpu"))),
-        partial=tuple(r.strings(c, "partial", at)) if "partial" in c else (),
+        release=_version(c, "release"), channel=c.string("channel"), gfx_target=c.string("gfx_target"), family=c.string("family"),
+        products=c.strings("products"), os=c.string("os"), python=c.string("python"),
+        framework=Framework(fw.string("name"), fw.string("version")), index_url=c.string("index_url"),
+        wheels=tuple(WheelFile(w.string("filename"), w.string("url"), w.string("sha256"), w.integer("size")) for w in c.tables("wheels")),
+        images=tuple(ImageRef(i.string("reference"), i.string("digest")) for i in c.tables("images")),
+        gates=tuple(GateResult(g.string("gate"), g.string("status"), g.string("reason")) for g in c.tables("gates")),
+        requirements=Requirements(rng("driver"), rng("kernel"), req.string("driver_name")),
+        partial=c.strings("partial"),
     )
-    if "id" in c and c["id"] != cell.id:
-        raise InputError(r.where, f"{at}.id is {c['id']!r} but its fields say {cell.id!r}", "regenerate the matrix")
+    if "id" in c and c.string("id") != cell.id:
+        raise InputError(c.reader.where, f"{c.label}.id is {c.get('id')!r} but its fields say {cell.id!r}", "regenerate the matrix")
     return cell
 
 
-class _Reader:
-    def __init__(self, where: str) -> None:
-        self.where = where
-
-    def fail(self, at: str, what: str, fix: str) -> InputError:
-        return InputError(self.where, f"{at or 'top level'}: {what}", fix)
-
-    def table(self, value: Any, at: str, allowed: set[str]) -> dict[str, Any]:
-        if not isinstance(value, dict):
-            raise self.fail(at, "must be an object", "write { … }")
-        unknown = sorted(set(value) - allowed)
-        if unknown:
-            from cairn.errors import did_you_mean
-
-            raise self.fail(at, f"unknown key '{unknown[0]}'", did_you_mean(unknown[0], allowed, "keys"))
-        return value
-
-    def text(self, t: dict[str, Any], key: str, at: str) -> str:
-        value = t.get(key)
-        if not isinstance(value, str) or not value:
-            raise self.fail(f"{at}.{key}".lstrip("."), "must be a non-empty string", f"set \"{key}\"")
-        return value
-
-    def strings(self, t: dict[str, Any], key: str, at: str) -> list[str]:
-        value = t.get(key, [])
-        if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
-            raise self.fail(f"{at}.{key}", "must be a list of strings", f"write \"{key}\": [\"…\"]")
-        return value
-
-    def list(self, t: dict[str, Any], key: str, at: str) -> list[Any]:
-        value = t.get(key, [])
-        if not isinstance(value, list):
-            raise self.fail(f"{at}.{key}", "must be a list", f"write \"{key}\": [ … ]")
-        return value
-
-    def integer(self, t: dict[str, Any], key: str, at: str) -> int:
-        value = t.get(key)
-        if not isinstance(value, int) or isinstance(value, bool):
-            raise self.fail(f"{at}.{key}", "must be an integer", f"set \"{key}\" to a number")
-        return value
-
-    def choice(self, t: dict[str, Any], key: str, at: str, choices: tuple[str, ...]) -> str:
-        value = t.get(key)
-        if value not in choices:
-            raise self.fail(f"{at}.{key}", f"{value!r} is not one of {', '.join(choices)}", f"use one of {', '.join(choices)}")
-        return str(value)
-
-    def pattern(self, t: dict[str, Any], key: str, at: str, rx: re.Pattern[str], what: str) -> str:
-        value = t.get(key)
-        if not isinstance(value, str) or not rx.match(value):
-            raise self.fail(f"{at}.{key}", f"{value!r} is not {what}", f"write {key} as {what}")
-        return value
-
-    def version(self, t: dict[str, Any], key: str, at: str, release_only: bool = False) -> str:
-        value = self.text(t, key, at)
-        try:
-            Version(value) if not release_only else _release_part(value)
-        except (InvalidVersion, ValueError):
-            raise self.fail(f"{at}.{key}", f"{value!r} is not a version", "write e.g. 5.2.3") from None
-        return value
+def _version(t: json_reader.JsonSection, key: str, release_only: bool = False) -> str:
+    value = t.string(key)
+    try:
+        Version(value) if not release_only else _release_part(value)
+    except (InvalidVersion, ValueError):
+        raise t.fail(key, f"is {value!r}, not a version", "write e.g. 5.2.3") from None
+    return value
 
 
 def _release_part(version: str) -> tuple[int, ...]:

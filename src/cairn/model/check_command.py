@@ -10,6 +10,7 @@ import json
 import sys
 from pathlib import Path
 
+from cairn.cli_options import add_json
 from cairn.errors import InputError
 from cairn.model.manifest import load_manifest
 from cairn.model.targets import load_registry
@@ -18,7 +19,7 @@ from cairn.paths import releases_dir
 
 def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("manifests", nargs="*", type=Path, help="manifest files (default: manifests/releases/*.toml)")
-    parser.add_argument("--json", action="store_true", help="machine-readable output")
+    add_json(parser, "machine-readable output")
 
 
 def run(args: argparse.Namespace) -> int:

@@ -5,13 +5,14 @@ from __future__ import annotations
 import argparse
 import json
 
+from cairn.cli_options import add_json
 from cairn.errors import InputError
 from cairn.model.targets import load_registry
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("family", nargs="?", help="a family or target to expand")
-    parser.add_argument("--json", action="store_true", help="machine-readable output")
+    add_json(parser, "machine-readable output")
 
 
 def run(args: argparse.Namespace) -> int:

@@ -74,6 +74,11 @@ class Table:
     def allowed(self, value: Mapping[str, Any]) -> set[str]:
         return set(value) if self.values is not None else set(self.fields)
 
+    def unknown(self, value: Mapping[str, Any]) -> str | None:
+        """The first key of ``value`` this table does not declare (None when it declares them all)."""
+        allowed = self.allowed(value)
+        return next((key for key in value if key not in allowed), None)
+
 
 @dataclass(frozen=True)
 class Style:
@@ -120,24 +125,18 @@ class Reader:
             if what:
                 raise self.fail(keypath, f"{what} must be a table", f"write it as [{'.'.join(map(str, keypath))}] or {{ … }}")
             raise self.fail(keypath, "expected a table", "write it as a TOML table")
-        allowed = spec.allowed(value)
-        for key in value:
-            if key not in allowed:
-                raise self.fail((*keypath, key), f"unknown key '{key}'" + (f" in {what}" if what else ""),
-                                did_you_mean(key, allowed, "keys"))
+        key = spec.unknown(value)
+        if key is not None:
+            raise self.fail((*keypath, key), f"unknown key '{key}'" + (f" in {what}" if what else ""),
+                            did_you_mean(key, spec.allowed(value), "keys"))
         return Section(self, value, spec, keypath)
 
 
-@dataclass
-class Section:
-    """A checked table: its declared keys read with their types, errors located at each key."""
+class Checked:
+    """The raw keys and values of a checked table (``data``), for what a loader reads in its own way."""
 
-    reader: Reader
     data: dict[str, Any]
-    spec: Table
-    keypath: KeyPath
 
-    # -- the raw table ------------------------------------------------------------------------------------
     def __contains__(self, key: str) -> bool:
         return key in self.data
 
@@ -152,6 +151,16 @@ class Section:
 
     def items(self) -> Iterator[tuple[str, Any]]:
         return iter(self.data.items())
+
+
+@dataclass
+class Section(Checked):
+    """A checked table: its declared keys read with their types, errors located at each key."""
+
+    reader: Reader
+    data: dict[str, Any]
+    spec: Table
+    keypath: KeyPath
 
     def at(self, *keys: str | int) -> KeyPath:
         return (*self.keypath, *keys)

@@ -12,6 +12,7 @@ import json
 import sys
 from pathlib import Path
 
+from cairn.cli_options import add_json
 from cairn.containers.recipes import load_base
 from cairn.errors import CairnError, InputError
 from cairn.model.manifest import load_manifest
@@ -24,7 +25,7 @@ from cairn.sources.debian import suite_index
 def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("action", choices=["check", "refresh", "lock"], help="what to do")
     parser.add_argument("path", nargs="?", type=Path, help="manifest (check, refresh) or rootfs recipe (lock)")
-    parser.add_argument("--json", action="store_true", help="machine-readable output")
+    add_json(parser, "machine-readable output")
 
 
 def run(args: argparse.Namespace) -> int:

@@ -5,11 +5,11 @@ from __future__ import annotations
 import argparse
 import json
 from collections import Counter
-from pathlib import Path
 
 from rich.console import Console
 from rich.table import Table
 
+from cairn.cli_options import add_json, add_store
 from cairn.plan.prepare import load, make_plan
 from cairn.plan.status import statuses
 from cairn.store.local import LocalStore
@@ -18,8 +18,8 @@ from cairn.store.local import LocalStore
 def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("manifest", nargs="?", help="release manifest path or name (default: the default release)")
     parser.add_argument("--family", action="append", default=[], help="limit to this gfx family (repeatable)")
-    parser.add_argument("--store", type=Path, default=Path(".cairn"), help="store to check for cached actions")
-    parser.add_argument("--json", action="store_true", help="machine-readable output")
+    add_store(parser, "store to check for cached actions")
+    add_json(parser, "machine-readable output")
 
 
 def run(args: argparse.Namespace) -> int:

@@ -26,7 +26,17 @@ from pathlib import Path
 from typing import Any
 
 from cairn.errors import CheckFailed, InputError
-from cairn.matrix.model import CHANNELS, GATE_STATUSES, GateResult, ImageRef, Requirements, VersionRange
+from cairn.matrix.model import (
+    CHANNELS,
+    GATE_STATUSES,
+    REQUIREMENTS,
+    GateResult,
+    ImageRef,
+    Requirements,
+    VersionRange,
+)
+from cairn.model import json_reader
+from cairn.model.reader import Field, Table
 from cairn.names import inside, safe_name, safe_relpath
 from cairn.sign.provenance import BuildFacts
 
@@ -117,100 +127,79 @@ class Bundle:
                 raise CheckFailed(f"{path}: sha256 is {digest}, bundle.json says {artifact.sha256} — the bundle was modified; rebuild it")
 
 
-def load_bundle(root: Path) -> Bundle:
-    """Read and check ``bundle.json`` and ``gates/``: every field present with its type, and every name that
-    becomes an object key or a file path (artifact path and family, version, gfx target, cell family)
-    checked by ``cairn.names`` — a bad bundle is one InputError before anything is read from files/."""
-    root = Path(root)
-    where = root / "bundle.json"
-    try:
-        data = json.loads(where.read_text())
-    except (OSError, ValueError) as exc:
-        raise InputError(where, f"cannot read the release bundle ({exc})", "point at a directory made by cairn bundle or write_bundle()") from None
-    if not isinstance(data, dict) or data.get("schema") != SCHEMA:
-        schema = data.get("schema") if isinstance(data, dict) else None
-        raise InputError(where, f"schema is {schema!r}, not {SCHEMA}", "regenerate the bundle")
-    read = _Fields(where)
-    rel = read.table(data, "release")
-    version = safe_name(read.text(rel, "version", "release"), where, "release version")
-    channel = read.text(rel, "channel", "release")
-    if channel not in CHANNELS:
-        raise InputError(where, f"unknown channel {channel!r}", f"use one of {', '.join(CHANNELS)}")
-    epoch = read.integer(rel, "source_date_epoch", "release")
-    builder = read.table(data, "builder", default={})
-    pins = read.table(data, "pins", default={})
-    facts = BuildFacts(
-        release=read.text(rel, "name", "release"), version=version, manifest_sha256=read.text(rel, "manifest_sha256", "release", ""),
-        source_date_epoch=epoch, builder_id=read.text(builder, "id", "builder", BuildFacts.builder_id),
-        pins=tuple(sorted((str(k), read.text(pins, k, "pins")) for k in pins)), git_commit=read.text(builder, "git_commit", "builder", ""),
-        invocation=read.text(builder, "invocation", "builder", ""),
-    )
-    artifacts = [_artifact(read, raw, n, root) for n, raw in enumerate(read.items(data, "artifacts"))]
-    cells = [_cell(read, raw, n) for n, raw in enumerate(read.items(data, "cells"))]
-    gates = [_gate(path) for path in sorted((root / "gates").glob("*.json"))]
-    gate_lists = read.table(rel, "required_gates", "release", {})
-    required = tuple((ch, read.strings(gate_lists, ch, "release.required_gates")) for ch in sorted(gate_lists))
-    return Bundle(root, facts.release, version, channel, epoch, facts.manifest_sha256,
-                  required, facts, tuple(artifacts), tuple(cells), tuple(gates))
-
-
-_REQUIRED: Any = object()
+FIX = "regenerate the bundle (cairn build writes it)"
+GATE_FIX = "rerun the gate or delete the file"
 _HEX64 = re.compile(r"^[0-9a-f]{64}$")
 # PEP 427: {distribution}-{version}(-{build})?-{python}-{abi}-{platform}.whl
 _WHEEL_NAME = re.compile(r"^[A-Za-z0-9](?:[A-Za-z0-9._]*[A-Za-z0-9])?-[^-]+(?:-[0-9][^-]*)?-[^-]+-[^-]+-[^-]+\.whl$")
+_REQUIRED = Field("string", required=True)
+ARTIFACT = Table({
+    "path": _REQUIRED, "kind": Field("string", required=True, enum=KINDS),
+    "sha256": Field("string", required=True, pattern=_HEX64.pattern, doc="64 lower-case hex digits"),
+    "content_type": Field("string", default="application/octet-stream"), "cells": Field("strings"),
+    "family": Field("string"), "recipe": Field("string"), "framework": Field("string"),
+}, what="artifact")
+CELL = Table({
+    "gfx_target": _REQUIRED, "family": Field("string"), "os": _REQUIRED, "python": _REQUIRED,
+    "framework": _REQUIRED, "framework_version": _REQUIRED,
+    "images": Field("tables", table=Table({"reference": _REQUIRED, "digest": _REQUIRED})),
+    "requirements": REQUIREMENTS, "partial": Field("strings"),
+}, what="cell")
+BUNDLE = Table({
+    "schema": Field("string", doc=SCHEMA),
+    "release": Field("table", required=True, table=Table({
+        "name": _REQUIRED, "version": _REQUIRED, "channel": Field("string", required=True, enum=CHANNELS),
+        "source_date_epoch": Field("integer", required=True), "manifest_sha256": Field("string"),
+        "required_gates": Field("table", table=Table(values=Field("strings"))),
+    })),
+    "builder": Field("table", table=Table({"id": Field("string", default=BuildFacts.builder_id),
+                                           "git_commit": Field("string"), "invocation": Field("string")})),
+    "pins": Field("table", table=Table(values=Field("string"))),
+    "not_built": Field("table", table=Table(values=Field("any"))),  # action -> why it was not built (informational)
+    "artifacts": Field("tables", table=ARTIFACT),
+    "cells": Field("tables", table=CELL),
+}, what="bundle")
+GATE = Table({
+    "gate": _REQUIRED, "status": Field("string", required=True, enum=GATE_STATUSES), "reason": Field("string"),
+    "image_digest": Field("string"), "gfx_target": Field("string"), "framework": Field("string"), "evidence": Field("any"),
+}, what="gate result")
 
 
-class _Fields:
-    """Typed access to a JSON document: a missing or mistyped field is an InputError naming it."""
-
-    def __init__(self, where: Path, fix: str = "regenerate the bundle (cairn build writes it)") -> None:
-        self.where = where
-        self.fix = fix
-
-    def _get(self, obj: dict[str, Any], key: str, context: str, kinds: tuple[type, ...], default: Any, shown: str) -> Any:
-        label = f"{context}.{key}" if context else key
-        if key not in obj:
-            if default is _REQUIRED:
-                raise InputError(self.where, f"'{label}' is missing", self.fix)
-            return default
-        value = obj[key]
-        if not isinstance(value, kinds) or (bool not in kinds and isinstance(value, bool)):
-            raise InputError(self.where, f"'{label}' is {type(value).__name__}, not {shown}", self.fix)
-        return value
-
-    def table(self, obj: dict[str, Any], key: str, context: str = "", default: Any = _REQUIRED) -> dict[str, Any]:
-        return self._get(obj, key, context, (dict,), default, "an object")
-
-    def text(self, obj: dict[str, Any], key: str, context: str, default: Any = _REQUIRED) -> str:
-        return self._get(obj, key, context, (str,), default, "a string")
-
-    def integer(self, obj: dict[str, Any], key: str, context: str) -> int:
-        return self._get(obj, key, context, (int,), _REQUIRED, "an integer")
-
-    def strings(self, obj: dict[str, Any], key: str, context: str) -> tuple[str, ...]:
-        value = self._get(obj, key, context, (list,), [], "a list of strings")
-        if not all(isinstance(v, str) for v in value):
-            raise InputError(self.where, f"'{context}.{key}' must be a list of strings", self.fix)
-        return tuple(value)
-
-    def items(self, obj: dict[str, Any], key: str, context: str = "") -> list[dict[str, Any]]:
-        value = self._get(obj, key, context, (list,), [], "a list")
-        for n, item in enumerate(value):
-            if not isinstance(item, dict):
-                raise InputError(self.where, f"'{context + '.' if context else ''}{key}[{n}]' is {type(item).__name__}, not an object", self.fix)
-        return value
+def load_bundle(root: Path) -> Bundle:
+    """Read and check ``bundle.json`` and ``gates/`` against ``BUNDLE`` and ``GATE`` (``cairn.model.json_reader``:
+    every key declared, every field present with its JSON type), and every name that becomes an object key or a
+    file path (artifact path and family, version, gfx target, cell family) checked by ``cairn.names`` — a bad
+    bundle is one InputError before anything is read from files/."""
+    root = Path(root)
+    where = root / "bundle.json"
+    data = json_reader.load(where, "release bundle", "point at a directory made by cairn bundle or write_bundle()")
+    if not isinstance(data, dict) or data.get("schema") != SCHEMA:
+        schema = data.get("schema") if isinstance(data, dict) else None
+        raise InputError(where, f"schema is {schema!r}, not {SCHEMA}", "regenerate the bundle")
+    top = json_reader.JsonReader(data, where, FIX).root(BUNDLE)
+    rel = top.table("release")
+    version = safe_name(rel.string("version"), where, "release version")
+    builder, pins = top.table("builder"), top.table("pins")
+    facts = BuildFacts(
+        release=rel.string("name"), version=version, manifest_sha256=rel.string("manifest_sha256"),
+        source_date_epoch=rel.integer("source_date_epoch"), builder_id=builder.string("id"),
+        pins=tuple(sorted((str(k), pins.string(k)) for k in pins)), git_commit=builder.string("git_commit"),
+        invocation=builder.string("invocation"),
+    )
+    artifacts = [_artifact(raw, root) for raw in top.tables("artifacts")]
+    cells = [_cell(raw) for raw in top.tables("cells")]
+    gates = [_gate(path) for path in sorted((root / "gates").glob("*.json"))]
+    gate_lists = rel.table("required_gates")
+    required = tuple((ch, gate_lists.strings(ch)) for ch in sorted(gate_lists))
+    return Bundle(root, facts.release, version, rel.string("channel"), facts.source_date_epoch, facts.manifest_sha256,
+                  required, facts, tuple(artifacts), tuple(cells), tuple(gates))
 
 
-def _artifact(read: _Fields, raw: dict[str, Any], n: int, root: Path) -> Artifact:
-    where, ctx = read.where, f"artifacts[{n}]"
-    path = safe_relpath(read.text(raw, "path", ctx), where, f"{ctx} path")
-    kind = raw.get("kind")
-    if kind not in KINDS:
-        raise InputError(where, f"artifact {path}: kind {kind!r}", f"use one of {', '.join(KINDS)}")
-    sha = read.text(raw, "sha256", ctx)
-    if not _HEX64.match(sha):
-        raise InputError(where, f"artifact {path}: sha256 {sha!r} is not 64 lower-case hex digits", "regenerate the bundle")
-    family = read.text(raw, "family", ctx, "")
+def _artifact(raw: json_reader.JsonSection, root: Path) -> Artifact:
+    where, ctx = raw.reader.where, raw.label
+    path = safe_relpath(raw.string("path"), where, f"{ctx} path")
+    kind, sha = raw.string("kind"), raw.string("sha256")
+    family = raw.string("family")
     if family:
         safe_name(family, where, f"artifact {path}: family")
     name = path.rsplit("/", 1)[-1]
@@ -224,45 +213,32 @@ def _artifact(read: _Fields, raw: dict[str, Any], n: int, root: Path) -> Artifac
     if os.path.lexists(file) and not inside(root / "files", file):
         raise InputError(where, f"artifact {path} resolves outside the bundle's files/ (a symlink out)",
                          "copy the file into files/ instead of linking to it")
-    return Artifact(path, kind, sha, read.text(raw, "content_type", ctx, "application/octet-stream"),
-                    read.strings(raw, "cells", ctx), family, read.text(raw, "recipe", ctx, ""), read.text(raw, "framework", ctx, ""))
+    return Artifact(path, kind, sha, raw.string("content_type"), raw.strings("cells"), family, raw.string("recipe"),
+                    raw.string("framework"))
 
 
-def _cell(read: _Fields, raw: dict[str, Any], n: int) -> BundleCell:
-    where, ctx = read.where, f"cells[{n}]"
-    target = safe_name(read.text(raw, "gfx_target", ctx), where, f"{ctx} gfx_target")
-    family = safe_name(read.text(raw, "family", ctx, target), where, f"{ctx} family")
-    images = tuple(ImageRef(read.text(i, "reference", f"{ctx}.images"), read.text(i, "digest", f"{ctx}.images"))
-                   for i in read.items(raw, "images", ctx))
-    req = read.table(raw, "requirements", ctx, {})
+def _cell(raw: json_reader.JsonSection) -> BundleCell:
+    where, ctx = raw.reader.where, raw.label
+    target = safe_name(raw.string("gfx_target"), where, f"{ctx} gfx_target")
+    family = safe_name(raw.string("family") if "family" in raw else target, where, f"{ctx} family")
+    images = tuple(ImageRef(i.string("reference"), i.string("digest")) for i in raw.tables("images"))
+    req = raw.table("requirements")
 
     def version_range(key: str) -> VersionRange:
-        table = read.table(req, key, f"{ctx}.requirements", {})
-        rctx = f"{ctx}.requirements.{key}"
-        unknown = sorted(set(table) - {"minimum", "below", "note"})
-        if unknown:
-            raise InputError(where, f"unknown key '{rctx}.{unknown[0]}'", "use minimum, below and note")
-        return VersionRange(read.text(table, "minimum", rctx, ""), read.text(table, "below", rctx, ""), read.text(table, "note", rctx, ""))
+        table = req.table(key)
+        return VersionRange(table.string("minimum"), table.string("below"), table.string("note"))
 
-    return BundleCell(target, family, read.text(raw, "os", ctx), read.text(raw, "python", ctx), read.text(raw, "framework", ctx),
-                      read.text(raw, "framework_version", ctx), images,
-                      Requirements(version_range("driver"), version_range("kernel"), read.text(req, "driver_name", f"{ctx}.requirements", "amdgpu")),
-                      tuple(safe_name(n, where, f"{ctx} partial library") for n in read.strings(raw, "partial", ctx)))
+    return BundleCell(target, family, raw.string("os"), raw.string("python"), raw.string("framework"),
+                      raw.string("framework_version"), images,
+                      Requirements(version_range("driver"), version_range("kernel"), req.string("driver_name")),
+                      tuple(safe_name(n, where, f"{ctx} partial library") for n in raw.strings("partial")))
 
 
 def _gate(path: Path) -> GateRecord:
-    try:
-        g = json.loads(path.read_text())
-    except (OSError, ValueError) as exc:
-        raise InputError(path, f"cannot read the gate result ({exc})", "rerun the gate or delete the file") from None
-    if not isinstance(g, dict):
-        raise InputError(path, f"a gate result is an object, not {type(g).__name__}", "rerun the gate or delete the file")
-    if g.get("status") not in GATE_STATUSES:
-        raise InputError(path, f"gate status {g.get('status')!r}", f"use one of {', '.join(GATE_STATUSES)}")
-    read = _Fields(path, "rerun the gate or delete the file")
-    return GateRecord(GateResult(read.text(g, "gate", ""), g["status"], read.text(g, "reason", "", "")),
-                      read.text(g, "image_digest", "", ""), read.text(g, "gfx_target", "", ""),
-                      json.dumps(g.get("evidence", ""), sort_keys=True), read.text(g, "framework", "", ""))
+    g = json_reader.read_file(path, GATE, "gate result", GATE_FIX)
+    return GateRecord(GateResult(g.string("gate"), g.string("status"), g.string("reason")),
+                      g.string("image_digest"), g.string("gfx_target"),
+                      json.dumps(g.any("evidence", ""), sort_keys=True), g.string("framework"))
 
 
 def write_bundle_json(root: Path, data: dict[str, Any]) -> None:

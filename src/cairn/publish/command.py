@@ -18,6 +18,7 @@ import os
 import sys
 from pathlib import Path
 
+from cairn.cli_options import add_json, add_store
 from cairn.errors import CairnError
 from cairn.publish import fastpath
 
@@ -50,10 +51,10 @@ def _common(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--keys", type=Path, default=None, help="key directory (default ~/.config/cairn/keys or $CAIRN_KEYS)")
     parser.add_argument("--dev-keys", action="store_true",
                         help="sign with development keys in <store>/keys/dev (or $CAIRN_KEYS), created when missing")
-    parser.add_argument("--store", type=Path, default=Path(".cairn"), help="build store (default .cairn/)")
+    add_store(parser, "build store (default .cairn/)")
     parser.add_argument("--root", type=Path, default=None, help="signed root.json matching the keys (default: <keys>/root.json)")
     parser.add_argument("--channel", choices=CHANNELS, default=None)
-    parser.add_argument("--json", action="store_true", help="print the report as JSON")
+    add_json(parser, "print the report as JSON")
     parser.add_argument("--no-public-read", dest="public_read", action="store_false",
                         help="S3: leave the bucket policy alone (by default anyone may read the repository over HTTP, as pip "
                              "and uv do); for an index served by something with its own access to the bucket, e.g. a CDN")
@@ -140,15 +141,9 @@ def run(args: argparse.Namespace) -> int:
 
 def _read_gate_result(path: Path) -> dict:  # type: ignore[type-arg]
     """One gate verdict reported after staging; checked against the staged release by ``record_gates``."""
-    from cairn.errors import InputError
+    from cairn.model.json_reader import load_object
 
-    try:
-        data = json.loads(Path(path).read_text())
-    except (OSError, ValueError) as exc:
-        raise InputError(path, f"cannot read the gate result ({exc})", "pass the gate.json a gate action wrote") from None
-    if not isinstance(data, dict):
-        raise InputError(path, "a gate result is a JSON object", "pass the gate.json a gate action wrote")
-    return data
+    return load_object(path, "gate result", "pass the gate.json a gate action wrote")
 
 
 def run_promote(args: argparse.Namespace) -> int:

@@ -23,6 +23,7 @@ import shutil
 from pathlib import Path
 from typing import Any
 
+from cairn.gates.result import GateResult
 from cairn.plan.context import StageContext
 from cairn.plan.graph import Action
 from cairn.publish.bundle import write_bundle_json
@@ -282,12 +283,12 @@ def _write_gates(ctx: Any, gates_dir: Path, images: dict[str, list[dict[str, str
         seen.add((gate, target, frameworks.get(image, "")))
         tree = ctx.deps.get(gate_id)
         if tree is not None and (tree / "gate.json").is_file():
-            result = json.loads((tree / "gate.json").read_text())
-            status, reason = result["status"], result.get("reason", "")
+            result = GateResult.read(tree / "gate.json")
+            status, reason = result.status, result.reason
             if status == "not-run" and not reason:
                 reason = "not-run: the gate recorded no reason"
-            record = {"gate": gate, "status": status, "reason": reason, "image_digest": result.get("digest", ""),
-                      "evidence": result.get("evidence", {})}
+            record = {"gate": gate, "status": status, "reason": reason, "image_digest": result.digest,
+                      "evidence": result.evidence}
             if not record["image_digest"]:  # an image blocked when it ran: matched to cells by target and framework
                 record.update({"gfx_target": target, "framework": frameworks.get(image, "")})
         else:

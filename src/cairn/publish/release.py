@@ -24,6 +24,7 @@ from dataclasses import replace
 from pathlib import Path
 
 from cairn import proc
+from cairn.cli_options import add_store
 from cairn.errors import CairnError
 from cairn.publish.publisher import Report
 
@@ -109,7 +110,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--manifest", type=Path, default=None, help="release manifest (default: the default release)")
     parser.add_argument("--to", default=None, help="s3://bucket/prefix or file:///dir (default <store>/publish)")
     parser.add_argument("--keys", type=Path, default=None, help="release key directory (default ~/.config/cairn/keys or $CAIRN_KEYS)")
-    parser.add_argument("--store", type=Path, default=Path(".cairn"))
+    add_store(parser)
     parser.add_argument("--bundle", type=Path, default=None, help="publish this bundle instead of building")
     args = parser.parse_args(argv)
     from cairn.paths import default_manifest, repo_root

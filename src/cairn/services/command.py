@@ -12,6 +12,7 @@ from pathlib import Path
 
 from rich.console import Console
 
+from cairn.cli_options import add_json
 from cairn.services.daemons import start, stop
 from cairn.services.state import alive, read_state, services_dir, state_path
 
@@ -19,7 +20,7 @@ from cairn.services.state import alive, read_state, services_dir, state_path
 def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("action", choices=("start", "stop", "status"), help="what to do")
     parser.add_argument("--dir", type=Path, default=None, help="state directory (default $CAIRN_SERVICES_DIR or ~/.cache/cairn/services)")
-    parser.add_argument("--json", action="store_true", help="print machine-readable state")
+    add_json(parser, "print machine-readable state")
 
 
 def run(args: argparse.Namespace) -> int:

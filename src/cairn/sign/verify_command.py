@@ -6,6 +6,7 @@ import argparse
 import json
 from pathlib import Path
 
+from cairn.cli_options import add_json
 from cairn.sign.verify import load_pinned_root, verify_file, verify_repository
 
 
@@ -14,7 +15,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--repo", default=None, help="repository the file or image was published to (for a file or image)")
     parser.add_argument("--root", type=Path, default=None, help="pinned root.json (default: publish/root.json or $CAIRN_TUF_ROOT)")
     parser.add_argument("--cache", type=Path, default=None, help="trusted-metadata cache (default ~/.cache/cairn/tuf/<repo>)")
-    parser.add_argument("--json", action="store_true")
+    add_json(parser)
 
 
 def run(args: argparse.Namespace) -> int:

@@ -1,0 +1,26 @@
+"""The options many subcommands share (``--store``, ``--json``), declared once.
+
+Every subcommand that reads or writes a build store takes ``--store DIR`` (a ``Path``, default ``.cairn``,
+``args.store``); every subcommand with a machine-readable form takes ``--json`` (a flag, ``args.json``).
+Declaring them here keeps the flag, its type, default and destination the same everywhere; ``help`` says
+what the option means for that subcommand (its ``--help`` shows the same text it always did). ``parser``
+is a subcommand's parser or one of its argument groups (``cairn ci github`` puts ``--store`` in a
+mutually exclusive group with ``--image-digest``).
+"""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+DEFAULT_STORE = Path(".cairn")
+
+
+def add_store(parser: argparse._ActionsContainer, help: str | None = None, default: Path | None = DEFAULT_STORE) -> None:
+    """``--store DIR``: the content-addressed build store (``default=None``: only when given)."""
+    parser.add_argument("--store", type=Path, default=default, help=help)
+
+
+def add_json(parser: argparse._ActionsContainer, help: str | None = None) -> None:
+    """``--json``: print the machine-readable document instead of tables or text."""
+    parser.add_argument("--json", action="store_true", help=help)

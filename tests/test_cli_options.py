@@ -1,0 +1,53 @@
+"""``--store`` and ``--json`` are declared once (``cairn.cli_options``) and mean the same in every subcommand."""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import re
+from pathlib import Path
+
+from cairn.cli import COMMANDS, build_parser
+
+SRC = Path(__file__).resolve().parents[1] / "src" / "cairn"
+
+
+def _parsers() -> list[tuple[str, argparse.ArgumentParser]]:
+    """Every subcommand's parser (and its own subcommands' parsers), configured as ``cairn`` does."""
+    parser = build_parser()
+    sub = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
+    found = []
+    for name, (module, _help) in COMMANDS.items():
+        child = sub.choices[name]
+        importlib.import_module(module).configure(child)
+        stack = [(name, child)]
+        while stack:
+            label, p = stack.pop()
+            found.append((label, p))
+            for action in p._actions:
+                if isinstance(action, argparse._SubParsersAction):
+                    stack += [(f"{label} {n}", c) for n, c in action.choices.items()]
+    return found
+
+
+def test_every_store_and_json_option_has_the_same_type_default_and_destination() -> None:
+    stores, jsons = [], []
+    for label, parser in _parsers():
+        for action in parser._actions:
+            if "--store" in action.option_strings:
+                stores.append(label)
+                assert (action.dest, action.type) == ("store", Path), label
+                # cairn ci github reads a store only when given one: everywhere else the store is .cairn/
+                assert action.default == (None if label == "ci github" else Path(".cairn")), label
+            if "--json" in action.option_strings:
+                jsons.append(label)
+                assert (action.dest, action.const, action.default, action.nargs) == ("json", True, False, 0), label
+    assert {"build", "plan", "gate", "coverage", "publish", "promote", "matrix", "image list", "ci github"} <= set(stores)
+    assert {"build", "plan", "doctor", "audit", "diff", "verify", "image list", "services", "ci github"} <= set(jsons)
+
+
+def test_no_command_module_declares_store_or_json_itself() -> None:
+    declared = re.compile(r"""add_argument\(\s*["']--(store|json)["']""")
+    offenders = [str(p.relative_to(SRC)) for p in SRC.rglob("*.py")
+                 if p.name != "cli_options.py" and declared.search(p.read_text())]
+    assert offenders == []
