@@ -1,4 +1,4 @@
-"""``cairn publish`` and ``cairn promote``: a release bundle to ``file://`` or ``s3://``, gated by channel.
+"""``cairn publish``: a release bundle to ``file://`` or ``s3://``, gated by channel (``cairn promote`` shares its options).
 
 Without a bundle argument, ``cairn publish`` takes the ``bundle:release`` tree of the store's last build
 (``<store>/last-build.json``) and publishes to ``<store>/publish``, a directory with the bucket's layout.
@@ -46,7 +46,7 @@ def last_build_bundle(store: Path) -> Path:
     return Path(store) / "trees" / info.output
 
 
-def _common(parser: argparse.ArgumentParser) -> None:
+def add_common_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--to", default=None, help="s3://bucket/prefix or file:///dir (default: .cairn/publish; endpoint from $CAIRN_S3_ENDPOINT)")
     parser.add_argument("--keys", type=Path, default=None, help="key directory (default ~/.config/cairn/keys or $CAIRN_KEYS)")
     parser.add_argument("--dev-keys", action="store_true",
@@ -63,16 +63,8 @@ def _common(parser: argparse.ArgumentParser) -> None:
 def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("bundle", type=Path, nargs="?", default=None,
                         help="release bundle directory (default: the bundle:release tree of the store's last build)")
-    _common(parser)
+    add_common_options(parser)
     parser.add_argument("--stage-only", action="store_true", help="upload to staging/<version>/ and stop (promote later)")
-
-
-def configure_promote(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--version", required=True, help="the staged release version to promote")
-    parser.add_argument("--as", dest="as_version", default="", help="promote an rc as this final version (re-signs, never rebuilds)")
-    parser.add_argument("--gates", type=Path, action="append", default=[], metavar="GATE_JSON",
-                        help="record this gate result first (a gate.json from the host that ran it, e.g. the GPU gate); repeatable")
-    _common(parser)
 
 
 def _keys_dir(args: argparse.Namespace) -> Path:
@@ -88,7 +80,7 @@ def _dev_note(args: argparse.Namespace, directory: Path, created: bool) -> None:
               f"repository verifies only with --root {directory / 'root.json'}, never with publish/root.json", file=sys.stderr)
 
 
-def _keys_and_root(args: argparse.Namespace):  # type: ignore[no-untyped-def]
+def keys_and_root(args: argparse.Namespace):  # type: ignore[no-untyped-def]
     from cairn.publish.publisher import load_root
     from cairn.sign.keys import ensure_dev_keys, load_keys
 
@@ -101,7 +93,7 @@ def _keys_and_root(args: argparse.Namespace):  # type: ignore[no-untyped-def]
     return keys, load_root(args.root or keys.directory / "root.json")
 
 
-def _print(report: dict, as_json: bool) -> None:  # type: ignore[type-arg]
+def print_report(report: dict, as_json: bool) -> None:  # type: ignore[type-arg]
     if as_json:
         print(json.dumps(report, indent=1, sort_keys=True))
         return
@@ -125,35 +117,15 @@ def run(args: argparse.Namespace) -> int:
                                       args.public_read)
     if done is not None:
         _dev_note(args, keys_dir, False)
-        _print(done, args.json)
+        print_report(done, args.json)
         return 0
     from cairn.publish.backend import open_backend
     from cairn.publish.bundle import load_bundle
     from cairn.publish.publisher import publish
 
     bundle = load_bundle(bundle_dir)  # a bad bundle is refused before keys are made or anything is written
-    keys, root = _keys_and_root(args)
+    keys, root = keys_and_root(args)
     report = publish(bundle, open_backend(to), keys, root, channel=args.channel, stage_only=args.stage_only,
                      public_read=args.public_read, log=(lambda _: None) if args.json else print)
-    _print(report.to_dict(), args.json)
-    return 0
-
-
-def _read_gate_result(path: Path) -> dict:  # type: ignore[type-arg]
-    """One gate verdict reported after staging; checked against the staged release by ``record_gates``."""
-    from cairn.model.json_reader import load_object
-
-    return load_object(path, "gate result", "pass the gate.json a gate action wrote")
-
-
-def run_promote(args: argparse.Namespace) -> int:
-    from cairn.publish.backend import open_backend
-    from cairn.publish.publisher import promote
-
-    results = [(path, _read_gate_result(path)) for path in args.gates]
-    keys, root = _keys_and_root(args)
-    backend = open_backend(args.to or default_destination(args.store))
-    report = promote(backend, keys, root, args.version, args.channel or "dev", as_version=args.as_version, gate_results=results,
-                     public_read=args.public_read, log=(lambda _: None) if args.json else print)
-    _print(report.to_dict(), args.json)
+    print_report(report.to_dict(), args.json)
     return 0

@@ -1,6 +1,40 @@
-"""``cairn promote``: move a channel to a staged release, only for cells whose required gates passed."""
+"""``cairn promote``: move a channel to a staged release, only for cells whose required gates passed.
 
-from cairn.publish.command import configure_promote as configure
-from cairn.publish.command import run_promote as run
+It takes ``cairn publish``'s destination, key and channel options (``command.add_common_options``) and signs
+through the same key loading, so a promote never needs keys a publish would not.
+"""
 
-__all__ = ["configure", "run"]
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from cairn.publish.command import add_common_options, default_destination, keys_and_root, print_report
+
+
+def configure(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--version", required=True, help="the staged release version to promote")
+    parser.add_argument("--as", dest="as_version", default="", help="promote an rc as this final version (re-signs, never rebuilds)")
+    parser.add_argument("--gates", type=Path, action="append", default=[], metavar="GATE_JSON",
+                        help="record this gate result first (a gate.json from the host that ran it, e.g. the GPU gate); repeatable")
+    add_common_options(parser)
+
+
+def _read_gate_result(path: Path) -> dict:  # type: ignore[type-arg]
+    """One gate verdict reported after staging; checked against the staged release by ``record_gates``."""
+    from cairn.model.json_reader import load_object
+
+    return load_object(path, "gate result", "pass the gate.json a gate action wrote")
+
+
+def run(args: argparse.Namespace) -> int:
+    from cairn.publish.backend import open_backend
+    from cairn.publish.publisher import promote
+
+    results = [(path, _read_gate_result(path)) for path in args.gates]
+    keys, root = keys_and_root(args)
+    backend = open_backend(args.to or default_destination(args.store))
+    report = promote(backend, keys, root, args.version, args.channel or "dev", as_version=args.as_version, gate_results=results,
+                     public_read=args.public_read, log=(lambda _: None) if args.json else print)
+    print_report(report.to_dict(), args.json)
+    return 0
