@@ -94,3 +94,19 @@ def toposort(actions: Iterable[Action]) -> tuple[Action, ...]:
     for action in list(pending.values()):
         visit(action)
     return tuple(order)
+
+
+def closure_blocked(actions: dict[str, Action], start: str) -> str:
+    """The first blocked reason among ``start`` and what it depends on ("" when all of it can run here): a
+    stage asks it before planning work whose inputs could never be built on this host."""
+    seen: set[str] = set()
+    stack = [start]
+    while stack:
+        current = stack.pop()
+        if current in seen or current not in actions:
+            continue
+        seen.add(current)
+        if actions[current].blocked:
+            return actions[current].blocked
+        stack.extend(actions[current].deps)
+    return ""

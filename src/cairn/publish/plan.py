@@ -25,7 +25,7 @@ from typing import Any
 
 from cairn.gates.result import GateResult
 from cairn.plan.context import StageContext
-from cairn.plan.graph import Action
+from cairn.plan.graph import Action, closure_blocked
 from cairn.publish.bundle import write_bundle_json
 from cairn.store.base import file_sha256
 from cairn.wheels.sdk import partial_name
@@ -82,21 +82,6 @@ def extend_plan(context: StageContext) -> None:
 def _pinned_deb(action: Action) -> bool:
     """A fetch of a .deb pinned by sha256: its bytes are published as the release's source mirror."""
     return action.kind == "fetch" and "sha256" in action.inputs.get("source", {}).get("deb", {})
-
-
-def closure_blocked(actions: dict[str, Action], start: str) -> str:
-    """The first blocked reason among ``start`` and what it depends on ("" when all of it can run here)."""
-    seen: set[str] = set()
-    stack = [start]
-    while stack:
-        current = stack.pop()
-        if current in seen or current not in actions:
-            continue
-        seen.add(current)
-        if actions[current].blocked:
-            return actions[current].blocked
-        stack.extend(actions[current].deps)
-    return ""
 
 
 def _frameworks(context: StageContext, deps: list[str]) -> dict[str, list[list[str]]]:

@@ -25,7 +25,7 @@ from packaging.version import Version
 from cairn.errors import ManifestError
 from cairn.model.manifest import Framework
 from cairn.plan.context import LAYOUT_VERSIONS, StageContext, build_id, fetch_id
-from cairn.plan.graph import Action
+from cairn.plan.graph import Action, closure_blocked
 from cairn.plan.probe import Host
 from cairn.wheels import engine, frameworks, index, sdk, wheelfile
 from cairn.wheels.recipes import Recipe, known_recipes, load_recipe
@@ -119,7 +119,7 @@ def extend_plan(context: StageContext) -> None:
                 "tools_rpath": f"/usr/local/lib/python{release.python[0]}/dist-packages/{recipe.package}/lib",
             }, (built, fetch, "package:rocm-sdk-core"), component=comp.name, family=fam, blocked=blocked_tools), (fam,))
 
-    sdk_blocked = _closure_blocked(actions, "assemble:sdk")
+    sdk_blocked = closure_blocked(actions, "assemble:sdk")
     for framework in manifest.frameworks:
         recipe = load_recipe(framework.recipe)
         if recipe.kind != "mirror" or not python_blocked(recipe, framework.version, release.python):
@@ -211,21 +211,6 @@ def _pin_text(source: dict[str, Any]) -> str:
     if kind == "git":
         return f"{fields.get('url')}@{fields.get('commit', fields.get('ref', '?'))}"
     return f"{fields.get('url')} ({fields.get('sha256') or fields.get('sha512') or '?'})"
-
-
-def _closure_blocked(actions: dict[str, Action], start: str) -> str:
-    """The first blocked reason among ``start`` and everything it depends on ("" when all can run)."""
-    seen: set[str] = set()
-    stack = [start]
-    while stack:
-        current = stack.pop()
-        if current in seen or current not in actions:
-            continue
-        seen.add(current)
-        if actions[current].blocked:
-            return actions[current].blocked
-        stack.extend(actions[current].deps)
-    return ""
 
 
 def check_rocm_major(context: StageContext, recipe: Recipe, framework: Framework, project: str, version: str) -> None:
