@@ -36,11 +36,15 @@ def cache_dir(kind: str) -> Path:
     return folder
 
 
+# what an interrupted atomic_write can leave next to its file: listings of a directory others write skip it
+TEMP_PREFIX = ".tmp-"
+
+
 def atomic_write(path: Path, data: bytes | str, mode: int = 0o644, *, durable: bool = False) -> None:
     """Write ``data`` to ``path`` through a temp file in the same directory and ``os.replace``; ``durable``
     also flushes it to disk first (a record that must survive a power cut once its rename is seen)."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
+    fd, tmp = tempfile.mkstemp(prefix=f"{TEMP_PREFIX}{path.name}.", dir=path.parent)
     try:
         with os.fdopen(fd, "wb") as handle:
             handle.write(data.encode() if isinstance(data, str) else data)
@@ -59,7 +63,7 @@ def link_or_copy(source: Path, dest: Path) -> None:
     store's files are immutable, and a GB deb or wheel is then stored once), else a copy. Made under a temp name
     and renamed, so a reader or a racing writer only ever sees a complete file."""
     dest.parent.mkdir(parents=True, exist_ok=True)
-    tmp = dest.with_name(f".{dest.name}.{os.getpid()}.{threading.get_ident()}.link")
+    tmp = dest.with_name(f"{TEMP_PREFIX}{dest.name}.{os.getpid()}.{threading.get_ident()}.link")
     tmp.unlink(missing_ok=True)
     try:
         os.link(source, tmp)

@@ -17,7 +17,6 @@ import builtins
 import contextlib
 import hashlib
 import os
-import tempfile
 import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -27,7 +26,7 @@ from urllib.parse import quote, urlparse
 from xml.sax.saxutils import escape
 
 from cairn.errors import CairnError
-from cairn.io import link_or_copy
+from cairn.io import TEMP_PREFIX, atomic_write, link_or_copy
 from cairn.names import relpath_problem
 from cairn.publish.s3http import ConnectionFailed, Response, S3Error, xml_text
 
@@ -135,7 +134,7 @@ class FileBackend:
             return out
         for dirpath, _dirs, files in os.walk(base):
             for name in files:
-                if name.startswith(".tmp-"):
+                if name.startswith(TEMP_PREFIX):
                     continue
                 path = Path(dirpath) / name
                 out[path.relative_to(self.root).as_posix()] = Listed(path.stat().st_size)
@@ -164,12 +163,7 @@ class FileBackend:
                 return False
             if immutable:
                 raise RefusedOverwrite(f"{key} already exists with different bytes — a published version is never replaced; bump the version")
-        path.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".tmp-")
-        with os.fdopen(fd, "wb") as handle:
-            handle.write(data)
-        os.chmod(tmp, 0o644)
-        os.replace(tmp, path)
+        atomic_write(path, data)
         self.counters.puts += 1
         return True
 
