@@ -383,9 +383,9 @@ def test_a_framework_image_whose_wheels_lack_sonames_is_blocked_naming_them(buil
     """linkage → image → push → gate, each by its real runner: the image is not built, and every gate of it
     records "not-run: image blocked" with the missing sonames — what the matrix shows for the image's cells."""
     from cairn.containers.linkage import plan_linkage, run_linkage
-    from cairn.containers.plan import run_image, run_push
+    from cairn.containers.run import run_image, run_push
     from cairn.execute.runners import ActionContext
-    from cairn.gates.plan import run_gate
+    from cairn.gates.run import run_gate
     from cairn.plan.graph import Action
     from cairn.wheels.index import write_index
 
@@ -425,7 +425,8 @@ def test_a_framework_image_whose_wheels_lack_sonames_is_blocked_naming_them(buil
         gates[action.id] = tmp_path / action.id.replace(":", "_").replace("@", "_")
     # the bundle runner matches those results to the target's JAX cell: the matrix names the sonames
     from cairn.publish.bundle import load_bundle
-    from cairn.publish.plan import REQUIREMENTS, run_bundle
+    from cairn.publish.plan import REQUIREMENTS
+    from cairn.publish.run import run_bundle
 
     inputs = {"release": {"name": "cairn-rocm", "version": "5.2.3", "channel": "dev", "source_date_epoch": 1700000000,
                           "manifest_sha256": "0" * 64, "base_os": "debian-12", "python": ["3.11"],

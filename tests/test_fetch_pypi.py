@@ -23,7 +23,7 @@ from cairn.execute.runners import ActionContext
 from cairn.plan.graph import Action
 from cairn.sources.fetch import fetch
 from cairn.sources.pypi import JSON_TYPE
-from cairn.wheels.plan import run_fetch_sdist
+from cairn.wheels.run import run_fetch_sdist
 
 SDIST = "cairn_probe-1.0.tar.gz"
 WHEEL = "cairn_probe-1.0-py3-none-any.whl"

@@ -17,7 +17,7 @@ from cairn.model.targets import load_registry
 from cairn.plan.prepare import make_plan
 from cairn.plan.probe import Host
 from cairn.publish.bundle import load_bundle
-from cairn.publish.plan import run_bundle
+from cairn.publish.run import run_bundle
 from cairn.wheels.recipes import load_recipe
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -17,7 +17,7 @@ from tuf.api.serialization.json import JSONSerializer
 from cairn.model.manifest import load_manifest
 from cairn.model.targets import load_registry
 from cairn.plan.prepare import make_plan
-from cairn.publish.plan import run_bundle
+from cairn.publish.run import run_bundle
 from cairn.publish.sample import write_sample_bundle
 from cairn.sign.keys import init_keys, make_root
 from conftest import LEGACY_MANIFEST

@@ -6,8 +6,10 @@ that ran a plan without planning first found no runner for a package or an image
 
 from __future__ import annotations
 
+import importlib
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -22,6 +24,20 @@ def test_a_runner_is_found_without_planning_first() -> None:
     proc = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.split() == ["run_package", "run_image", "run_gate", "run_bundle"]
+
+
+def test_each_stage_plans_in_its_plan_module_and_runs_in_its_run_module() -> None:
+    """What to do (``<stage>/plan.py``) is kept apart from doing it (``<stage>/run.py``): the declared runners
+    are the run module's, no runner is defined in a plan module, and no plan module imports its runners."""
+    for stage in stages.STAGES:
+        planner = stage.extend_plan.__module__
+        assert planner.endswith(".plan"), f"{stage.name}: planner in {planner}"
+        package = planner.removesuffix(".plan")
+        assert stage.runners is importlib.import_module(f"{package}.run").RUNNERS, stage.name
+        for kind, run in stage.runners.items():
+            assert not run.__module__.endswith(".plan"), f"{stage.name}: the {kind} runner is in {run.__module__}"
+        source = Path(str(importlib.import_module(planner).__file__)).read_text()
+        assert f"{package}.run " not in source and f"{package} import run" not in source, f"{planner} imports its runners"
 
 
 def test_every_action_of_the_default_release_has_a_runner() -> None:

@@ -4,7 +4,9 @@ manifest → plan → fetch → build → **coverage → wheels → images → g
 The SDK's own actions (fetch, build, assemble) are planned by ``cairn.plan.planner`` and run by
 ``cairn.execute.runners``; every later stage is listed here, in pipeline order, and imported explicitly, so
 the planner and the executor find the same stages whichever of them a process uses first. Each stage's
-``extend_plan(context)`` may read the actions the stages before it added.
+package splits what to do from doing it: ``<stage>/plan.py`` has ``extend_plan(context)``, which may read
+the actions the stages before it added and reads no dependency's output nor runs a tool; ``<stage>/run.py``
+has the runners of the action kinds it adds (its ``RUNNERS``), which read their dependencies' trees.
 """
 
 from __future__ import annotations
@@ -13,12 +15,17 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from cairn.containers import plan as images
-from cairn.coverage import plan as coverage
-from cairn.gates import plan as gates
+from cairn.containers import plan as images_plan
+from cairn.containers import run as images_run
+from cairn.coverage import plan as coverage_plan
+from cairn.coverage import run as coverage_run
+from cairn.gates import plan as gates_plan
+from cairn.gates import run as gates_run
 from cairn.plan.context import StageContext
-from cairn.publish import plan as bundle
-from cairn.wheels import plan as wheels
+from cairn.publish import plan as bundle_plan
+from cairn.publish import run as bundle_run
+from cairn.wheels import plan as wheels_plan
+from cairn.wheels import run as wheels_run
 
 
 @dataclass(frozen=True)
@@ -29,11 +36,11 @@ class Stage:
 
 
 STAGES: tuple[Stage, ...] = (
-    Stage("coverage", coverage.extend_plan, coverage.RUNNERS),
-    Stage("wheels", wheels.extend_plan, wheels.RUNNERS),
-    Stage("images", images.extend_plan, images.RUNNERS),
-    Stage("gates", gates.extend_plan, gates.RUNNERS),
-    Stage("bundle", bundle.extend_plan, bundle.RUNNERS),
+    Stage("coverage", coverage_plan.extend_plan, coverage_run.RUNNERS),
+    Stage("wheels", wheels_plan.extend_plan, wheels_run.RUNNERS),
+    Stage("images", images_plan.extend_plan, images_run.RUNNERS),
+    Stage("gates", gates_plan.extend_plan, gates_run.RUNNERS),
+    Stage("bundle", bundle_plan.extend_plan, bundle_run.RUNNERS),
 )
 NAMES = tuple(stage.name for stage in STAGES)
 

@@ -63,7 +63,7 @@ def images(store: Path) -> list[dict]:
 
 def show_dockerfile(image: str, manifest_arg: str | None, store: Path) -> int:
     from cairn.containers import wheels as index_wheels
-    from cairn.containers.plan import render_dockerfile
+    from cairn.containers.render import render_dockerfile
     from cairn.errors import CairnError
     from cairn.plan.prepare import load, make_plan
 

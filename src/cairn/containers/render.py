@@ -36,3 +36,13 @@ def render(template: str, values: Mapping[str, Any], directory: Path | None = No
     except jinja2.UndefinedError as exc:
         raise CairnError(f"template {template}{TEMPLATE_SUFFIX}: {exc.message} — pass it when rendering") from None
     return "\n".join(line.rstrip() for line in text.splitlines()) + "\n"
+
+
+def render_dockerfile(inputs: Mapping[str, Any], parent_repo: str, parent_digest: str, wheels: list[dict[str, Any]]) -> str:
+    """The Dockerfile of an image action, from its inputs plus what is known only at build time."""
+    return render(inputs["recipe"]["template"], {
+        "target": inputs["target"], "family": inputs["family"], "release": inputs["release"],
+        "rocm": inputs["rocm"], "labels": inputs["labels"], "recipe": inputs["recipe"], "version": inputs["version"],
+        "component": {"version": inputs["version"]}, "wheels": wheels, "env": inputs.get("env", {}),
+        "parent": {"repo": parent_repo, "digest": parent_digest},
+    })

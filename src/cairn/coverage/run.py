@@ -1,14 +1,21 @@
-"""Measure one unpacked component: audit its libraries, read per-target data files and the package label."""
+"""The coverage stage's runners: measure one unpacked component, then join the components per family.
+
+``coverage:<component>`` audits the component's libraries, reads its per-target data files and the
+package's own label (``measure_component``); ``coverage:release`` joins those records per family and
+target (cairn.coverage.model). What to measure is decided by ``cairn.coverage.plan``.
+"""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
-from typing import IO
+from typing import IO, Any
 
 from cairn import proc
 from cairn.audit import audit_paths
 from cairn.audit.model import FATBIN
-from cairn.coverage.model import ComponentCoverage, data_file_target
+from cairn.coverage.model import ComponentCoverage, data_file_target, release_coverage
+from cairn.model.targets import load_registry
 
 _DATA_SUFFIXES = (".hsaco", ".co", ".dat", ".kdb", ".fdb.txt", ".db")
 
@@ -35,3 +42,27 @@ def measure_component(component: str, package: str, tree: Path, deb: Path | None
     log.write(f"{component}: {len(libraries)} libraries with device code, data targets {data or '-'}\n")
     return ComponentCoverage(component=component, package=package, declared=declared_targets(deb, log),
                              libraries=libraries, data_targets=tuple(data), notes=notes)
+
+
+def run_component(ctx: Any) -> None:
+    fetched, built = (ctx.deps[d] for d in ctx.action.deps)
+    debs = sorted(Path(fetched).glob("*.deb"))
+    cov = measure_component(ctx.action.inputs["component"], ctx.action.inputs["package"], Path(built),
+                            debs[0] if debs else None, ctx.log)
+    (ctx.out / "coverage.json").write_text(json.dumps(cov.to_json(), indent=2, sort_keys=True) + "\n")
+
+
+def run_release(ctx: Any) -> None:
+    comps = [ComponentCoverage.from_json(json.loads((Path(ctx.deps[d]) / "coverage.json").read_text()))
+             for d in ctx.action.deps]
+    families = {f: tuple(t) for f, t in ctx.action.inputs["families"].items()}
+    result = release_coverage(comps, families, load_registry())
+    result["components"] = {c.component: c.to_json() for c in comps if c.has_device_code}
+    (ctx.out / "coverage.json").write_text(json.dumps(result, indent=2, sort_keys=True) + "\n")
+
+
+# the action kinds this stage adds, and what runs each (declared in cairn.stages)
+RUNNERS = {
+    "coverage": run_component,
+    "coverage-release": run_release,
+}

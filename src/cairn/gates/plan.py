@@ -3,22 +3,17 @@
 ``gate:<gate>:<image>@<target>`` depends on the image (its OCI layout, for the static gate) and on its
 push (the digest the in-container and GPU gates run). The GPU gate's key includes whether this host has
 a GPU, so a "not run" recorded here is never reused on a GPU host. It comes after the images stage
-in ``cairn.stages``.
+in ``cairn.stages``; its runners are in ``cairn.gates.run``.
 """
 
 from __future__ import annotations
 
 import hashlib
-import json
 from functools import cache
 from pathlib import Path
 from typing import Any
 
-from cairn.errors import CheckFailed
-from cairn.gates.container import container_gate, host_has_gpu
-from cairn.gates.result import GateResult
-from cairn.gates.static import static_gate
-from cairn.gates.summary import BLOCKED_PREFIX
+from cairn.gates.container import host_has_gpu
 from cairn.plan.context import StageContext
 from cairn.plan.graph import Action
 
@@ -90,60 +85,3 @@ def _tiny_model(context: StageContext) -> str:
             "layout": TINY_MODEL_LAYOUT, "code": h.hexdigest(), "seed": DEFAULT_SEED, "vocab": DEFAULT_VOCAB,
             "sdist": SDIST["filename"], "gguf": version("gguf"), "numpy": version("numpy")})
     return action_id
-
-
-def run_tiny_model(ctx: Any) -> None:
-    from cairn.engines.llama.build import build_gate_inputs
-    from cairn.engines.llama.vocab import extract_vocab
-
-    inputs = ctx.action.inputs
-    vocab = extract_vocab(ctx.deps[ctx.action.deps[0]] / inputs["sdist"], inputs["vocab"], ctx.out)
-    for entry in build_gate_inputs(vocab, ctx.out, inputs["seed"]):
-        ctx.log.write(f"{entry['quant']}: {entry['path']} ({entry['size']} bytes), reference {entry['reference']}\n")
-    vocab.unlink()  # the models carry the vocab; the artifact is the models and their references
-
-
-def run_gate(ctx: Any) -> None:
-    inputs = ctx.action.inputs
-    image_tree = ctx.deps[ctx.action.deps[0]]
-    push = json.loads((ctx.deps[ctx.action.deps[1]] / "push.json").read_text())
-    gate = inputs["gate"]
-    if push.get("blocked"):  # the image was not built (cairn.containers.linkage): no gate can run, say why
-        result = GateResult(gate, inputs["image"], inputs["target"], inputs["family"], "", "not-run",
-                            f"{BLOCKED_PREFIX}{push['blocked']}", {})
-        ctx.log.write(json.dumps(result.to_json(), indent=1, sort_keys=True) + "\n")
-        result.write(ctx.out)
-        return
-    if gate == "static-coverage":
-        partial = _known_partial(ctx, inputs["target"])
-        status, reason, evidence = static_gate(image_tree / "oci", inputs["target"], inputs["rocm"], partial=partial)
-    else:
-        status, reason, evidence = container_gate(push["reference"], inputs["commands"], gpu=gate == "gpu", log=ctx.log)
-        if status == "passed" and inputs.get("engine_inputs"):
-            from cairn.gates.llama import llama_gate
-
-            status, reason, engine = llama_gate(push["reference"], ctx.deps[inputs["engine_inputs"]], gpu=gate == "gpu",
-                                                log=ctx.log)
-            evidence = {**evidence, "engine": engine}
-    result = GateResult(gate, inputs["image"], inputs["target"], inputs["family"], push["digest"], status, reason, evidence)
-    ctx.log.write(json.dumps(result.to_json(), indent=1, sort_keys=True) + "\n")
-    if status == "failed":
-        raise CheckFailed(f"{gate} gate failed for {inputs['image']}@{inputs['target']} ({push['digest'][:19]}): {reason}")
-    result.write(ctx.out)
-
-
-def _known_partial(ctx: Any, target: str) -> tuple[str, ...]:
-    """Paths (under ``_rocm_sdk_libraries/``) the family's libraries wheel ships without ``target``'s code,
-    as that wheel's audit recorded them; empty when the image's family has no libraries wheel."""
-    libraries = next((d for d in ctx.action.deps if d.startswith("package:rocm-sdk-libraries@")), None)
-    if libraries is None:
-        return ()
-    report = json.loads((ctx.deps[libraries] / "report.json").read_text())
-    return tuple(report.get("audit", {}).get("partial", {}).get(target, ()))
-
-
-# the action kinds this stage adds, and what runs each (declared in cairn.stages)
-RUNNERS = {
-    "gate": run_gate,
-    "tiny-model": run_tiny_model,
-}

@@ -5,5 +5,6 @@
 - ``cairn.wheels.elf``: honest platform tags and ``$ORIGIN`` RPATHs;
 - ``cairn.wheels.sdk`` / ``frameworks``: what each package action writes;
 - ``cairn.wheels.index``: per-family simple indexes;
-- ``cairn.wheels.plan``: the stage planner (``extend_plan``) and runner registration.
+- ``cairn.wheels.plan``: the stage planner (``extend_plan``);
+- ``cairn.wheels.run``: the stage's runners (``RUNNERS``, declared in ``cairn.stages``).
 """

@@ -1,4 +1,4 @@
-"""The wheels stage's part of the action graph (``extend_plan``) and its runners.
+"""The wheels stage's part of the action graph (``extend_plan``); its runners are in ``cairn.wheels.run``.
 
 Actions added after ``assemble:sdk``:
 
@@ -10,7 +10,7 @@ Actions added after ``assemble:sdk``:
 - ``fetch-sdist:<file>`` / ``fetch:pypi:<file>`` + ``mirror:<file>`` for pinned sdists and mirrored wheels;
 - ``index:<family>``: the family's simple index over every wheel above that belongs to it.
 
-Planning is pure apart from one cached ``patchelf --version``: the tools that shape the bytes (patchelf,
+Planning is pure (patchelf's version comes from the host snapshot): the tools that shape the bytes (patchelf,
 zlib, this stage's layout and the runtime sources shipped in wheels) are inputs of every key.
 """
 
@@ -27,7 +27,7 @@ from cairn.model.manifest import Framework
 from cairn.plan.context import LAYOUT_VERSIONS, StageContext, build_id, fetch_id
 from cairn.plan.graph import Action, closure_blocked
 from cairn.plan.probe import Host
-from cairn.wheels import engine, frameworks, index, sdk, wheelfile
+from cairn.wheels import frameworks, index, sdk, wheelfile
 from cairn.wheels.recipes import Recipe, known_recipes, load_recipe
 from cairn.wheels.versions import extra_name, framework_version, rocm_major, sdk_version
 
@@ -35,7 +35,6 @@ LAYOUT = 1
 SDK_PARTS = ("rocm-sdk-core", "rocm-sdk-devel")
 
 
-@cache
 @cache
 def code_digest() -> str:
     """sha256 of this stage's own modules: what they write changes only when they change."""
@@ -343,61 +342,3 @@ def _plan_source(context: StageContext, recipe: Recipe, framework: Framework, ba
         action_id = f"package:{recipe.project}" + (f"@{fam}" if fam else "")
         add(Action(action_id, "package", inputs, tuple(deps), component=recipe.name, family=fam,
                    blocked=("needs " + "; ".join(reasons)) if reasons else ""), (fam,) if fam else ())
-
-
-# -- runners -----------------------------------------------------------------------------------------------
-def run_package(ctx: Any) -> None:
-    inputs = dict(ctx.action.inputs)
-    part = inputs["part"]
-    if part == "meta":
-        sdk.build_meta_wheel(ctx.out, inputs)
-        return
-    if part == "hip-extension":
-        frameworks.run_hip_extension(ctx)
-        return
-    if part == "framework":
-        frameworks.run_source(ctx)
-        return
-    if part == "engine":
-        engine.run_engine_wheel(ctx)
-        return
-    tree = ctx.deps["assemble:sdk"]
-    owned = sdk.expansion_paths(tree_path for dep, tree_path in ctx.deps.items() if dep.startswith("build:"))
-    sdk.build_sdk_wheel(ctx.out, part, tree, inputs, ctx.log, expansion_owned=owned,
-                        family=inputs.get("family", ""), targets=tuple(inputs.get("targets", ())))
-
-
-def run_index(ctx: Any) -> None:
-    """Collect the family's wheels from package/mirror outputs; mirrors only where the audit covers the family."""
-    import json
-
-    family = ctx.action.inputs["family"]
-    wheels = []
-    skipped = []
-    for dep in sorted(ctx.deps):
-        tree = ctx.deps[dep]
-        report = json.loads((tree / "report.json").read_text()) if (tree / "report.json").is_file() else {}
-        if report.get("part") == "mirror" and not report["audit"]["families"].get(family, {}).get("covered"):
-            skipped.append({"action": dep, "reason": f"audit: does not cover every target of {family}"})
-            continue
-        wheels += sorted((tree / "wheels").glob("*.whl"))
-    indexed = index.write_index(wheels, ctx.out, family)
-    summary = {"schema": "cairn.index/v1", "family": family, "files": [i.filename for i in indexed], "skipped": skipped}
-    (ctx.out / family / "index-report.json").write_text(json.dumps(summary, indent=2, sort_keys=True) + "\n")
-
-
-def run_fetch_sdist(ctx: Any) -> None:
-    """One pinned sdist from pip's configured index, its sha256 checked before anything unpacks or builds it."""
-    from cairn.sources.pypi import download_pinned
-
-    fields = ctx.action.inputs["source"]["pypi"]
-    download_pinned(fields["name"], fields["filename"], fields["sha256"], ctx.out, ctx.log, pinned_by="the recipe")
-
-
-# the action kinds this stage adds, and what runs each (declared in cairn.stages)
-RUNNERS = {
-    "package": run_package,
-    "mirror": frameworks.run_mirror,
-    "index": run_index,
-    "fetch-sdist": run_fetch_sdist,
-}

@@ -1,0 +1,209 @@
+"""The bundle stage's runner: collect the release bundle from the trees of the actions it depends on.
+
+``cairn.publish.plan`` decides what the bundle holds (and records, with its reason, everything this host
+could not build or check); ``run_bundle`` links every wheel, Dockerfile and pinned .deb into the output,
+writes one gate result per planned or required gate, and the ``bundle.json`` that ``cairn publish`` signs.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+from pathlib import Path
+from typing import Any
+
+from cairn.gates.result import GateResult
+from cairn.publish.bundle import write_bundle_json
+from cairn.publish.plan import ACTION_ID
+from cairn.store.base import file_sha256
+from cairn.wheels.sdk import partial_name
+
+
+def run_bundle(ctx: Any) -> None:
+    """Collect wheels, Dockerfiles, image digests and gate results from the dependency trees into a bundle."""
+    inputs = ctx.action.inputs
+    out: Path = ctx.out
+    rel = inputs["release"]
+    recipe_of = _wheel_recipes(ctx)
+    artifacts: list[dict[str, Any]] = []
+    for fam, targets in sorted(inputs["families"].items()):
+        index = ctx.deps.get(f"index:{fam}")
+        if index is None:
+            ctx.log.write(f"{fam}: no index ({inputs['not_built'].get(f'index:{fam}', 'not planned')}); no wheels\n")
+            continue
+        for wheel in sorted((index / fam / "files").glob("*.whl")):
+            dest = out / "files" / "wheels" / fam / wheel.name
+            _link(wheel, dest)
+            built_by = recipe_of.get(wheel.name, f"index:{fam}")
+            artifacts.append({"path": f"wheels/{fam}/{wheel.name}", "kind": "wheel", "family": fam, "cells": targets,
+                              "recipe": built_by, "framework": inputs["wheel_frameworks"].get(built_by, "")})
+    images: dict[str, list[dict[str, str]]] = {}
+    for dep in sorted(ctx.deps):
+        if not dep.startswith("push:") or "@" not in dep:
+            continue
+        name, target = dep.removeprefix("push:").split("@", 1)
+        push = json.loads((ctx.deps[dep] / "push.json").read_text())
+        if push.get("blocked"):  # no image was built; its gates say why (not-run: image blocked: …)
+            continue
+        tag = push["tags"][0] if push.get("tags") else ""
+        reference = f"{push['registry']}/{push['repo']}" + (f":{tag}" if tag else "")
+        images.setdefault(target, []).append({"reference": reference, "digest": push["digest"], "image": name})
+        dockerfile = ctx.deps.get(f"image:{name}@{target}", Path("/nonexistent")) / "Dockerfile"
+        if dockerfile.is_file():
+            path = f"dockerfiles/{target}/{name}/Dockerfile"
+            _link(dockerfile, out / "files" / path)
+            artifacts.append({"path": path, "kind": "dockerfile", "family": push.get("target", ""), "cells": [target],
+                              "content_type": "text/plain; charset=utf-8", "recipe": f"recipes/containers/{name}.toml"})
+    artifacts += _source_mirror(ctx, out)
+    _write_gates(ctx, out / "gates", images)
+    cells = []
+    blocked = inputs.get("blocked_frameworks", {})
+    for fam, targets in sorted(inputs["families"].items()):
+        frameworks = inputs["frameworks"].get(fam) or [["rocm-sdk", rel["version"]]]
+        partial = _partial(ctx, fam)
+        frameworks = [*frameworks, *([name, b["version"]] for name, b in sorted(blocked.items()))]
+        for target in targets:
+            for python in rel["python"]:
+                for project, version in frameworks:
+                    cells.append({"gfx_target": target, "family": fam, "os": rel["base_os"], "python": python,
+                                  "framework": project, "framework_version": version,
+                                  "images": [{"reference": i["reference"], "digest": i["digest"]} for i in images.get(target, [])
+                                             if inputs["image_frameworks"].get(i["image"], "") in ("", project)],
+                                  "partial": partial.get(target, []),
+                                  "requirements": inputs["requirements"]})
+    write_bundle_json(out, {
+        "release": {k: rel[k] for k in ("name", "version", "channel", "source_date_epoch", "manifest_sha256", "required_gates")},
+        "builder": {"id": "https://cairn.invalid/builder/local", "invocation": f"cairn build ({ACTION_ID})"},
+        "pins": inputs["pins"],
+        "not_built": inputs["not_built"],
+        "artifacts": artifacts,
+        "cells": cells,
+    })
+    ctx.log.write(f"bundle: {len(artifacts)} artifact(s), {len(cells)} cell(s), "
+                  f"{len(list((out / 'gates').glob('*.json')))} gate result(s)\n")
+
+
+def _source_mirror(ctx: Any, out: Path) -> list[dict[str, Any]]:
+    """Every pinned .deb the release was built from, as ``sources/sha256/<digest>``: published and signed with
+    the release, so a pin the archive no longer serves can still be fetched (``CAIRN_SOURCE_MIRROR``)."""
+    found = []
+    for dep in sorted(d for d in ctx.deps if d.startswith("fetch:deb:")):
+        debs = sorted(ctx.deps[dep].glob("*.deb"))
+        if len(debs) != 1:
+            continue
+        sha = file_sha256(debs[0])  # the fetch checked it against the pin; the name is what the bytes are
+        path = f"sources/sha256/{sha}"
+        _link(debs[0], out / "files" / path)
+        found.append({"path": path, "kind": "source", "sha256": sha, "content_type": "application/vnd.debian.binary-package",
+                      "recipe": dep})
+    return found
+
+
+def _partial(ctx: Any, family: str) -> dict[str, list[str]]:
+    """Target → the expansion libraries the family's libraries wheel ships without that target's code, as
+    the wheel's own audit recorded them (a cell with any is *partial*: shown, never called complete)."""
+    tree = ctx.deps.get(f"package:rocm-sdk-libraries@{family}")
+    if tree is None or not (tree / "report.json").is_file():
+        return {}
+    audit = json.loads((tree / "report.json").read_text()).get("audit", {})
+    return {t: sorted(partial_name(p) for p in paths) for t, paths in sorted(audit.get("partial", {}).items())}
+
+
+def _wheel_recipes(ctx: Any) -> dict[str, str]:
+    """Wheel filename → the package action that built it (recorded as the provenance recipe)."""
+    found = {}
+    for dep, tree in ctx.deps.items():
+        if dep.startswith(("package:", "mirror:")):
+            for wheel in Path(tree).glob("wheels/*.whl"):
+                found[wheel.name] = dep
+    return found
+
+
+def _write_gates(ctx: Any, gates_dir: Path, images: dict[str, list[dict[str, str]]]) -> None:
+    """One JSON per planned gate: its result (matched to cells by image digest), or ``not-run`` with the
+    reason it could not run here (matched by gfx target and the image's framework)."""
+    inputs = ctx.action.inputs
+    frameworks = inputs["image_frameworks"]
+    gates_dir.mkdir(parents=True, exist_ok=True)
+    required = sorted({g for gs in inputs["release"]["required_gates"].values() for g in gs})
+    seen: set[tuple[str, str, str]] = set()  # gate, target, framework
+    for gate_id in inputs["planned_gates"]:
+        _, gate, rest = gate_id.split(":", 2)
+        image, target = rest.split("@", 1)
+        seen.add((gate, target, frameworks.get(image, "")))
+        tree = ctx.deps.get(gate_id)
+        if tree is not None and (tree / "gate.json").is_file():
+            result = GateResult.read(tree / "gate.json")
+            status, reason = result.status, result.reason
+            if status == "not-run" and not reason:
+                reason = "not-run: the gate recorded no reason"
+            record = {"gate": gate, "status": status, "reason": reason, "image_digest": result.digest,
+                      "evidence": result.evidence}
+            if not record["image_digest"]:  # an image blocked when it ran: matched to cells by target and framework
+                record.update({"gfx_target": target, "framework": frameworks.get(image, "")})
+        else:
+            why = inputs["not_built"].get(gate_id, "no result")
+            record = {"gate": gate, "status": "not-run", "reason": f"not-run: {why}", "gfx_target": target,
+                      "framework": frameworks.get(image, ""), "image_digest": "", "evidence": {"image": image}}
+        _write_json(gates_dir / f"{gate}--{image}@{target}.json", record)
+    # an image the plan has but this host cannot build: every required gate is not run, with the reason
+    for image_id in inputs["planned_images"]:
+        image, target = image_id.removeprefix("image:").split("@", 1)
+        framework = frameworks.get(image, "")
+        why = inputs["not_built"].get(image_id)
+        if not why:
+            continue
+        for gate in required:
+            if (gate, target, framework) not in seen:
+                seen.add((gate, target, framework))
+                _write_json(gates_dir / f"{gate}--{image}@{target}.json",
+                            {"gate": gate, "status": "not-run", "reason": f"not-run: image not built: {why}",
+                             "gfx_target": target, "framework": framework, "image_digest": ""})
+    # a framework whose wheels cannot be had (no wheel for the release's Python): its cells' gates say why
+    for name, why in sorted(inputs.get("blocked_frameworks", {}).items()):
+        for targets in inputs["families"].values():
+            for target in targets:
+                for gate in required:
+                    _write_json(gates_dir / f"{gate}--{name}@{target}.json",
+                                {"gate": gate, "status": "not-run", "reason": f"not-run: {why['reason']}",
+                                 "gfx_target": target, "framework": name, "image_digest": ""})
+    for targets in inputs["families"].values():
+        for target in targets:
+            for gate in required:
+                if not any(g == gate and t == target for g, t, _f in seen):
+                    reason = _unplanned_reason(inputs, gate, target)
+                    _write_json(gates_dir / f"{gate}--none@{target}.json",
+                                {"gate": gate, "status": "not-run", "reason": reason, "gfx_target": target, "image_digest": ""})
+
+
+def _unplanned_reason(inputs: dict[str, Any], gate: str, target: str) -> str:
+    """Why a required gate has no action for ``target`` — what the plan lacked, never a guess about the host
+    (whether this host has a GPU matters only to a GPU gate that was planned, and that gate says so itself)."""
+    images = sorted(i for i in inputs["planned_images"] if i.endswith(f"@{target}"))
+    if not images:
+        return f"not-run: no {gate} gate was planned for {target}: the plan has no image for {target}"
+    listing = [i for i in images if gate in inputs.get("image_gates", {}).get(i, [])]
+    names = ", ".join(i.removeprefix("image:").split("@", 1)[0] for i in images)
+    if not listing:
+        return f"not-run: no {gate} gate was planned for {target}: no image recipe for it lists the {gate} gate ({names})"
+    return f"not-run: no {gate} gate was planned for {target}: its images ({names}) are not pushed to a registry"
+
+
+def _link(src: Path, dest: Path) -> None:
+    """Hard-link a store file into the output (never modified; the store shares files), copy across devices."""
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        os.link(src, dest)
+    except OSError:
+        shutil.copyfile(src, dest)
+
+
+def _write_json(path: Path, data: dict[str, Any]) -> None:
+    path.write_text(json.dumps(data, indent=1, sort_keys=True) + "\n")
+
+
+# the action kinds this stage adds, and what runs each (declared in cairn.stages)
+RUNNERS = {
+    "bundle": run_bundle,
+}
