@@ -40,7 +40,7 @@ def main() -> int:
     registry = load_registry()
     # the SDK and the wheels stage only: images, gates and the bundle are the containers and publish benches' part
     plan = make_plan(load_manifest(ROOT / "manifests" / "releases" / "rocm-5.2.3.toml", registry), registry, args.family,
-                     stages=["cairn.wheels.plan"])
+                     stages=["wheels"])
     store = LocalStore(args.store)
     stage = [a for a in plan.actions if a.kind in STAGE_KINDS and not a.blocked]
     store.lock()
