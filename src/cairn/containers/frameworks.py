@@ -100,7 +100,7 @@ def blocked_reason(context: StageContext, recipe: ImageRecipe, family: str, vers
     index = f"index:{family}"
     if index not in context.actions:
         return (f"{recipe.name} {version} installs {', '.join(recipe.wheels)} from the release's wheel index and this "
-                f"plan has no {index} (add cairn.wheels.plan before cairn.containers.plan)")
+                f"plan has no {index} (plan the wheels stage before the images stage)")
     have = published(context, family)
     wheels = list(recipe.wheels_for(family))
     present = [w for w in wheels if (a := have.get(canonicalize_name(w))) is not None and not a.blocked]

@@ -13,7 +13,6 @@ from functools import cache
 from pathlib import Path
 from typing import Any
 
-from cairn.gates.container import host_has_gpu
 from cairn.plan.context import StageContext
 from cairn.plan.graph import Action
 
@@ -55,7 +54,7 @@ def extend_plan(context: StageContext) -> None:
                 inputs["commands"] = IN_CONTAINER.get(name, [["cairn-check"], SDK_TEST])
             if gate == "gpu":
                 inputs["commands"] = ON_GPU.get(name, [["cairn-check"]])
-                inputs["host_gpu"] = host_has_gpu()
+                inputs["host_gpu"] = context.host.amd_gpu
             deps: tuple[str, ...] = (image.id, push_id)
             libraries = f"package:rocm-sdk-libraries@{image.family}"
             if gate == "static-coverage" and libraries in context.actions:
