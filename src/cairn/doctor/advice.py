@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import os
 import tempfile
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 from urllib.parse import urljoin, urlparse
@@ -48,6 +48,7 @@ class Pick:
     image: str  # repo@sha256:…, "" when the cell has no image
     pip: str  # full pip command, "" when the cell's Python differs from the host's
     verified: bool
+    target: str = ""  # the GPU target the cell is for
 
 
 @dataclass(frozen=True)
@@ -57,6 +58,13 @@ class Advice:
     picks: tuple[Pick, ...] = ()
     reasons: tuple[str, ...] = field(default_factory=tuple)
     sources: tuple[str, ...] = ()
+    per_target: tuple[Advice, ...] = ()  # one advice per GPU target on the host
+    target: str = ""  # set on a per-target advice
+
+    @property
+    def each(self) -> tuple[Advice, ...]:
+        """The advice line by line: one per GPU target."""
+        return self.per_target or (self,)
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -65,6 +73,8 @@ class Advice:
             "picks": [p.__dict__ for p in self.picks],
             "reasons": list(self.reasons),
             "matrices": list(self.sources),
+            "gpus": [{"target": a.target, "status": a.status, "summary": a.summary,
+                      "install": list(install_commands(a).get(a.target, ()))} for a in self.per_target],
         }
 
 
@@ -163,6 +173,11 @@ class HostFacts:
     driver: str = ""  # DKMS amdgpu version; "" for an in-tree driver
     python: str = ""
     installed: tuple[str, ...] = ()  # framework names installed on the host, preferred in the advice
+    others: tuple[str, ...] = ()  # the other GPU targets of a host with several kinds of GPU
+
+    @property
+    def targets(self) -> tuple[str, ...]:
+        return (self.target, *self.others) if self.target else ()
 
 
 def _version(text: str) -> Version:
@@ -186,15 +201,33 @@ def rejection(cell: Any, matrix: Any, host: HostFacts) -> str:
     return ""
 
 
-def advise(loaded: list[LoadedMatrix], host: HostFacts, registry: Any) -> Advice:
+NO_MATRIX = "no compatibility matrix given — pass --matrix PATH|URL (or set CAIRN_MATRIX)"
+
+
+def advise(loaded: list[LoadedMatrix], host: HostFacts, registry: Any, missing: str = "") -> Advice:
+    """The advice for every GPU target on the host (several targets: one advice each, in ``per_target``).
+
+    ``missing`` is the one line saying why no matrix was loaded, when none was.
+    """
     sources = tuple(f"{m.source} ({m.verify_note})" for m in loaded)
     if not loaded:
-        return Advice("no-matrix", "no compatibility matrix given — pass --matrix PATH|URL (or set CAIRN_MATRIX)")
+        return Advice("no-matrix", missing or NO_MATRIX)
     releases = ", ".join(sorted({m.matrix.release.version for m in loaded}, key=_version))
     if host.target is None:
         known = sorted({c.gfx_target for m in loaded for c in m.matrix.cells})
         return Advice("no-gpu", f"no AMD GPU here, so no artifact fits; {releases} covers {', '.join(known) or 'nothing'}",
                       sources=sources)
+    each = tuple(_advise_target(loaded, replace(host, target=t), registry, releases, sources) for t in host.targets)
+    if len(each) == 1:
+        return replace(each[0], per_target=each)
+    status = next((a.status for a in each if a.status != "ok"), "ok")
+    return Advice(status, "; ".join(a.summary for a in each), tuple(p for a in each for p in a.picks),
+                  tuple(r for a in each for r in a.reasons), sources, each)
+
+
+def _advise_target(loaded: list[LoadedMatrix], host: HostFacts, registry: Any, releases: str,
+                   sources: tuple[str, ...]) -> Advice:
+    assert host.target is not None  # advise() handles a host without a GPU
     fits: list[tuple[LoadedMatrix, Any]] = []
     reasons: list[str] = []
     for item in loaded:
@@ -205,7 +238,8 @@ def advise(loaded: list[LoadedMatrix], host: HostFacts, registry: Any) -> Advice
             else:
                 fits.append((item, cell))
     if not fits:
-        return Advice("none", _none_summary(loaded, host, registry, releases, reasons), reasons=tuple(reasons), sources=sources)
+        return Advice("none", _none_summary(loaded, host, registry, releases, reasons), reasons=tuple(reasons), sources=sources,
+                      target=host.target)
 
     def rank(pair: tuple[LoadedMatrix, Any]) -> tuple:
         cell = pair[1]
@@ -219,7 +253,16 @@ def advise(loaded: list[LoadedMatrix], host: HostFacts, registry: Any) -> Advice
     top = picks[0]
     trust = "verified" if top.verified else "unverified"
     summary = f"{host.target}: cairn {top.release} ({top.channel}, {trust}) passed its gates for this host"
-    return Advice("ok", summary, picks, tuple(reasons), sources)
+    return Advice("ok", summary, picks, tuple(reasons), sources, target=host.target)
+
+
+def install_commands(advice: Advice) -> dict[str, tuple[str, ...]]:
+    """The exact commands the advice gives for each GPU target: image pulls by digest, then pip lines."""
+    out: dict[str, list[str]] = {}
+    for pick in advice.picks:
+        lines = out.setdefault(pick.target, [])
+        lines += [line for line in (f"docker pull {pick.image}" if pick.image else "", pick.pip) if line and line not in lines]
+    return {target: tuple(lines) for target, lines in out.items()}
 
 
 def _pick(item: LoadedMatrix, cell: Any, host: HostFacts) -> Pick:
@@ -228,7 +271,7 @@ def _pick(item: LoadedMatrix, cell: Any, host: HostFacts) -> Pick:
     if cell.index_url and (not host.python or cell.python == host.python):
         index = urljoin(item.base, cell.index_url)
         pip = f"pip install --index-url {index} '{cell.framework.name}=={cell.framework.version}'"
-    return Pick(cell.framework.name, cell.id, cell.release, cell.channel, image, pip, item.verified)
+    return Pick(cell.framework.name, cell.id, cell.release, cell.channel, image, pip, item.verified, cell.gfx_target)
 
 
 def _none_summary(loaded: list[LoadedMatrix], host: HostFacts, registry: Any, releases: str, reasons: list[str]) -> str:

@@ -9,11 +9,11 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from cairn.doctor import host as h
-from cairn.doctor.snapshot import DeviceNode, HostSnapshot
+from cairn.doctor.snapshot import DeviceNode, DevicePayload, HostSnapshot
 from cairn.doctor.tools import rocminfo_error
 from cairn.model.targets import Registry
 
@@ -40,6 +40,7 @@ class Facts:
 
     registry: Registry
     matrices: tuple[Any, ...] = ()  # advice.LoadedMatrix
+    install: dict[str, tuple[str, ...]] = field(default_factory=dict)  # target → the advice's exact commands
 
 
 def worse(a: str, b: str) -> str:
@@ -348,6 +349,85 @@ def check_device_code(snap: HostSnapshot, facts: Facts) -> Check:
     return Check("device-code", "ok", f"{len(with_code)} package(s) carry code for {', '.join(targets)}", "", tuple(evidence))
 
 
+# -- copies of the runtime libraries ------------------------------------------------------------------------
+def check_libraries(snap: HostSnapshot, facts: Facts) -> Check:
+    """Two copies of the HIP runtime (or amd-smi) mean two runtimes in one process, each with its own devices."""
+    evidence = tuple(f"{c.library}: {c.path}" + (f" → {c.real}" if c.real != c.path else "") + f" ({c.where}"
+                     + (f", search order {c.rank + 1}" if c.rank is not None else ", not on the loader's search path") + ")"
+                     for c in snap.libraries)
+    if not snap.libraries:
+        return Check("libraries", "ok", "no libamdhip64 or libamd_smi on the library path, in /opt/rocm* or in ROCm wheels", "",
+                     ("looked in LD_LIBRARY_PATH, /etc/ld.so.conf, the default loader directories, /opt/rocm*/lib, "
+                      "ROCm wheels' site-packages",))
+    problems, fixes = [], []
+    for library in sorted({c.library for c in snap.libraries}):
+        copies = [c for c in snap.libraries if c.library == library]
+        if len(copies) < 2:
+            continue
+        listed = ", ".join(f"{c.path} ({c.where})" for c in copies)
+        on_path = sorted((c for c in copies if c.rank is not None), key=lambda c: c.rank or 0)
+        if on_path:
+            winner = on_path[0]
+            wins = f"{winner.path} wins for a program without an RPATH"
+            losers = [c for c in copies if c is not winner]
+            fixes.append(f"keep one {library}: remove {', '.join(c.path for c in losers)} "
+                         "(pip uninstall the wheel, or take its directory off LD_LIBRARY_PATH)")
+        else:
+            wins = "none is on the loader's search path: each loads through the RPATH of the package beside it"
+            fixes.append(f"keep one {library}: uninstall the ROCm you do not use, or give each its own venv or container")
+        problems.append(f"{len(copies)} copies of {library}: {listed}; {wins}")
+    if not problems:
+        found = ", ".join(c.path for c in snap.libraries)
+        return Check("libraries", "ok", f"one copy of each ROCm runtime library: {found}", "", evidence)
+    return Check("libraries", "warn", "; ".join(problems), "; ".join(fixes) + " — two HIP runtimes in one process "
+                 "each open the GPU on their own (hipErrorNoDevice, crashes at exit)", evidence)
+
+
+# -- device payloads ----------------------------------------------------------------------------------------
+def payload_targets(payload: DevicePayload, registry: Registry) -> tuple[str, ...]:
+    """The targets a device payload carries: its own list, else its family's targets in the registry."""
+    if payload.targets:
+        return payload.targets
+    family = next((f for f in registry.family_names() if f.lower() == payload.family.lower()), None)
+    return registry.expand(family) if family else ()
+
+
+def install_hint(target: str, facts: Facts) -> str:
+    """What to install for ``target``: the advice's exact commands, else the wheel to look for."""
+    commands = facts.install.get(target)
+    if commands:
+        return " and ".join(commands)
+    families = [f for f in facts.registry.families_of(target) if f != target]
+    return (f"the device payload for {target} (rocm-sdk-libraries-<family> of a family holding it: "
+            f"{', '.join([target, *families])}; no matrix cell gives its exact command)")
+
+
+def check_payloads(snap: HostSnapshot, facts: Facts) -> Check:
+    gpus = [g for g in h.host_gpus(snap, facts.registry) if g.target]
+    if not snap.payloads:
+        return Check("device-payload", "skip", "no per-target device payload installed (rocm-sdk-libraries-*, rocm-sdk-device-*, "
+                     "amd-torch-device-*)")
+    carried = {p.name: payload_targets(p, facts.registry) for p in snap.payloads}
+    evidence = tuple(f"{p.name} {p.version} in {p.site}: {', '.join(carried[p.name]) or 'no target known'}" for p in snap.payloads)
+    if not gpus:
+        return Check("device-payload", "skip", "no GPU to match the installed device payloads against", "", evidence)
+    real = list(dict.fromkeys(g.target.name for g in gpus if g.target))
+    missing = [t for t in real if not any(t in targets for targets in carried.values())]
+    foreign = [p for p in snap.payloads if not set(carried[p.name]) & set(real)]
+    shown = {p.name: f"{p.name} {p.version} (carries {', '.join(carried[p.name]) or 'no known target'})" for p in snap.payloads}
+    if missing:
+        names = "; ".join(shown[p.name] for p in foreign) or "; ".join(shown.values())
+        return Check("device-payload", "fail", f"installed device payload is for other targets than this host's "
+                     f"{', '.join(missing)}: {names}",
+                     "; ".join(f"for {t} install {install_hint(t, facts)}" for t in missing)
+                     + (f", then pip uninstall {' '.join(p.name for p in foreign)}" if foreign else ""), evidence)
+    if foreign:
+        return Check("device-payload", "warn", f"{'; '.join(shown[p.name] for p in foreign)}: code for no GPU on this host "
+                     f"({', '.join(real)})", f"pip uninstall {' '.join(p.name for p in foreign)}", evidence)
+    return Check("device-payload", "ok", f"device payload for {', '.join(real)} installed: "
+                 f"{', '.join(p.name for p in snap.payloads)}", "", evidence)
+
+
 # -- overrides ----------------------------------------------------------------------------------------------
 def check_override(snap: HostSnapshot, facts: Facts) -> Check:
     reg = facts.registry
@@ -394,6 +474,13 @@ def check_override(snap: HostSnapshot, facts: Facts) -> Check:
             lines.append(f"node {gpu.node}: {real} impersonates {spoof} via {override.variable}={override.value}: incompatible ISA — expect "
                          "'invalid device function', hangs or GPU memory faults")
             worst = "fail"
+        masked = _masked_target(snap, facts, real, spoof)
+        if masked:
+            lines[-1] += f"; it masks a missing {real}: {masked}"
+            worst = "fail"
+            fixes.append(f"unset {override.variable} and install the build for {real}: {install_hint(real, facts)} "
+                         f"({real}'s own value would be {gpu.target.override_version})")
+            continue
         fixes.append(f"unset {override.variable} and install the build for {real} (see the advice; "
                      f"{real}'s own value would be {gpu.target.override_version})")
     evidence += lines
@@ -403,8 +490,21 @@ def check_override(snap: HostSnapshot, facts: Facts) -> Check:
                  tuple(evidence))
 
 
+def _masked_target(snap: HostSnapshot, facts: Facts, real: str, spoof: str) -> str:
+    """What the override hides: installed device code that has the impersonated target but not the real one."""
+    payloads = [p for p in snap.payloads if spoof in payload_targets(p, facts.registry)]
+    if payloads and not any(real in payload_targets(p, facts.registry) for p in snap.payloads):
+        return f"no installed device payload carries {real}, only {spoof}'s ({', '.join(p.name for p in payloads)})"
+    audits = [a for a in snap.audits if a.report is not None and (a.report.device_binaries or a.report.kpack_binaries)
+              and a.report.coverage(spoof).covered and not a.report.coverage(real).covered]
+    if audits:
+        return f"{', '.join(a.name for a in audits)} carry {spoof} code and none for {real}"
+    return ""
+
+
 CHECKS: tuple[Callable[[HostSnapshot, Facts], Check], ...] = (
     check_gpus, check_driver, check_devices, check_access, check_rocm, check_wheels, check_device_code, check_override,
+    check_libraries, check_payloads,
 )
 
 

@@ -21,9 +21,10 @@ from cairn.doctor import advice as adv
 from cairn.doctor import host as h
 from cairn.doctor.checks import Check, Facts, exit_code, run_checks
 from cairn.doctor.read import read_snapshot
+from cairn.doctor.release import load_release_matrix
 from cairn.doctor.snapshot import HostSnapshot
 from cairn.errors import InputError
-from cairn.model.targets import load_registry
+from cairn.model.targets import Registry, load_registry
 
 SCHEMA = "cairn.doctor/v1"
 _STYLE = {"fail": "bold red", "warn": "yellow", "ok": "green", "skip": "dim"}
@@ -47,16 +48,20 @@ def diagnose(root: str = "/", matrices: list[str] | None = None, *, audit: bool 
     registry = load_registry()
     loaded = [adv.load(source) for source in matrices or []]
     snap = read_snapshot(root, audit=audit)
-    facts = Facts(registry, tuple(loaded))
+    missing = ""
+    if not matrices:  # nobody named a matrix: the release this host installs from, verified, or one line why not
+        loaded, missing = load_release_matrix(snap)
+    advice = adv.advise(loaded, host_facts(snap, registry), registry, missing)
+    facts = Facts(registry, tuple(loaded), adv.install_commands(advice))
     checks = run_checks(snap, facts)
-    advice = adv.advise(loaded, host_facts(snap, facts), registry)
     return document(snap, facts, checks, advice)
 
 
-def host_facts(snap: HostSnapshot, facts: Facts) -> adv.HostFacts:
-    gpus = h.host_gpus(snap, facts.registry)
-    target = next((g.target.name for g in gpus if g.target), None)
-    return adv.HostFacts(target, snap.kernel, snap.amdgpu_version, snap.python, tuple(d.name for d in snap.dists))
+def host_facts(snap: HostSnapshot, registry: Registry) -> adv.HostFacts:
+    """The host as the advice matches it: every distinct real GPU target, in KFD node order."""
+    targets = list(dict.fromkeys(g.target.name for g in h.host_gpus(snap, registry) if g.target))
+    return adv.HostFacts(targets[0] if targets else None, snap.kernel, snap.amdgpu_version, snap.python,
+                         tuple(d.name for d in snap.dists), tuple(targets[1:]))
 
 
 def document(snap: HostSnapshot, facts: Facts, checks: list[Check], advice: adv.Advice) -> dict[str, Any]:
@@ -114,12 +119,10 @@ def show(doc: dict[str, Any], console: Console, *, verbose: bool = False) -> Non
             for item in check["evidence"]:
                 console.print(f"     {'':<{width}}  [dim]· {escape(item)}[/]")
     advice = doc["advice"]
-    console.print(f"[bold]advice[/] {escape(advice['summary'])}")
-    for pick in advice["picks"]:
-        if pick["image"]:
-            console.print(f"  docker pull {escape(pick['image'])}")
-        if pick["pip"]:
-            console.print(f"  {escape(pick['pip'])}")
+    for each in advice["gpus"] or [{"summary": advice["summary"], "install": []}]:  # one advice line per GPU target
+        console.print(f"[bold]advice[/] {escape(each['summary'])}")
+        for command in each["install"]:
+            console.print(f"  {escape(command)}")
     if verbose:
         for reason in advice["reasons"]:
             console.print(f"  [dim]· {escape(reason)}[/]")

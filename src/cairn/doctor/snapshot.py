@@ -41,6 +41,9 @@ class HostSnapshot:
     tools: dict[str, ToolOutput] = field(default_factory=dict)
     audits: tuple[CodeAudit, ...] = ()
     audited: bool = False  # False: the device-code audit did not run (no GPU, or --no-audit)
+    indexes: tuple[IndexSource, ...] = ()  # the package indexes pip and uv install from, in their precedence
+    libraries: tuple[LibraryCopy, ...] = ()  # every copy of the HIP runtime and amd-smi library
+    payloads: tuple[DevicePayload, ...] = ()  # installed per-target device-code wheels
 
     @property
     def gpu_nodes(self) -> tuple[KfdNode, ...]:
@@ -154,6 +157,41 @@ class CodeAudit:
     version: str
     report: AuditReport | None
     error: str = ""
+
+
+@dataclass(frozen=True)
+class IndexSource:
+    """A package index pip or uv is configured to install from, and where that is configured."""
+
+    url: str
+    where: str  # "PIP_INDEX_URL", "/etc/pip.conf [global] index-url", …
+
+
+@dataclass(frozen=True)
+class LibraryCopy:
+    """One copy of a ROCm runtime library: its host path, the file it resolves to, and how it is found.
+
+    ``rank`` is its directory's place in the dynamic loader's search order (LD_LIBRARY_PATH, ld.so.conf,
+    the default directories); None when the loader never looks there (a wheel's or /opt tree's own
+    directory, reached only through the RPATH of the libraries next to it).
+    """
+
+    library: str  # libamdhip64, libamd_smi
+    path: str
+    real: str
+    where: str
+    rank: int | None
+
+
+@dataclass(frozen=True)
+class DevicePayload:
+    """An installed wheel that carries device code for some gfx targets only."""
+
+    name: str  # rocm-sdk-libraries-gfx110X-dgpu, rocm-sdk-device-gfx1100, amd-torch-device-gfx942
+    version: str
+    family: str  # the family or target its name carries (lower case unless its metadata spelled it)
+    targets: tuple[str, ...]  # as its own metadata lists them; () when it lists none
+    site: str
 
 
 _VERSION_RE = re.compile(r"(\d+)\.(\d+)(?:\.(\d+))?")

@@ -5,8 +5,9 @@ advice are pure functions of the snapshot. Reading from a root directory (``/`` 
 tree in tests) keeps every check testable against real sysfs layouts. One module per kind of data, each
 naming the paths it reads: ``gpus`` (KFD topology, DRM, PCI, the amdgpu module), ``access`` (device files,
 the user and groups), ``system`` (kernel, OS, container, environment), ``packages`` (Python distributions),
-``rocm`` (ROCm installs), ``tool_outputs`` (rocminfo, amd-smi, rocm-smi) and ``device_code`` (the audit of
-installed device code); ``files`` holds the lenient file readers they share.
+``rocm`` (ROCm installs), ``tool_outputs`` (rocminfo, amd-smi, rocm-smi), ``device_code`` (the audit of
+installed device code), ``payloads`` (per-target device-code wheels), ``libraries`` (copies of the HIP
+runtime and amd-smi library) and ``indexes`` (the package indexes pip and uv install from); ``files`` holds the lenient file readers they share.
 """
 
 from __future__ import annotations
@@ -17,7 +18,10 @@ from cairn.doctor.read.access import read_devices, read_groups, read_identity
 from cairn.doctor.read.device_code import audit_installed
 from cairn.doctor.read.files import Root
 from cairn.doctor.read.gpus import read_amdgpu, read_drm, read_kfd, read_pci_gpus
+from cairn.doctor.read.indexes import read_indexes
+from cairn.doctor.read.libraries import read_library_copies
 from cairn.doctor.read.packages import python_version, read_dists, site_dirs
+from cairn.doctor.read.payloads import read_payloads
 from cairn.doctor.read.rocm import read_rocm
 from cairn.doctor.read.system import read_container, read_env, read_kernel, read_os_release
 from cairn.doctor.read.tool_outputs import read_tools
@@ -38,6 +42,7 @@ def read_snapshot(root: Path | str = "/", *, audit: bool = True) -> HostSnapshot
     dists = read_dists(sites)
     rocm = read_rocm(r, dists)
     has_gpu = any(n.is_gpu for n in nodes)
+    env = read_env(r)
     return HostSnapshot(
         root=str(base),
         live=live,
@@ -54,11 +59,14 @@ def read_snapshot(root: Path | str = "/", *, audit: bool = True) -> HostSnapshot
         group_names=names,
         group_members=members,
         container=read_container(r),
-        env=read_env(r),
+        env=env,
         python=python_version(sites, live),
         rocm=rocm,
         dists=dists,
         tools=read_tools(r, live),
         audits=audit_installed(dists, rocm, r) if audit and has_gpu else (),
         audited=audit and has_gpu,
+        indexes=read_indexes(r, sites),
+        libraries=read_library_copies(r, env.get("LD_LIBRARY_PATH", ""), dists),
+        payloads=read_payloads(dists),
     )
