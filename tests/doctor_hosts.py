@@ -9,6 +9,7 @@ from the target registry so this file never spells out which target is which KFD
 
 from __future__ import annotations
 
+import json
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -39,6 +40,7 @@ MI250X_GCD = GpuSpec("gfx90a", 0x740C, 68702699520, 440, "AMD Instinct MI250X", 
                      0x038000, ":sramecc+:xnack-")
 RX7900XTX = GpuSpec("gfx1100", 0x744C, 25753026560, 192, "Radeon RX 7900 XTX",
                     "Navi31 [Radeon RX 7900 XT/7900 XTX/7900 GRE/7900M]")
+RX6800XT = GpuSpec("gfx1030", 0x73BF, 17163091968, 144, "AMD Radeon RX 6800 XT", "Navi21 [Radeon RX 6800/6800 XT / 6900 XT]")
 STRIX_HALO = GpuSpec("gfx1151", 0x1586, 68719476736, 80, "AMD Radeon 8060S Graphics", "Strix Halo [Radeon Graphics]")
 
 
@@ -208,6 +210,23 @@ class HostTree:
         (dist / "RECORD").write_text("\n".join(records) + "\n")
         return self
 
+    def pip_conf(self, index_url: str, rel: str = "etc/pip.conf") -> HostTree:
+        self.write(rel, f"[global]\nindex-url = {index_url}\ntimeout = 60\n")
+        return self
+
+    def ld_so_conf(self, name: str, *dirs: str) -> HostTree:
+        """Debian's layout: ``/etc/ld.so.conf`` includes ``/etc/ld.so.conf.d/*.conf``."""
+        self.write("etc/ld.so.conf", "include /etc/ld.so.conf.d/*.conf\n\n")
+        self.write(f"etc/ld.so.conf.d/{name}.conf", "# added by the installer\n" + "".join(f"{d}\n" for d in dirs))
+        return self
+
+    def shared_library(self, directory: str, real_name: str, *links: str) -> HostTree:
+        """A shared library file and its soname/development links in one directory, as ldconfig leaves them."""
+        self.write(f"{directory}/{real_name}", "\x7fELF")
+        for link in links:
+            _symlink(self.path(f"{directory}/{link}"), real_name)
+        return self
+
     # -- tool outputs ---------------------------------------------------------------------------------------
     def tool(self, name: str, text: str) -> HostTree:
         self.write(f".cairn-doctor/{name}.txt", text)
@@ -367,3 +386,32 @@ def bare_host(root: Path) -> HostTree:
     host = HostTree(root).os("Debian GNU/Linux 12 (bookworm)", "debian", "12").kernel("6.1.0-27-amd64")
     host.root_user().environ().dpkg("libamdhip64-5", "5.2.3-3")
     return host.tool("rocminfo", ROCMINFO_NO_DRIVER)
+
+
+def workstation_two_gpus(root: Path) -> HostTree:
+    """A workstation with an RX 7900 XTX (gfx1100) and an RX 6800 XT (gfx1030): two families, two payloads."""
+    host = HostTree(root).os("Ubuntu 24.04.1 LTS", "ubuntu", "24.04").kernel("6.8.0-45-generic").amdgpu()
+    host.cpu_node(0, cores=24, memory=137438953472).gpu(RX7900XTX, node=1, bus=0x03, card=1, render=128)
+    host.gpu(RX6800XT, node=2, bus=0x0A, card=2, render=129)
+    host.kfd().user("alice", 1000, session_groups=("video", "render")).environ()
+    return host.rocminfo(runtime="1.15").amd_smi()
+
+
+def desktop_with_two_hip_runtimes(root: Path) -> HostTree:
+    """The RX 7900 XTX desktop: ROCm 6.4.1 in /opt (in ld.so.conf, and on LD_LIBRARY_PATH) and a rocm-sdk-core
+    wheel with its own HIP runtime in the user's site-packages."""
+    host = rx7900xtx_desktop(root)
+    host.shared_library("opt/rocm-6.4.1/lib", "libamdhip64.so.6.4.60401", "libamdhip64.so.6", "libamdhip64.so")
+    host.shared_library("opt/rocm-6.4.1/lib", "libamd_smi.so.25.5", "libamd_smi.so.25", "libamd_smi.so")
+    host.ld_so_conf("rocm", "/opt/rocm/lib", "/opt/rocm/lib64").environ(LD_LIBRARY_PATH="/opt/rocm-6.4.1/lib")
+    site = host.site("3.12")
+    host.wheel(site, "rocm-sdk-core", "7.2.4", files={"_rocm_sdk_core/lib/libamdhip64.so.7": b"\x7fELF",
+                                                     "_rocm_sdk_core/lib/libhsa-runtime64.so.1": b"\x7fELF"})
+    return host
+
+
+def libraries_wheel(host: HostTree, family: str, targets: tuple[str, ...], version: str = "7.2.4") -> HostTree:
+    """Cairn's rocm-sdk-libraries-<family> wheel, with the libraries.json its build writes."""
+    info = json.dumps({"family": family, "targets": list(targets), "version": version}).encode()
+    return host.wheel(host.site("3.12"), f"rocm-sdk-libraries-{family}", version, requires=(f"rocm-sdk-core=={version}",),
+                      files={"_rocm_sdk_libraries/share/cairn/libraries.json": info})

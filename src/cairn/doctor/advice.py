@@ -53,7 +53,7 @@ class Pick:
 
 @dataclass(frozen=True)
 class Advice:
-    status: str  # "ok", "none", "no-gpu", "no-matrix"
+    status: str  # "ok", "none", "no-gpu", "no-matrix", "refused" (the release's matrix did not verify)
     summary: str
     picks: tuple[Pick, ...] = ()
     reasons: tuple[str, ...] = field(default_factory=tuple)
@@ -204,14 +204,15 @@ def rejection(cell: Any, matrix: Any, host: HostFacts) -> str:
 NO_MATRIX = "no compatibility matrix given — pass --matrix PATH|URL (or set CAIRN_MATRIX)"
 
 
-def advise(loaded: list[LoadedMatrix], host: HostFacts, registry: Any, missing: str = "") -> Advice:
-    """The advice for every GPU target on the host (several targets: one advice each, in ``per_target``).
+def advise(loaded: list[LoadedMatrix], host: HostFacts, registry: Any,
+           missing: tuple[str, str] = ("no-matrix", NO_MATRIX)) -> Advice:
+    """The advice for every GPU target on the host (one advice each, in ``per_target``).
 
-    ``missing`` is the one line saying why no matrix was loaded, when none was.
+    ``missing`` is the status and the one line saying why no matrix was loaded, when none was.
     """
     sources = tuple(f"{m.source} ({m.verify_note})" for m in loaded)
     if not loaded:
-        return Advice("no-matrix", missing or NO_MATRIX)
+        return Advice(*missing)
     releases = ", ".join(sorted({m.matrix.release.version for m in loaded}, key=_version))
     if host.target is None:
         known = sorted({c.gfx_target for m in loaded for c in m.matrix.cells})

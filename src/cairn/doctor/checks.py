@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from cairn.doctor import host as h
-from cairn.doctor.snapshot import DeviceNode, DevicePayload, HostSnapshot
+from cairn.doctor.snapshot import DeviceNode, DevicePayload, HostSnapshot, LibraryCopy
 from cairn.doctor.tools import rocminfo_error
 from cairn.model.targets import Registry
 
@@ -370,8 +370,7 @@ def check_libraries(snap: HostSnapshot, facts: Facts) -> Check:
             winner = on_path[0]
             wins = f"{winner.path} wins for a program without an RPATH"
             losers = [c for c in copies if c is not winner]
-            fixes.append(f"keep one {library}: remove {', '.join(c.path for c in losers)} "
-                         "(pip uninstall the wheel, or take its directory off LD_LIBRARY_PATH)")
+            fixes.append(f"keep {winner.path}: " + ", ".join(_remove(c) for c in losers))
         else:
             wins = "none is on the loader's search path: each loads through the RPATH of the package beside it"
             fixes.append(f"keep one {library}: uninstall the ROCm you do not use, or give each its own venv or container")
@@ -381,6 +380,18 @@ def check_libraries(snap: HostSnapshot, facts: Facts) -> Check:
         return Check("libraries", "ok", f"one copy of each ROCm runtime library: {found}", "", evidence)
     return Check("libraries", "warn", "; ".join(problems), "; ".join(fixes) + " — two HIP runtimes in one process "
                  "each open the GPU on their own (hipErrorNoDevice, crashes at exit)", evidence)
+
+
+def _remove(copy: LibraryCopy) -> str:
+    """How to get rid of one copy, by how it is found."""
+    directory = copy.path.rsplit("/", 1)[0]
+    if copy.where.startswith("wheel "):
+        return f"pip uninstall {copy.where.split()[1]} (it brings {copy.path})"
+    if copy.where == "LD_LIBRARY_PATH":
+        return f"take {directory} off LD_LIBRARY_PATH"
+    if copy.where.startswith("/etc/ld.so.conf"):
+        return f"remove {directory} from {copy.where} and run ldconfig"
+    return f"remove {copy.path} ({copy.where})"
 
 
 # -- device payloads ----------------------------------------------------------------------------------------

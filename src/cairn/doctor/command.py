@@ -48,7 +48,7 @@ def diagnose(root: str = "/", matrices: list[str] | None = None, *, audit: bool 
     registry = load_registry()
     loaded = [adv.load(source) for source in matrices or []]
     snap = read_snapshot(root, audit=audit)
-    missing = ""
+    missing = ("no-matrix", adv.NO_MATRIX)
     if not matrices:  # nobody named a matrix: the release this host installs from, verified, or one line why not
         loaded, missing = load_release_matrix(snap)
     advice = adv.advise(loaded, host_facts(snap, registry), registry, missing)

@@ -56,28 +56,35 @@ def _without_credentials(url: str) -> str:
     return urlunparse(parsed._replace(netloc=parsed.netloc.rsplit("@", 1)[1]))
 
 
-def load_release_matrix(snap: HostSnapshot) -> tuple[list[LoadedMatrix], str]:
-    """The verified matrix of the release this host installs from, or [] and the one line saying why not."""
+def load_release_matrix(snap: HostSnapshot) -> tuple[list[LoadedMatrix], tuple[str, str]]:
+    """The verified matrix of the release this host installs from; else [] and (status, the one line why not).
+
+    Status ``no-matrix``: no release is known; ``refused``: its matrix could not be read or did not verify.
+    """
     source = release_source(snap)
     if source is None:
-        return [], ("no compatibility matrix: no Cairn index is configured for pip or uv on this host "
+        return [], ("no-matrix", "no compatibility matrix: no Cairn index is configured for pip or uv on this host "
                     f"(PIP_INDEX_URL, UV_DEFAULT_INDEX, pip.conf), so its release is unknown — {PASS_MATRIX}")
     from cairn.matrix.model import parse_matrix
     from cairn.sign.verify import load_pinned_root, verify_target
 
-    said = f"{source.url} (the release of {source.where} = {source.index})"
+    said = f"{source.url} (the release of {source.where} {source.index})"
     try:
         data = io.read_url(source.url, timeout=30)  # the release's matrix, beside the index pip is configured with
     except UrlError as exc:
-        return [], f"cannot read the release's matrix {said}: {exc.detail} — {PASS_MATRIX}"
+        return [], ("refused", f"cannot read the release's matrix {said}: {exc.detail} — {PASS_MATRIX}")
     try:
         root = load_pinned_root()
+    except CairnError:
+        return [], ("refused", f"refused the release's matrix {said}: no pinned TUF root to verify it with "
+                    "— set CAIRN_TUF_ROOT to the release's root.json, or " + PASS_MATRIX)
+    try:
         verify_target(source.repository, root, source.target, data)
     except CairnError as exc:
-        return [], f"refused the release's matrix {said}: not verified ({exc}) — {PASS_MATRIX}"
+        return [], ("refused", f"refused the release's matrix {said}: {exc}")
     try:
         matrix = parse_matrix(data, source.url)
     except InputError as exc:
-        return [], f"refused the release's matrix {said}: {exc} — {PASS_MATRIX}"
+        return [], ("refused", f"refused the release's matrix {said}: {exc}")
     note = f"verified: signed target {source.target} of {source.repository}; the release of {source.where}"
-    return [LoadedMatrix(matrix, source.url, source.repository, True, note)], ""
+    return [LoadedMatrix(matrix, source.url, source.repository, True, note)], ("", "")

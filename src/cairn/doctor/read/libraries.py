@@ -28,7 +28,7 @@ _MAX_INCLUDE_DEPTH = 4
 def search_path(r: Root, ld_library_path: str) -> list[tuple[str, str]]:
     """The directories the loader searches for a library without an RPATH, in order, with why."""
     dirs = [(d, "LD_LIBRARY_PATH") for d in ld_library_path.split(":") if d.startswith("/")]
-    dirs += [(d, "/etc/ld.so.conf") for d in _ld_so_conf(r, "/etc/ld.so.conf", 0)]
+    dirs += _ld_so_conf(r, "/etc/ld.so.conf", 0)
     dirs += [(d, "default loader directory") for d in DEFAULT_DIRS]
     out: list[tuple[str, str]] = []
     seen: set[str] = set()
@@ -40,8 +40,9 @@ def search_path(r: Root, ld_library_path: str) -> list[tuple[str, str]]:
     return out
 
 
-def _ld_so_conf(r: Root, shown: str, depth: int) -> list[str]:
-    out: list[str] = []
+def _ld_so_conf(r: Root, shown: str, depth: int) -> list[tuple[str, str]]:
+    """Each directory an ld.so.conf names, with the file that names it, includes followed in place."""
+    out: list[tuple[str, str]] = []
     for line in text_of(r(shown)).splitlines():
         line = line.split("#", 1)[0].strip()
         if not line:
@@ -53,7 +54,7 @@ def _ld_so_conf(r: Root, shown: str, depth: int) -> list[str]:
             for found in sorted(r.base.glob(pattern.lstrip("/"))):
                 out += _ld_so_conf(r, "/" + str(found.relative_to(r.base)), depth + 1)
         elif line.startswith("/"):
-            out.append(line.rstrip("/") or "/")
+            out.append((line.rstrip("/") or "/", shown))
     return out
 
 
