@@ -133,7 +133,8 @@ def test_bad_matrix_is_one_line_error(tmp_path: Path, capsys: pytest.CaptureFixt
     assert code == 2 and err.count("\n") == 1 and "not JSON" in err
 
 
-def test_signed_repository_is_verified_and_tampering_is_refused(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def signed_sample_repository(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """A repository cairn publish wrote for gfx90a (``tmp_path/repo``), its root pinned through $CAIRN_TUF_ROOT."""
     from tuf.api.serialization.json import JSONSerializer
 
     from cairn.publish.backend import FileBackend
@@ -148,6 +149,11 @@ def test_signed_repository_is_verified_and_tampering_is_refused(tmp_path: Path, 
     (tmp_path / "root.json").write_bytes(root.to_bytes(JSONSerializer(compact=False)))
     monkeypatch.setenv("CAIRN_TUF_ROOT", str(tmp_path / "root.json"))
     monkeypatch.setenv("CAIRN_TUF_CACHE", str(tmp_path / "tuf-cache"))
+    return tmp_path / "repo"
+
+
+def test_signed_repository_is_verified_and_tampering_is_refused(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    signed_sample_repository(tmp_path, monkeypatch)
     hosts.container_without_kfd(tmp_path / "host")  # two gfx90a GPUs
     advice = diagnose(str(tmp_path / "host"), [str(tmp_path / "repo")])["advice"]
     assert advice["matrices"][0].startswith(f"{tmp_path / 'repo'} (verified: signed target ")

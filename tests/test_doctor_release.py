@@ -16,7 +16,7 @@ from cairn.cli import COMMANDS, main
 from cairn.doctor import diagnose
 from cairn.matrix.model import VersionRange
 from conftest import requires
-from test_doctor_advice import DIGEST, cell, publish
+from test_doctor_advice import DIGEST, cell, publish, signed_sample_repository
 
 pytestmark = requires(os.geteuid() == 0, "run as root: fixture device nodes are chowned to render/video gids")
 
@@ -30,22 +30,9 @@ def doctor_out(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, lis
 @pytest.fixture
 def signed_repo(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     """A repository cairn publish wrote for gfx90a, and its root pinned through $CAIRN_TUF_ROOT."""
-    from tuf.api.serialization.json import JSONSerializer
-
-    from cairn.publish.backend import FileBackend
-    from cairn.publish.bundle import load_bundle
-    from cairn.publish.publisher import publish as publish_repo
-    from cairn.publish.sample import write_sample_bundle
-    from cairn.sign.keys import init_keys, make_root
-
-    keys = init_keys(tmp_path / "keys")
-    root = make_root(keys)
-    publish_repo(load_bundle(write_sample_bundle(tmp_path / "bundle", families=("gfx90a",))), FileBackend(tmp_path / "repo"), keys, root)
-    (tmp_path / "root.json").write_bytes(root.to_bytes(JSONSerializer(compact=False)))
-    monkeypatch.setenv("CAIRN_TUF_ROOT", str(tmp_path / "root.json"))
-    monkeypatch.setenv("CAIRN_TUF_CACHE", str(tmp_path / "tuf-cache"))
+    repo = signed_sample_repository(tmp_path, monkeypatch)
     monkeypatch.delenv("CAIRN_MATRIX", raising=False)
-    return tmp_path / "repo"
+    return repo
 
 
 def test_reads_the_release_of_the_configured_index(tmp_path: Path, signed_repo: Path, capsys: pytest.CaptureFixture[str]) -> None:
