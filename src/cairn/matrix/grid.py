@@ -1,0 +1,117 @@
+"""The matrix as people read it: GPU products × engines/frameworks, each square passed, partial, held or blocked.
+
+A row is one GPU product (the names people search for, from ``manifests/targets.toml``) and names its gfx
+target; a column is an engine or framework. A square holds the matrix cells of that target and framework (one
+per OS × Python) and takes the best of their statuses; each status comes from the cell's own data, never
+from anywhere else:
+
+- ``blocked``: nothing was built for the cell (no wheel, no image); the reason is what its gates recorded;
+- ``held``: a gate the cell's channel requires failed or did not run, so the cell is not promoted;
+- ``partial``: its required gates passed but the audit named shipped libraries without code for its target;
+- ``passed``: every required gate passed.
+
+A framework with no cell for a target is "not in this release".
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+from packaging.utils import canonicalize_name
+
+from cairn.matrix.model import Cell, Matrix
+
+STATUSES = ("passed", "partial", "held", "blocked")  # best first
+# Column title → the framework names (canonical) whose cells it shows. A framework not listed gets a column of its own.
+COLUMNS: tuple[tuple[str, tuple[str, ...]], ...] = (
+    ("runtime", ("rocm-sdk",)),
+    ("smoke", ("cairn-smoke",)),
+    ("llama.cpp", ("llama-cpp", "llama-cpp-python")),
+    ("JAX", ("jax",)),
+    ("PyTorch", ("pytorch", "torch")),
+    ("vLLM", ("vllm",)),
+    ("SGLang", ("sglang",)),
+    ("Ollama", ("ollama",)),
+)
+
+
+@dataclass(frozen=True)
+class Entry:
+    """One matrix cell in a square, with its status and the lines that say why."""
+
+    cell: Cell
+    status: str
+    reasons: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class Square:
+    column: str
+    entries: tuple[Entry, ...]  # best status first, then by cell id
+
+    @property
+    def status(self) -> str:
+        """The best status among the entries ("absent" for none): what a user with this GPU can get."""
+        return self.entries[0].status if self.entries else "absent"
+
+
+@dataclass(frozen=True)
+class Row:
+    product: str  # "" when the registry names no product for the target
+    gfx_target: str
+    family: str
+    squares: tuple[Square, ...]
+
+
+def column_of(framework: str) -> str:
+    """The column a framework's cells go in (its own name when it is none of the known ones)."""
+    name = canonicalize_name(framework.replace(".", "-"))
+    return next((title for title, names in COLUMNS if name in names), framework)
+
+
+def columns(matrix: Matrix) -> list[str]:
+    """The fixed engine/framework columns, then any other framework the matrix ships, by name."""
+    fixed = [title for title, _ in COLUMNS]
+    extra = sorted({column_of(c.framework.name) for c in matrix.cells} - set(fixed))
+    return fixed + extra
+
+
+def partial_text(cell: Cell) -> str:
+    """One line for a partial cell: which shipped libraries have no code for its target."""
+    return f"partial — no {cell.gfx_target} code in: {', '.join(cell.partial)}"
+
+
+def entry(cell: Cell, matrix: Matrix) -> Entry:
+    """The status of one cell and its reasons (see the module docstring for the rules)."""
+    required = matrix.required_gates(cell.channel)
+    blocking = cell.blocking(required)
+    why = tuple(f"{g.gate}: {g.status}" + (f" — {g.reason}" if g.reason else "") for g in blocking)
+    partial = (partial_text(cell),) if cell.partial else ()
+    if not cell.wheels and not cell.images:
+        reasons = tuple(dict.fromkeys(g.reason for g in cell.gates if g.status != "passed" and g.reason))
+        return Entry(cell, "blocked", ("not built" + (f": {reasons[0]}" if reasons else ""), *reasons[1:]))
+    if blocking:
+        return Entry(cell, "held", (f"not promoted to {cell.channel}: required gates did not pass", *why, *partial))
+    if cell.partial:
+        return Entry(cell, "partial", partial)
+    return Entry(cell, "passed", (f"every gate {cell.channel} requires passed ({', '.join(required) or 'none required'})",))
+
+
+def rows(matrix: Matrix, products_by_target: Mapping[str, Sequence[str]]) -> list[Row]:
+    """One row per product of every target the matrix has cells for (by target, then product name)."""
+    titles = columns(matrix)
+    by_target: dict[str, list[Cell]] = {}
+    for cell in matrix.cells:
+        by_target.setdefault(cell.gfx_target, []).append(cell)
+    out = []
+    for target, cells in sorted(by_target.items()):
+        squares = []
+        for title in titles:
+            entries = [entry(c, matrix) for c in cells if column_of(c.framework.name) == title]
+            entries.sort(key=lambda e: (STATUSES.index(e.status), e.cell.id))
+            squares.append(Square(title, tuple(entries)))
+        products = list(products_by_target.get(target, ())) or sorted({p for c in cells for p in c.products}) or [""]
+        family = ", ".join(sorted({c.family for c in cells}))
+        out += [Row(product, target, family, tuple(squares)) for product in products]
+    return out
