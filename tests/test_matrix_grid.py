@@ -41,6 +41,16 @@ def test_status_of_each_kind_from_the_cell_data():
     assert failed.status == "held" and "static-coverage: failed — gfx942: 2 binaries without code" in failed.reasons
     blocked = grid.entry(cell("jax", wheels=(), images=(), gates=(GateResult("static-coverage", "not-run", "image blocked: jax needs librocm_smi64.so.1"),)), m)
     assert (blocked.status, blocked.reasons) == ("blocked", ("not built: image blocked: jax needs librocm_smi64.so.1",))
+    # a framework whose wheels cannot be had: its cell lists only the SDK's wheels and the runtime image, no gate ran
+    not_run = (GateResult("static-coverage", "not-run", "blocked: no wheel for cp312"), GateResult("gpu", "not-run", "no AMD GPU"))
+    sdk_only = cell("sglang", wheels=("rocm_sdk-7.2.4-py3-none-any.whl", "rocm_sdk_core-7.2.4-py3-none-linux_x86_64.whl"),
+                    images=("127.0.0.1:5000/cairn/rocm:7.2.4-gfx942",), gates=not_run)
+    assert grid.entry(sdk_only, m).reasons == ("not built: blocked: no wheel for cp312", "no AMD GPU")
+    assert grid.entry(sdk_only, m).status == "blocked"
+    # its own wheels were built, its image was not: held, with the gates' reason
+    assert grid.entry(cell("jax", wheels=("jax-0.10.0-py3-none-any.whl",), gates=not_run), m).status == "held"
+    # the SDK's own cell with its wheels: built
+    assert grid.entry(cell("rocm-sdk", wheels=("rocm_sdk-7.2.4-py3-none-any.whl",), gates=not_run), m).status == "held"
 
 
 def test_columns_rows_and_the_best_status_of_a_square():
@@ -57,6 +67,27 @@ def test_columns_rows_and_the_best_status_of_a_square():
     assert [e.status for e in vllm.entries] == ["passed", "held"]  # the cell a user can install first
     html = to_html(m, {"gfx942": ("MI300X", "MI300A")}, "ghcr.io/o", "https://cairn.invalid/r/")
     assert '<td class="sq st-passed" data-column="vLLM" data-status="passed"><details><summary>passed (2 cells)</summary>' in html
+
+
+def test_runtime_square_is_the_sdk_as_the_best_cell_ships_it():
+    """No rocm-sdk cell of its own: the runtime square is the SDK from the best built cell listing the meta wheel,
+    with that cell's status, its id, and a pip command for the SDK alone (no framework wheel, no image)."""
+    sdk = ("rocm_sdk-7.2.4.dev1-py3-none-any.whl", "rocm_sdk_core-7.2.4.dev1-py3-none-linux_x86_64.whl")
+    smoke = cell(wheels=(*sdk, "cairn_smoke-0.1.0-py3-none-linux_x86_64.whl"), partial=("librccl.so.1",))
+    jax = cell("jax", wheels=(*sdk, "jax-0.10.0-py3-none-any.whl"), gates=(GateResult("static-coverage", "not-run", "image blocked"),))
+    m = matrix(smoke, jax)
+    [runtime] = grid.runtime_entries(m.cells, m)
+    assert (runtime.status, runtime.via, runtime.cell.framework) == ("partial", smoke.id, Framework("rocm-sdk", "7.2.4.dev1"))
+    assert runtime.reasons[1:] == ("partial — no gfx942 code in: librccl.so.1",)
+    assert runtime.cell.images == ()
+    assert pip_command(runtime.cell, "https://cairn.invalid/r/") == (
+        'pip install --index-url https://cairn.invalid/r/channels/dev/simple/gfx94X-dcgpu/ "rocm-sdk[gfx94x-dcgpu]==7.2.4.dev1"')
+    [row] = grid.rows(m, {"gfx942": ("MI300X",)})
+    assert row.squares[0].column == "runtime" and row.squares[0].status == "partial"
+    blocked = cell("sglang", wheels=sdk, images=(), gates=(GateResult("static-coverage", "not-run", "no wheel"),))
+    assert [(e.status, e.reasons[0]) for e in grid.runtime_entries([blocked], matrix(blocked))] == [
+        ("held", "the SDK as the sglang 1.0 cell ships it: no gate ran with it")]
+    assert grid.runtime_entries([cell()], matrix()) == []  # no cell lists the SDK: not in this release
 
 
 @pytest.mark.parametrize(("host", "loopback"), [

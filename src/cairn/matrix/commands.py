@@ -22,7 +22,7 @@ from cairn.wheels.versions import extra_name
 
 REGISTRY_ENV = "CAIRN_PUBLIC_REGISTRY"
 _REGISTRY = re.compile(r"^[A-Za-z0-9](?:[A-Za-z0-9.-]*[A-Za-z0-9])?(?::[0-9]{1,5})?(?:/[a-z0-9]+(?:[._/-][a-z0-9]+)*)?$")
-_SDK_META = "rocm-sdk"
+SDK = "rocm-sdk"  # the meta wheel; the SDK's own wheels are rocm-sdk-<part>
 
 
 def registry_host(reference: str) -> str:
@@ -98,15 +98,21 @@ def pip_command(cell: Cell, base_url: str | None) -> str | None:
     if "://" not in index:
         return None
     pins: list[str] = []
-    names = {name: version for name, version in (_wheel_name(w.filename) for w in cell.wheels) if name}
-    if _SDK_META in names:
-        pins.append(f'"{_SDK_META}[{extra_name(cell.family)}]=={names[_SDK_META]}"')
-        names = {n: v for n, v in names.items() if not n.startswith(_SDK_META + "-") and n != _SDK_META}
+    names = {name: version for name, version in (wheel_project(w.filename) for w in cell.wheels) if name}
+    if SDK in names:
+        pins.append(f'"{SDK}[{extra_name(cell.family)}]=={names[SDK]}"')
+        names = {n: v for n, v in names.items() if not is_sdk(n)}
     pins += [f'"{name}=={version}"' for name, version in sorted(names.items())]
     return f"pip install --index-url {index} {' '.join(pins)}" if pins else None
 
 
-def _wheel_name(filename: str) -> tuple[str, str]:
+def is_sdk(project: str) -> bool:
+    """Whether a (canonical) project name is one of the SDK's wheels, which every cell of a family lists."""
+    return project == SDK or project.startswith(SDK + "-")
+
+
+def wheel_project(filename: str) -> tuple[str, str]:
+    """(canonical project name, version) of a wheel file name; ("", "") for a name that is not a wheel's."""
     try:
         name, version, _, _ = parse_wheel_filename(filename)
     except InvalidWheelFilename:

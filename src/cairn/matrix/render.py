@@ -119,7 +119,7 @@ def _entry(entry: grid.Entry, registry: str | None, base_url: str | None) -> str
     cell = entry.cell
     req = cell.requirements
     reasons = "".join(f"<li>{_e(r)}</li>" for r in entry.reasons)
-    return (f'<div class="entry" data-cell="{_e(cell.id)}" data-status="{entry.status}">'
+    return (f'<div class="entry" data-cell="{_e(entry.via or cell.id)}" data-status="{entry.status}">'
             f"<b>{_e(cell.framework.name)} {_e(cell.framework.version)}</b> · Python {_e(cell.python)} · {_e(cell.os)} · "
             f'<span class="st-{entry.status}">{entry.status}</span>'
             f"<ul>{reasons}</ul>{_commands(entry, registry, base_url)}"
@@ -170,7 +170,7 @@ def to_html(matrix: Matrix, products_by_target: Mapping[str, Sequence[str]], reg
         '<div id="controls"><label>GPU product or gfx target: <input id="q" type="search" placeholder="e.g. 7900 XTX or gfx1100"></label> '
         f'<label>Product: <select id="product"><option value="">any</option>{options}</select></label> '
         f'<span id="count" data-shown="{len(rows)}">{len(rows)} of {len(rows)} GPUs shown</span></div>\n'
-        '<p id="none" hidden>No GPU of this release matches: the GPU is not supported by this release.</p>\n'
+        f'<p id="none" hidden>No GPU on this page matches: release {_e(rel.version)} offers nothing for it on the {_e(rel.channel)} channel.</p>\n'
         f'<table id="grid">\n<thead><tr><th>GPU</th><th>gfx target</th>{heads}</tr></thead>\n'
         f"<tbody>\n{body}\n</tbody>\n</table>\n"
         f"<script>{_SCRIPT}</script>\n</body>\n</html>\n"
