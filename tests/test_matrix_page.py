@@ -93,6 +93,7 @@ def test_filter_in_headless_chromium(page, tmp_path, fragment, expected):
     assert count and count[2] == f"{len(expected)} of 9 GPUs shown"
     none_hidden = re.search(r'<p id="none"( hidden="")?>', html)
     assert none_hidden and bool(none_hidden[1]) == bool(expected)
+    assert ('<details open="">' in html) == (len(expected) == 1)  # squares open by themselves only for a single GPU
 
 
 def test_7900_xtx_finds_the_gfx1100_row_with_its_commands(page, repo, tmp_path):
@@ -108,9 +109,10 @@ def test_7900_xtx_finds_the_gfx1100_row_with_its_commands(page, repo, tmp_path):
     assert f"<code>docker pull {PUBLIC}/cairn/smoke@{digest}</code>" in row
     index = (repo / "repo").as_uri() + "/channels/dev/simple/gfx1100/"
     assert f'<code>pip install --index-url {index} "cairn-smoke==5.2.3"</code>' in row  # the DOM as serialised: quotes as typed
-    assert re.search(r'<td class="sq st-passed" data-column="smoke" data-status="passed"><details><summary>passed</summary>', row)
+    # the one GPU left has its squares open: the commands are on screen without a click
+    assert re.search(r'<td class="sq st-passed" data-column="smoke" data-status="passed"><details open=""><summary>passed</summary>', row)
 
-    shot = tmp_path / "matrix-7900xtx.png"
+    shot = tmp_path / "matrix-7900xtx.png"  # the test's artefact: what a user sees after searching
     proc = chromium(tmp_path, f"--screenshot={shot}", "--window-size=1400,900", page.as_uri() + "#q=7900%20XTX")
     assert proc.returncode == 0, proc.stderr[-2000:]
     data = shot.read_bytes()

@@ -53,6 +53,9 @@ _SCRIPT = """
       var ok=(!q || hay.indexOf(q)>=0) && (!p || product===p);
       if(ok){row.removeAttribute('hidden');shown++;}else{row.setAttribute('hidden','');}
     });
+    if(shown===1){  // one GPU left: show its squares' reasons and commands without a click
+      rows.filter(function(r){return !r.hasAttribute('hidden');})[0].querySelectorAll('td.sq > details').forEach(function(d){d.open=true;});
+    }
     count.textContent=shown+' of '+rows.length+' GPUs shown';
     count.setAttribute('data-shown',String(shown));
     none.hidden=shown>0;
