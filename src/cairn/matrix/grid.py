@@ -73,7 +73,7 @@ class Row:
 
 def column_of(framework: str) -> str:
     """The column a framework's cells go in (its own name when it is none of the known ones)."""
-    name = canonicalize_name(framework.replace(".", "-"))
+    name = canonicalize_name(framework)  # llama.cpp → llama-cpp, PyTorch → pytorch
     return next((title for title, names in COLUMNS if name in names), framework)
 
 
@@ -136,7 +136,7 @@ def runtime_entries(cells: Sequence[Cell], matrix: Matrix) -> list[Entry]:
 
 
 def rows(matrix: Matrix, products_by_target: Mapping[str, Sequence[str]]) -> list[Row]:
-    """One row per product of every target the matrix has cells for (by target, then product name)."""
+    """One row per product of every target the matrix has cells for (by target; products in registry order)."""
     titles = columns(matrix)
     by_target: dict[str, list[Cell]] = {}
     for cell in matrix.cells:
