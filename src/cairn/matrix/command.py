@@ -1,20 +1,27 @@
-"""``cairn matrix [--from DIR|URL|FILE] [--channel C] [--root ROOT] [--format json|html|md] [--out PATH]``.
+"""``cairn matrix [--from DIR|URL|FILE] [--channel C] [--root ROOT] [--format json|html|md] [--out PATH]
+[--registry NAME] [--base-url URL]``.
 
 Reads the compatibility matrix a publish wrote — by default ``channels/<channel>/matrix.json`` of the
 local repository ``<store>/publish`` — and prints or writes it as JSON, a static HTML page or Markdown.
 With ``--root`` the bytes are first checked against the repository's signed TUF targets (the matrix is a
 signed target), so a page is never rendered from a matrix that was modified after signing.
+
+The page's commands need two places a user fetches from: ``--registry`` (or ``$CAIRN_PUBLIC_REGISTRY``), the
+public registry that stands for a loopback registry in image references, and ``--base-url``, the repository
+root pip reads (default: the repository the matrix was read from, when pip can read that URL).
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from pathlib import Path
 
 from cairn.cli_options import add_store
 from cairn.errors import CairnError
 from cairn.io import atomic_write
+from cairn.matrix.commands import REGISTRY_ENV, check_registry
 from cairn.matrix.model import CHANNELS, parse_matrix
 from cairn.matrix.render import registry_products, to_html, to_markdown
 
@@ -27,6 +34,10 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--root", type=Path, default=None, help="verify the matrix against this pinned TUF root first")
     parser.add_argument("--format", choices=("json", "html", "md"), default="json")
     parser.add_argument("--out", type=Path, default=None, help="write here instead of printing")
+    parser.add_argument("--registry", default=None,
+                        help=f"public registry (host[:port][/namespace]) shown for loopback image references (default ${REGISTRY_ENV})")
+    parser.add_argument("--base-url", default=None,
+                        help="repository root URL pip reads the cells' indexes from (default: the --from repository if http(s)/file)")
 
 
 def locate(source: str) -> tuple[str, str]:
@@ -58,15 +69,35 @@ def read_matrix(source: str, channel: str, root: Path | None):  # type: ignore[n
     return parse_matrix(data, repo + path if repo else file)
 
 
+def public_registry(option: str | None) -> str | None:
+    """The configured public registry (``--registry``, else ``$CAIRN_PUBLIC_REGISTRY``), checked; None if neither."""
+    if option is not None:
+        return check_registry(option)
+    value = os.environ.get(REGISTRY_ENV, "")
+    return check_registry(value, f"${REGISTRY_ENV}") if value else None
+
+
+def base_url(option: str | None, source: str) -> str | None:
+    """Where pip reads the repository: ``--base-url``, else the repository read from when pip can read it."""
+    if option is not None:
+        if not option.startswith(("https://", "http://", "file://")):
+            raise CairnError(f"--base-url {option!r} is not an http(s):// or file:// URL — give the repository root pip reads")
+        return option.rstrip("/") + "/"
+    repo, _ = locate(source)
+    return repo if repo.startswith(("https://", "http://", "file://")) else None
+
+
 def run(args: argparse.Namespace) -> int:
     source = args.source or str(Path(args.store) / "publish")
+    registry = public_registry(args.registry)
+    base = base_url(args.base_url, source)
     matrix = read_matrix(source, args.channel, args.root)
     if args.format == "json":
         text = matrix.to_json()
     elif args.format == "html":
-        text = to_html(matrix, registry_products())
+        text = to_html(matrix, registry_products(), registry, base)
     else:
-        text = to_markdown(matrix)
+        text = to_markdown(matrix, registry)
     if args.out is None:
         sys.stdout.write(text)
         return 0

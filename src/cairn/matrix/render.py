@@ -1,46 +1,62 @@
-"""The matrix as a static HTML page (filter by GPU product or gfx target) and as a Markdown table.
+"""The matrix as a static HTML page (a grid: GPU products × engines/frameworks) and as a Markdown table.
 
-Both are pure functions of the matrix document plus the product names of the target registry, so the
-same matrix always renders to the same bytes. The page has no external assets (inline CSS and a few
-lines of script): it works from a ``file://`` URL, an S3 bucket or an air-gapped mirror. The filter
-reads ``#q=<text>`` or ``?q=<text>`` from the URL, so a link can carry it (``…/matrix.html#q=MI250``).
+Both are pure functions of the matrix document, the product names of the target registry and the two
+places a user fetches from (the public image registry, the repository's URL), so the same inputs always
+render to the same bytes. The page has no external assets (inline CSS and a few lines of script): it works
+from a ``file://`` URL, an S3 bucket or an air-gapped mirror. Each square of the grid is coloured by its
+status (``cairn.matrix.grid``) and opens, in one click (a ``<details>`` element), to the reasons and the
+exact commands for it (``cairn.matrix.commands``). The filter reads ``#q=<text>`` or ``?q=<text>`` and
+``?product=<name>`` from the URL, so a link can carry it (``…/matrix.html#q=7900%20XTX``).
 """
 
 from __future__ import annotations
 
 import html
-import json
 from collections.abc import Mapping, Sequence
 
-from cairn.matrix.model import Cell, Matrix
+from cairn.matrix import grid
+from cairn.matrix.commands import local_image, pip_command, public_image, pull_commands
+from cairn.matrix.model import Cell, ImageRef, Matrix
 
 STATUS_MARK = {"passed": "✅ passed", "failed": "❌ failed", "not-run": "⏸ not run"}  # Markdown renderers have emoji
 # The page colours each status by CSS class and spells it out: a browser without an emoji font shows boxes.
 HTML_MARK = {"passed": "passed", "failed": "FAILED", "not-run": "not run"}
+ABSENT = "not in this release"
 
 _CSS = """
 body{font:14px/1.4 system-ui,sans-serif;margin:1.5em;color:#222}
-table{border-collapse:collapse;width:100%}th,td{border:1px solid #ccc;padding:4px 6px;vertical-align:top;text-align:left}
-th{background:#f2f2f2}tr[hidden]{display:none}code{font-size:12px;word-break:break-all}
+table{border-collapse:collapse}th,td{border:1px solid #ccc;padding:4px 6px;vertical-align:top;text-align:left}
+thead th{background:#f2f2f2;position:sticky;top:0}tr[hidden]{display:none}code,pre{font-size:12px}
+pre{white-space:pre-wrap;word-break:break-all;background:#f7f7f7;border:1px solid #ddd;padding:4px;margin:4px 0;user-select:all}
+td.sq{min-width:7em;max-width:28em}summary{cursor:pointer;font-weight:bold}
+.st-passed{background:#dff3e0}.st-passed summary{color:#176b1d}
+.st-partial{background:#fdebd0}.st-partial summary{color:#8a4b00}
+.st-held{background:#fff5c2}.st-held summary{color:#7a5b00}
+.st-blocked{background:#f8d7da}.st-blocked summary{color:#a4000f}
+.st-absent{background:#f4f4f4;color:#777}
 .passed{color:#176b1d}.failed{color:#a4000f;font-weight:bold}.not-run{color:#7a5b00}.partial{color:#8a4b00;font-weight:bold}
+.entry{border-top:1px dashed #bbb;margin-top:4px;padding-top:4px}.entry:first-of-type{border-top:0}
 #controls{margin:1em 0}#controls input,#controls select{font-size:14px;padding:3px}
+.legend span{padding:1px 6px;margin-right:6px;border:1px solid #ccc}
 """
 
 _SCRIPT = """
 (function(){
   var input=document.getElementById('q'), select=document.getElementById('product');
-  var rows=Array.prototype.slice.call(document.querySelectorAll('tbody tr.cell'));
+  var rows=Array.prototype.slice.call(document.querySelectorAll('tbody tr.row'));
   var count=document.getElementById('count'), none=document.getElementById('none');
-  var productTargets=JSON.parse(document.getElementById('products').textContent);
   function apply(){
-    var q=input.value.trim().toLowerCase(), shown=0;
-    var wanted=select.value ? productTargets[select.value] || [] : null;
+    var q=input.value.trim().toLowerCase(), p=select.value, shown=0;
     rows.forEach(function(row){
-      var hay=(row.getAttribute('data-target')+' '+row.getAttribute('data-products')).toLowerCase();
-      var ok=(!q || hay.indexOf(q)>=0) && (!wanted || wanted.indexOf(row.getAttribute('data-target'))>=0);
+      var product=row.getAttribute('data-product');
+      var hay=(row.getAttribute('data-target')+' '+product).toLowerCase();
+      var ok=(!q || hay.indexOf(q)>=0) && (!p || product===p);
       if(ok){row.removeAttribute('hidden');shown++;}else{row.setAttribute('hidden','');}
     });
-    count.textContent=shown+' of '+rows.length+' rows shown';
+    if(shown===1){  // one GPU left: show its squares' reasons and commands without a click
+      rows.filter(function(r){return !r.hasAttribute('hidden');})[0].querySelectorAll('td.sq > details').forEach(function(d){d.open=true;});
+    }
+    count.textContent=shown+' of '+rows.length+' GPUs shown';
     count.setAttribute('data-shown',String(shown));
     none.hidden=shown>0;
   }
@@ -73,74 +89,108 @@ def registry_products() -> dict[str, tuple[str, ...]]:
     return {name: tuple(t.products) for name, t in registry.targets.items()}
 
 
-def _gates(cell: Cell) -> str:
-    items = [_partial_html(cell)] if cell.partial else []
-    for g in cell.gates:
-        reason = f" — {html.escape(g.reason)}" if g.reason else ""
-        items.append(f'<div class="{g.status}">{html.escape(g.gate)}: {HTML_MARK.get(g.status, g.status)}{reason}</div>')
-    return "".join(items) or "<em>none recorded</em>"
+def _e(text: str) -> str:
+    return html.escape(text)
 
 
-def partial_text(cell: Cell) -> str:
-    """One line for a partial cell: which shipped libraries have no code for its target."""
-    return f"partial — no {cell.gfx_target} code in: {', '.join(cell.partial)}"
+def _gate_lines(cell: Cell) -> str:
+    items = [f'<li class="{g.status}">{_e(g.gate)}: {HTML_MARK.get(g.status, g.status)}' + (f" — {_e(g.reason)}" if g.reason else "") + "</li>"
+             for g in cell.gates]
+    return f"<ul>{''.join(items)}</ul>" if items else "<p><em>no gate results recorded</em></p>"
 
 
-def _partial_html(cell: Cell) -> str:
-    return f'<div class="partial">{html.escape(partial_text(cell))}</div>'
+def _commands(entry: grid.Entry, registry: str | None, base_url: str | None) -> str:
+    """The copy-paste commands of a promotable cell; a held or blocked cell is not published, so none."""
+    cell = entry.cell
+    if entry.status not in ("passed", "partial"):
+        return f"<p>No install command: this cell is not on the {_e(cell.channel)} channel.</p>"
+    lines = pull_commands(cell, registry)
+    local = [local_image(i) for i in cell.images if public_image(i, registry) is None]
+    pip = pip_command(cell, base_url)
+    out = "".join(f'<pre class="cmd pull"><code>{_e(cmd)}</code></pre>' for cmd in lines)
+    if local:
+        out += ("<p>Published to a local registry only (no public registry configured): "
+                + ", ".join(f"<code>{_e(ref)}</code>" for ref in local) + "</p>")
+    if pip:
+        out += f'<pre class="cmd pip"><code>{_e(pip)}</code></pre>'
+    elif cell.wheels and cell.index_url:
+        out += f"<p>Wheels on the index <code>{_e(cell.index_url)}</code> (relative to the repository root).</p>"
+    return out
 
 
-def _row(cell: Cell) -> str:
-    wheels = "".join(f'<div><a href="{html.escape(w.url)}">{html.escape(w.filename)}</a><br><code>sha256:{w.sha256}</code></div>'
-                     for w in cell.wheels) or "<em>none</em>"
-    images = "".join(f"<div><code>{html.escape(i.pinned)}</code></div>" for i in cell.images) or "<em>none</em>"
+def _entry(entry: grid.Entry, registry: str | None, base_url: str | None) -> str:
+    cell = entry.cell
     req = cell.requirements
-    reqs = (f"{html.escape(req.driver_name)} {html.escape(str(req.driver))}"
-            + (f" <small>({html.escape(req.driver.note)})</small>" if req.driver.note else "")
-            + f"<br>kernel {html.escape(str(req.kernel))}" + (f" <small>({html.escape(req.kernel.note)})</small>" if req.kernel.note else ""))
-    products = ", ".join(cell.products)
-    return (f'<tr class="cell" data-target="{html.escape(cell.gfx_target)}" data-products="{html.escape(products)}" '
-            f'data-id="{html.escape(cell.id)}">'
-            f"<td>{html.escape(cell.release)}<br><small>{html.escape(cell.channel)}</small></td>"
-            f"<td><b>{html.escape(cell.gfx_target)}</b><br><small>{html.escape(cell.family)}</small></td>"
-            f"<td>{html.escape(products) or '<em>unknown</em>'}</td><td>{html.escape(cell.os)}</td><td>{html.escape(cell.python)}</td>"
-            f"<td>{html.escape(cell.framework.name)} {html.escape(cell.framework.version)}</td>"
-            f"<td>{wheels}</td><td>{images}</td><td>{_gates(cell)}</td><td>{reqs}</td></tr>")
+    reasons = "".join(f"<li>{_e(r)}</li>" for r in entry.reasons)
+    return (f'<div class="entry" data-cell="{_e(entry.via or cell.id)}" data-status="{entry.status}">'
+            f"<b>{_e(cell.framework.name)} {_e(cell.framework.version)}</b> · Python {_e(cell.python)} · {_e(cell.os)} · "
+            f'<span class="st-{entry.status}">{entry.status}</span>'
+            f"<ul>{reasons}</ul>{_commands(entry, registry, base_url)}"
+            f"<details><summary>gates</summary>{_gate_lines(cell)}</details>"
+            f"<p><small>needs {_e(req.driver_name)} {_e(str(req.driver))}, kernel {_e(str(req.kernel))}</small></p></div>")
 
 
-def to_html(matrix: Matrix, products_by_target: Mapping[str, Sequence[str]]) -> str:
-    """The whole page: header, filter controls, one row per cell (sorted by cell id)."""
+def _square(square: grid.Square, registry: str | None, base_url: str | None) -> str:
+    status = square.status
+    if status == "absent":
+        return f'<td class="sq st-absent" data-column="{_e(square.column)}" data-status="absent">{ABSENT}</td>'
+    more = f" ({len(square.entries)} cells)" if len(square.entries) > 1 else ""
+    entries = "".join(_entry(e, registry, base_url) for e in square.entries)
+    return (f'<td class="sq st-{status}" data-column="{_e(square.column)}" data-status="{status}">'
+            f"<details><summary>{status}{more}</summary>{entries}</details></td>")
+
+
+def _row(row: grid.Row, registry: str | None, base_url: str | None) -> str:
+    squares = "".join(_square(sq, registry, base_url) for sq in row.squares)
+    return (f'<tr class="row" data-target="{_e(row.gfx_target)}" data-product="{_e(row.product)}">'
+            f"<th>{_e(row.product) or '<em>unknown product</em>'}</th>"
+            f"<td><b>{_e(row.gfx_target)}</b><br><small>{_e(row.family)}</small></td>{squares}</tr>")
+
+
+def to_html(matrix: Matrix, products_by_target: Mapping[str, Sequence[str]], registry: str | None = None,
+            base_url: str | None = None) -> str:
+    """The whole page: header, filter controls, the grid (one row per product of every target shipped).
+
+    ``registry`` is the public registry loopback image references are shown on (``commands.public_image``);
+    ``base_url`` is the repository root the cells' relative index URLs hang off (no pip command without one).
+    """
     rel = matrix.release
     catalog = product_targets(products_by_target)
-    options = "".join(f'<option value="{html.escape(p)}">{html.escape(p)} ({", ".join(ts)})</option>' for p, ts in catalog.items())
-    rows = "\n".join(_row(c) for c in sorted(matrix.cells, key=lambda c: c.id))
+    options = "".join(f'<option value="{_e(p)}">{_e(p)} ({", ".join(ts)})</option>' for p, ts in catalog.items())
+    rows = grid.rows(matrix, products_by_target)
+    body = "\n".join(_row(r, registry, base_url) for r in rows)
+    heads = "".join(f"<th>{_e(c)}</th>" for c in grid.columns(matrix))
     required = "; ".join(f"{ch}: {', '.join(g) or 'none'}" for ch, g in rel.required_gates)
-    data = json.dumps(catalog, sort_keys=True).replace("</", "<\\/")
+    legend = "".join(f'<span class="st-{s}">{s}</span>' for s in grid.STATUSES) + f'<span class="st-absent">{ABSENT}</span>'
     return (
         "<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n"
-        f"<title>{html.escape(rel.name)} {html.escape(rel.version)} — compatibility matrix</title>\n"
+        f"<title>{_e(rel.name)} {_e(rel.version)} — compatibility matrix</title>\n"
         f"<style>{_CSS}</style>\n</head>\n<body>\n"
-        f"<h1>{html.escape(rel.name)} {html.escape(rel.version)} <small>({html.escape(rel.channel)})</small></h1>\n"
-        f"<p>Generated from the signed <code>matrix.json</code> (schema {html.escape(matrix.schema)}). "
-        f"Required gates per channel — {html.escape(required)}.</p>\n"
-        '<div id="controls"><label>GPU product or gfx target: <input id="q" type="search" placeholder="e.g. MI250 or gfx90a"></label> '
+        f"<h1>{_e(rel.name)} {_e(rel.version)} <small>({_e(rel.channel)})</small></h1>\n"
+        f"<p>Generated from the signed <code>matrix.json</code> (schema {_e(matrix.schema)}). "
+        f"Required gates per channel — {_e(required)}. Click a square for why, and the commands to install it.</p>\n"
+        f'<p class="legend">{legend}</p>\n'
+        '<div id="controls"><label>GPU product or gfx target: <input id="q" type="search" placeholder="e.g. 7900 XTX or gfx1100"></label> '
         f'<label>Product: <select id="product"><option value="">any</option>{options}</select></label> '
-        f'<span id="count" data-shown="{len(matrix.cells)}">{len(matrix.cells)} of {len(matrix.cells)} rows shown</span></div>\n'
-        '<p id="none" hidden>No cell of this release matches: the GPU is not supported by this release.</p>\n'
-        '<table>\n<thead><tr><th>Release</th><th>gfx target</th><th>Products</th><th>OS</th><th>Python</th><th>Framework</th>'
-        "<th>Wheels</th><th>Images (pull by digest)</th><th>Gates</th><th>Requirements</th></tr></thead>\n"
-        f"<tbody>\n{rows}\n</tbody>\n</table>\n"
-        f'<script type="application/json" id="products">{data}</script>\n'
+        f'<span id="count" data-shown="{len(rows)}">{len(rows)} of {len(rows)} GPUs shown</span></div>\n'
+        f'<p id="none" hidden>No GPU on this page matches: release {_e(rel.version)} offers nothing for it on the {_e(rel.channel)} channel.</p>\n'
+        f'<table id="grid">\n<thead><tr><th>GPU</th><th>gfx target</th>{heads}</tr></thead>\n'
+        f"<tbody>\n{body}\n</tbody>\n</table>\n"
         f"<script>{_SCRIPT}</script>\n</body>\n</html>\n"
     )
-
 
 def _md(text: str) -> str:
     return text.replace("|", "\\|").replace("\n", " ")
 
 
-def to_markdown(matrix: Matrix) -> str:
-    """A docs table: one row per cell, gates with status and reason, wheels and images by digest."""
+def _md_image(image: ImageRef, registry: str | None) -> str:
+    ref = public_image(image, registry)
+    return f"`{ref}`" if ref else f"`{local_image(image)}` (local registry only)"
+
+
+def to_markdown(matrix: Matrix, registry: str | None = None) -> str:
+    """A docs table: one row per cell, gates with status and reason, wheels and images by digest (on the
+    public ``registry`` where the reference is a loopback one, as on the page)."""
     rel = matrix.release
     lines = [f"# {rel.name} {rel.version} ({rel.channel}) — compatibility matrix", "",
              "Generated from the signed `matrix.json`; do not edit by hand.", ""]
@@ -150,8 +200,8 @@ def to_markdown(matrix: Matrix) -> str:
               "|---|---|---|---|---|---|---|---|---|"]
     for c in sorted(matrix.cells, key=lambda c: c.id):
         wheels = "<br>".join(f"`{w.filename}`" for w in c.wheels) or "—"
-        images = "<br>".join(f"`{i.pinned}`" for i in c.images) or "—"
-        gate_marks = "<br>".join(([f"⚠ {partial_text(c)}"] if c.partial else [])
+        images = "<br>".join(_md_image(i, registry) for i in c.images) or "—"
+        gate_marks = "<br>".join(([f"⚠ {grid.partial_text(c)}"] if c.partial else [])
                                  + [f"{g.gate}: {STATUS_MARK.get(g.status, g.status)}" + (f" ({g.reason})" if g.reason else "") for g in c.gates]) or "—"
         req = c.requirements
         reqs = f"{req.driver_name} {req.driver}; kernel {req.kernel}"

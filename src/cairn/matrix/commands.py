@@ -1,0 +1,120 @@
+"""The copy-paste commands the matrix page offers for a cell: ``docker pull`` by digest and ``pip install``.
+
+A command is printed only for something a user can really fetch. Images are named by the registry they are
+published to: a build host pushes to a registry on a loopback address (``127.0.0.1:5000``), which means nothing
+on anyone else's machine, so a loopback host is rewritten to the configured public registry (``--registry`` of
+``cairn matrix`` or ``$CAIRN_PUBLIC_REGISTRY``) and, with none configured, the image is shown as published to a
+local registry only, with no pull command. The pip command installs exactly the wheels the cell lists, pinned
+``==`` from the cell's own index (the meta wheel ``rocm-sdk[<family>]`` standing for the SDK wheels it pins).
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import re
+from urllib.parse import urljoin
+
+from packaging.utils import InvalidWheelFilename, canonicalize_name, parse_wheel_filename
+
+from cairn.errors import CairnError
+from cairn.matrix.model import Cell, ImageRef
+from cairn.wheels.versions import extra_name
+
+REGISTRY_ENV = "CAIRN_PUBLIC_REGISTRY"
+_REGISTRY = re.compile(r"^[A-Za-z0-9](?:[A-Za-z0-9.-]*[A-Za-z0-9])?(?::[0-9]{1,5})?(?:/[a-z0-9]+(?:[._/-][a-z0-9]+)*)?$")
+SDK = "rocm-sdk"  # the meta wheel; the SDK's own wheels are rocm-sdk-<part>
+
+
+def registry_host(reference: str) -> str:
+    """The registry host of an image reference (``127.0.0.1:5000/cairn/smoke:1`` → ``127.0.0.1:5000``), or ""
+    for a Docker Hub short name (``cairn/smoke``): the first component names a host only with a ``.``, a ``:``
+    or as ``localhost``, as Docker reads it."""
+    first, sep, _ = reference.partition("/")
+    if sep and ("." in first or ":" in first or first == "localhost" or first.startswith("[")):
+        return first
+    return ""
+
+
+def is_loopback(host: str) -> bool:
+    """Whether a registry host (with or without a port) is this machine: ``localhost``, ``127.x``, ``[::1]``."""
+    name = _host_name(host)
+    if name == "localhost" or name.endswith(".localhost"):
+        return True
+    try:
+        return ipaddress.ip_address(name).is_loopback
+    except ValueError:
+        return False
+
+
+def _host_name(host: str) -> str:
+    """``[::1]:5000`` → ``::1``, ``127.0.0.1:5000`` → ``127.0.0.1``, ``localhost`` → ``localhost``."""
+    if host.startswith("["):
+        return host[1:].split("]", 1)[0]
+    return host.split(":", 1)[0] if host.count(":") == 1 else host
+
+
+def check_registry(name: str, where: str = "--registry") -> str:
+    """A public registry name (``host[:port][/namespace]``) as given, or one line saying what is wrong with it."""
+    value = name.strip().rstrip("/")
+    if "://" in value or not _REGISTRY.match(value):
+        raise CairnError(f"{where} {name!r} is not a registry name — give host[:port][/namespace], e.g. ghcr.io/my-org")
+    if is_loopback(value.split("/", 1)[0]):
+        raise CairnError(f"{where} {name!r} is a loopback address, which no user can pull from — give the public registry the images are published to")
+    return value
+
+
+def public_image(image: ImageRef, registry: str | None) -> str | None:
+    """``<registry>/<repo>@sha256:…`` to pull, or None when the image is on a loopback registry and no public
+    one is configured (it was published to a local registry only)."""
+    pinned = image.pinned
+    host = registry_host(pinned)
+    if not host or not is_loopback(host):
+        return pinned
+    if not registry:
+        return None
+    return f"{registry}/{pinned[len(host) + 1:]}"
+
+
+def local_image(image: ImageRef) -> str:
+    """The image without its loopback host (``cairn/smoke@sha256:…``), for saying what is only local."""
+    pinned = image.pinned
+    host = registry_host(pinned)
+    return pinned[len(host) + 1:] if host else pinned
+
+
+def pull_commands(cell: Cell, registry: str | None) -> list[str]:
+    """``docker pull`` by digest for every image of the cell a user can reach."""
+    return [f"docker pull {ref}" for ref in (public_image(i, registry) for i in cell.images) if ref]
+
+
+def pip_command(cell: Cell, base_url: str | None) -> str | None:
+    """``pip install --index-url <index> …`` for the cell's wheels, or None (no wheels, or no URL to say where).
+
+    ``base_url`` is the repository root the cell's relative ``index_url`` hangs off (http(s) or file).
+    """
+    if not cell.wheels or not cell.index_url:
+        return None
+    index = urljoin(base_url, cell.index_url) if base_url else cell.index_url
+    if "://" not in index:
+        return None
+    pins: list[str] = []
+    names = {name: version for name, version in (wheel_project(w.filename) for w in cell.wheels) if name}
+    if SDK in names:
+        pins.append(f'"{SDK}[{extra_name(cell.family)}]=={names[SDK]}"')
+        names = {n: v for n, v in names.items() if not is_sdk(n)}
+    pins += [f'"{name}=={version}"' for name, version in sorted(names.items())]
+    return f"pip install --index-url {index} {' '.join(pins)}" if pins else None
+
+
+def is_sdk(project: str) -> bool:
+    """Whether a (canonical) project name is one of the SDK's wheels, which every cell of a family lists."""
+    return project == SDK or project.startswith(SDK + "-")
+
+
+def wheel_project(filename: str) -> tuple[str, str]:
+    """(canonical project name, version) of a wheel file name; ("", "") for a name that is not a wheel's."""
+    try:
+        name, version, _, _ = parse_wheel_filename(filename)
+    except InvalidWheelFilename:
+        return "", ""
+    return canonicalize_name(name), str(version)
