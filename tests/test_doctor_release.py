@@ -35,12 +35,16 @@ def signed_repo(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     return repo
 
 
-def test_reads_the_release_of_the_configured_index(tmp_path: Path, signed_repo: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_reads_the_release_of_the_configured_index(tmp_path: Path, signed_repo: Path, capsys: pytest.CaptureFixture[str],
+                                                  monkeypatch: pytest.MonkeyPatch) -> None:
     host = hosts.container_without_kfd(tmp_path / "host")  # two gfx90a GPUs
     host.pip_conf(f"{signed_repo.as_uri()}/channels/dev/simple/gfx90a/")
+    _, local = doctor_out(capsys, "--root", str(tmp_path / "host"), "-v")
+    assert not any("127.0.0.1" in line for line in local), "a loopback registry is never a pull command"
+    monkeypatch.setenv("CAIRN_PUBLIC_REGISTRY", "registry.example")  # where the sample's images are published
     _, lines = doctor_out(capsys, "--root", str(tmp_path / "host"), "-v")
     advice = lines.index("advice gfx90a: cairn 5.2.3 (dev, verified) passed its gates for this host")
-    assert lines[advice + 1].startswith("  docker pull ") and "@sha256:" in lines[advice + 1]
+    assert lines[advice + 1].startswith("  docker pull registry.example/cairn/smoke@sha256:")
     assert lines[advice + 2].startswith(f"  pip install --index-url {signed_repo.as_uri()}/channels/dev/simple/gfx90a/ ")
     assert (f"  matrix {signed_repo.as_uri()}/channels/dev/matrix.json (verified: signed target channels/dev/matrix.json of "
             f"{signed_repo.as_uri()}/; the release of /etc/pip.conf [global] index-url)") in lines
@@ -77,7 +81,8 @@ def test_release_over_http_from_pip_index_url_hides_credentials(tmp_path: Path, 
     assert advice["status"] == "ok" and all(p["verified"] for p in advice["picks"])
     assert advice["matrices"] == [f"{base}channels/dev/matrix.json (verified: signed target channels/dev/matrix.json of "
                                   f"{base}; the release of PIP_INDEX_URL)"]
-    assert advice["gpus"][0]["target"] == "gfx90a" and advice["gpus"][0]["install"][1].startswith(
+    # the sample's image is on a loopback registry and no public one is configured: no pull, just pip
+    assert advice["gpus"][0]["target"] == "gfx90a" and advice["gpus"][0]["install"][0].startswith(
         f"pip install --index-url {base}channels/dev/simple/gfx90a/")
 
 

@@ -24,6 +24,7 @@ from packaging.version import InvalidVersion, Version
 
 from cairn import io
 from cairn.errors import CairnError, InputError, UrlError
+from cairn.matrix.commands import public_image
 
 CHANNEL_RANK = {"stable": 3, "prerelease": 2, "nightly": 1, "dev": 0}
 
@@ -267,7 +268,9 @@ def install_commands(advice: Advice) -> dict[str, tuple[str, ...]]:
 
 
 def _pick(item: LoadedMatrix, cell: Any, host: HostFacts) -> Pick:
-    image = cell.images[0].pinned if cell.images else ""
+    # an image on a loopback registry is pullable only where $CAIRN_PUBLIC_REGISTRY names its public home
+    public = public_image(cell.images[0], os.environ.get("CAIRN_PUBLIC_REGISTRY") or None) if cell.images else None
+    image = public or ""
     pip = ""
     if cell.index_url and (not host.python or cell.python == host.python):
         index = urljoin(item.base, cell.index_url)
