@@ -60,5 +60,5 @@ def test_every_module_the_pipeline_imports_is_a_declared_dependency() -> None:
 
 def test_the_check_sees_the_imports_that_matter() -> None:
     found = pipeline_imports()
-    assert {"gguf", "numpy", "boto3", "tuf", "docker", "rich"} <= found.keys()
+    assert {"gguf", "numpy", "botocore", "tuf", "docker", "rich"} <= found.keys()
     assert not any(re.match(r"llama_cpp", name) for name in found), "in-image code is left out"
