@@ -33,3 +33,16 @@ def test_an_image_blocked_by_its_linkage_check_is_not_counted_against_the_family
     figs = figures(rows, ("static-coverage", "in-container"), ("gfx94X-dcgpu",), {})
     assert figs["families"]["gfx94X-dcgpu"] == {"passed": 2, "expected": 2, "pass_rate": 1.0}
     assert figs["parity"] is True
+
+
+def test_a_family_of_several_targets_is_judged_per_target_image() -> None:
+    """gfx110X-dgpu builds its runtime for gfx1100, gfx1101 and gfx1102: three images, each gated. Counting
+    images by name once made 9 of 3 gates pass (300 %), and `cairn gate` — the front door's last check — fail."""
+    rows = [Row(gate, "runtime", target, "gfx110X-dgpu", "passed", "")
+            for target in ("gfx1100", "gfx1101", "gfx1102") for gate in ("static-coverage", "in-container")]
+    figs = figures(rows, ("static-coverage",), ("gfx110X-dgpu",), {})
+    assert figs["families"]["gfx110X-dgpu"] == {"passed": 3, "expected": 3, "pass_rate": 1.0}
+    assert figs["parity"] is True
+    rows[-2] = Row("static-coverage", "runtime", "gfx1102", "gfx110X-dgpu", "not-run", "image not built")
+    figs = figures(rows, ("static-coverage",), ("gfx110X-dgpu",), {})
+    assert figs["families"]["gfx110X-dgpu"]["passed"] == 2 and figs["parity_gaps"] == ["gfx110X-dgpu skips static-coverage"]

@@ -1,7 +1,7 @@
 """Gate results of a build, and the two figures release engineers steer by.
 
 *Gating pass rate* (per family): required gates passed / required gates expected, over the family's
-images. *Gating parity*: every family ran every required gate; a family that skipped one (not run,
+images, one per gfx target it is built for. *Gating parity*: every family ran every required gate; a family that skipped one (not run,
 blocked, or never planned) is named with the gate. Results come from ``<store>/last-build.json``:
 a passed or not-run gate has ``gate.json`` in its tree, a failed one carries its reason in the build
 record, a blocked or skipped one is not run.
@@ -55,7 +55,8 @@ def figures(rows: list[Row], required: tuple[str, ...], families: tuple[str, ...
     rows = [r for r in rows if not r.reason.startswith(BLOCKED_PREFIX)]
     for family in families:
         mine = [r for r in rows if (r.family or family_of.get(r.target)) == family and r.gate in required]
-        images = sorted({r.image for r in rows if (r.family or family_of.get(r.target)) == family})
+        # an image is gated once per gfx target it is built for: a family of three targets has three runtimes
+        images = sorted({(r.image, r.target) for r in rows if (r.family or family_of.get(r.target)) == family})
         expected = len(images) * len(required)
         passed = sum(1 for r in mine if r.status == "passed")
         per_family[family] = {"passed": passed, "expected": expected,
