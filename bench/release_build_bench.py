@@ -1,6 +1,7 @@
 """Cold build benchmark: what `nox -s build` does for the default release, from an empty store, timed per step.
 
     python bench/release_build_bench.py --out bench/results/release_build.json [--store DIR] [--manifest NAME]
+                                        [--resume EARLIER_JSON]
 
 Runs the front door's steps one after another, each as its own `cairn` process, exactly as `noxfile.py`'s
 build session does: `cairn build` (into an empty `--store`: every pinned input fetched, the build image made
@@ -8,6 +9,8 @@ with mmdebstrap, every compile, wheel, image and gate), `cairn gate`, `cairn pub
 `cairn verify` and `cairn matrix`; then `cairn build` a second time, which must run 0 actions. The JSON records
 each step's wall seconds, the action counts of both builds, the ten slowest actions and the machine. Needs the
 services (`cairn services start`: DOCKER_HOST and CAIRN_REGISTRY in the environment, or its state file).
+``--resume`` keeps the store and the steps an earlier run of it passed, runs the rest, and records which figures
+are kept from which run; it makes no second build (see ``main``).
 """
 
 from __future__ import annotations
@@ -46,13 +49,28 @@ def summary(store: Path) -> dict[str, object]:
             "failed": failed, "action_seconds_sum": round(sum(e.get("seconds") or 0.0 for e in actions.values()), 1)}
 
 
+def plan_names(plan: list[tuple[str, list[str]]]) -> list[str]:
+    return [name for name, _ in plan]
+
+
+def _ran(earlier: dict[str, object], steps: dict[str, float]) -> list[str]:
+    """Steps of this run that were not kept from the earlier one."""
+    status = earlier["steps_exit_status"]
+    assert isinstance(status, dict)
+    return [name for name in steps if status.get(name) != 0]
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", type=Path, required=True)
     parser.add_argument("--store", type=Path, default=Path("/tmp/cairn-cold-build"))
     parser.add_argument("--manifest", default="default")
+    parser.add_argument("--resume", type=Path, default=None, metavar="JSON",
+                        help="keep --store and the steps this earlier result of it recorded as passed; run the rest "
+                             "(a step after a failure, once the failure is fixed)")
     args = parser.parse_args()
-    if args.store.exists():
+    earlier = json.loads(args.resume.read_text()) if args.resume else None
+    if args.store.exists() and earlier is None:
         shutil.rmtree(args.store)
     store = str(args.store)
     env = {**os.environ, "CAIRN_ROOT": str(ROOT)}
@@ -69,11 +87,16 @@ def main() -> int:
                           "--out", str(args.store / "matrix.html")]),
     ]
     for name, step in plan:  # a failed step is recorded, and the steps after it (which need its output) not run
+        if earlier and earlier["steps_exit_status"].get(name) == 0:
+            steps[name], exits[name] = earlier["steps_seconds"][name], 0  # passed in the earlier run, kept
+            continue
         steps[name], exits[name] = run(step, env)
         if exits[name] != 0:
             break
-    first = summary(args.store)
-    if all(code == 0 for code in exits.values()):
+    first = earlier["first_build"] if earlier and "cairn build (cold)" not in _ran(earlier, steps) else summary(args.store)
+    # resumed: the fix that let the later steps pass changed code the action keys cover, so a second build
+    # would rerun what that code makes — the 0-action check needs both builds from one revision
+    if all(code == 0 for code in exits.values()) and earlier is None:
         steps["cairn build (second run)"], exits["cairn build (second run)"] = run(plan[0][1], env)
     second = summary(args.store)
     result = {
@@ -83,12 +106,15 @@ def main() -> int:
         "machine": describe(),
         "steps_seconds": steps,
         "steps_exit_status": exits,
-        "completed": all(code == 0 for code in exits.values()) and len(exits) == len(plan) + 1,
+        "completed": all(code == 0 for code in exits.values()) and len(exits) == len(plan) + (earlier is None),
         "cold_total_seconds": round(sum(v for k, v in steps.items() if k != "cairn build (second run)"), 1),
         "first_build": first,
         "second_build": second,
         "second_build_ran": second["counts"].get("ran", 0) if "cairn build (second run)" in exits else None,
     }
+    if earlier:  # which steps' figures come from the earlier run, on which machine and revision
+        result["resumed"] = {"kept_steps": [k for k in steps if earlier["steps_exit_status"].get(k) == 0 and k in plan_names(plan)],
+                             "earlier_machine": earlier["machine"], "earlier_steps_exit_status": earlier["steps_exit_status"]}
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(result, indent=2, sort_keys=True) + "\n")
     print(json.dumps({k: result[k] for k in ("steps_seconds", "steps_exit_status", "cold_total_seconds", "second_build_ran")}, indent=2))
