@@ -8,6 +8,7 @@ The services' daemons, which outlive the command that starts them, are started t
 from __future__ import annotations
 
 import os
+import re
 import shlex
 import shutil
 import subprocess
@@ -25,6 +26,10 @@ def require_tool(name: str, package: str = "") -> str:
         hint = f"apt-get install {package or name}"
         raise ToolMissing(f"'{name}' is not installed — {hint}")
     return found
+
+
+# environment variables whose values a log must not keep (credentials handed to a tool)
+_SECRET_NAME = re.compile(r"SECRET|TOKEN|PASSWORD|ACCESS_KEY", re.IGNORECASE)
 
 
 def run(
@@ -48,7 +53,8 @@ def run(
         full_env.update(env)
     if log is not None:
         for key in sorted(env or {}):
-            log.write(f"+ export {key}={shlex.quote(str(env[key]))}\n")  # type: ignore[index]
+            shown = "<redacted>" if _SECRET_NAME.search(key) else shlex.quote(str(env[key]))  # type: ignore[index]
+            log.write(f"+ export {key}={shown}\n")
         log.write(f"+ {shlex.join(argv)}" + (f"  (in {cwd})" if cwd else "") + "\n")
         log.flush()
     try:

@@ -23,6 +23,11 @@ project in it (``llama_cpp_python-0.3.36/vendor/llama.cpp``). Three more args se
 Every compile runs under a small launcher that records its CPU seconds (user + system of the compiler,
 so a busy shared host does not inflate them) and wall seconds; the list and its sums go to the action's
 log, not its output, so the output stays reproducible and the log says where the build's time went.
+
+The launcher also gives each HIP compile an explicit ``-cuid`` derived from its object's path in the build
+tree (the same on every machine). clang's default id hashes the whole command line, and a compiler cache
+runs the compiler with its arguments reordered and one added (measured with sccache 0.17): the same source
+then got another ``__hip_cuid_…`` symbol, so a build through the cache gave other bytes than one without it.
 """
 
 from __future__ import annotations
@@ -34,7 +39,10 @@ from pathlib import Path
 from typing import IO, cast
 
 from cairn.errors import CairnError
-from cairn.proc import require_tool, run
+from cairn.execute.compiler_cache import CompilerCache
+from cairn.execute.compiler_cache import start_lines as cache_start_lines
+from cairn.execute.compiler_cache import stats_lines as cache_stats_lines
+from cairn.execute.in_image import run_in_build_image
 
 GENERATOR = "Ninja"
 
@@ -47,9 +55,13 @@ _DEB_LIBDIR = "/usr/lib/x86_64-linux-gnu"
 
 _TIMER, _TIMES = "/tmp/cairn-cpu-seconds.py", "/tmp/cairn-cpu-seconds.log"
 _TIMER_SOURCE = f"""
-import resource, subprocess, sys, time
+import hashlib, resource, subprocess, sys, time
+args = sys.argv[1:]
+if ("-c" in args and "-o" in args and ["-x", "hip"] in [args[i:i + 2] for i in range(len(args) - 1)]
+        and not any(a.startswith(("-cuid=", "-fuse-cuid")) for a in args)):
+    args.append("-cuid=" + hashlib.sha256(("cairn-hip-tu:" + args[args.index("-o") + 1]).encode()).hexdigest()[:16])
 start = time.monotonic()
-code = subprocess.call(sys.argv[1:])
+code = subprocess.call(args)
 used = resource.getrusage(resource.RUSAGE_CHILDREN)
 target = sys.argv[sys.argv.index("-o") + 1] if "-o" in sys.argv else "?"
 with open("{_TIMES}", "a") as log:
@@ -65,7 +77,7 @@ def _names(args: Mapping[str, object], key: str) -> list[str]:
 
 
 def cmake_script(args: Mapping[str, object], targets: Sequence[str], deps: int, jobs: int, *,
-                 archive: bool = False) -> str:
+                 archive: bool = False, compiler_cache: bool = False) -> str:
     """The shell script run in the image (exposed so logs and tests can show it)."""
     subdir = str(args.get("source_subdir", "") or "")
     if subdir.startswith("/") or ".." in Path(subdir).parts:
@@ -99,8 +111,15 @@ def cmake_script(args: Mapping[str, object], targets: Sequence[str], deps: int, 
                   "done"]
     # every compile and link runs under a launcher that records its CPU seconds (not wall time: the host is shared)
     lines += [f"cat > {_TIMER} <<'EOF'", _TIMER_SOURCE.strip(), "EOF", f"touch {_TIMES}"]
-    launchers = " ".join(_quote(f"-DCMAKE_{lang}_{step}_LAUNCHER=python3;{_TIMER}")
-                         for step in ("COMPILER", "LINKER") for lang in ("C", "CXX", "HIP"))
+    launchers = " ".join(_quote(f"-DCMAKE_{lang}_LINKER_LAUNCHER=python3;{_TIMER}") for lang in ("C", "CXX", "HIP"))
+    if compiler_cache:
+        # compiles go through sccache when its server started ($CAIRN_CC); its CPU time is then the server's,
+        # which the launcher does not see: the cache's own statistics follow the build in the log
+        lines += cache_start_lines()
+        launchers += " " + " ".join(f'"-DCMAKE_{lang}_COMPILER_LAUNCHER=python3;{_TIMER}${{CAIRN_CC:+;$CAIRN_CC}}"'
+                                    for lang in ("C", "CXX", "HIP"))
+    else:
+        launchers += " " + " ".join(_quote(f"-DCMAKE_{lang}_COMPILER_LAUNCHER=python3;{_TIMER}") for lang in ("C", "CXX", "HIP"))
     lines += [f"cmake -S {source} -B /tmp/build -G {GENERATOR} {quoted} {launchers}", "started=$(date +%s)"]
     build = f"cmake --build /tmp/build --parallel {jobs}" + (f" --target {' '.join(build_targets)}" if build_targets else "")
     # the build's status is kept so where the time went is logged even for a build that fails
@@ -110,6 +129,7 @@ def cmake_script(args: Mapping[str, object], targets: Sequence[str], deps: int, 
               f"echo '# compile CPU seconds, wall seconds, object (slowest first)'; sort -rn {_TIMES}",
               f"awk '{{cpu += $1; n += 1}} END {{printf \"# %d compiles, %.0f CPU seconds\\n\", n, cpu}}' {_TIMES}",
               f"awk '/\\.cu\\.o$/ {{cpu += $1; n += 1}} END {{printf \"# %d .cu (HIP) compiles, %.0f CPU seconds\\n\", n, cpu}}' {_TIMES}",
+              *(cache_stats_lines() if compiler_cache else []),
               'if [ "$status" -ne 0 ]; then exit "$status"; fi']
     if build_targets:
         lines += ["mkdir -p /out/bin /out/lib",
@@ -125,22 +145,23 @@ def _quote(arg: str) -> str:
 
 
 def cmake_in_image(source: Path, deps: Sequence[Path], out: Path, *, image: str, args: Mapping[str, object],
-                   targets: Sequence[str], log: IO[str], jobs: int = 2) -> None:
-    """Run the configure/build/install script for ``source`` in ``image``; the install lands in ``out``."""
-    from cairn.services import engine_host
+                   targets: Sequence[str], log: IO[str], jobs: int = 2,
+                   compiler_cache: CompilerCache | None = None) -> None:
+    """Run the configure/build/install script for ``source`` in ``image``; the install lands in ``out``.
 
-    docker = require_tool("docker", "docker.io")
+    With ``compiler_cache``, compiles go through sccache and its S3 bucket (``cairn.execute.compiler_cache``);
+    the output is the same either way."""
     archive = source.is_file()
-    script = cmake_script(args, targets, len(deps), jobs, archive=archive)
+    script = cmake_script(args, targets, len(deps), jobs, archive=archive, compiler_cache=compiler_cache is not None)
     log.write(script)
     mounts = ["-v", f"{source}:{ARCHIVE_IN_IMAGE if archive else '/src'}:ro"]
     for n, dep in enumerate(deps):
         mounts += ["-v", f"{dep}:/deps/{n}:ro"]
     epoch = os.environ.get("SOURCE_DATE_EPOCH", "0")
     with tempfile.TemporaryDirectory(prefix=".cmake-", dir=out.parent) as work:
-        run([docker, "run", "--rm", "--network", "none", "-e", f"SOURCE_DATE_EPOCH={epoch}", "-e", "LC_ALL=C",
-             "-e", "TZ=UTC", *mounts, "-v", f"{work}:/out", image, "sh", "-c", script],
-            env={"DOCKER_HOST": engine_host()}, log=log, timeout=4 * 3600)
+        run_in_build_image(image, script, env={"SOURCE_DATE_EPOCH": epoch, "LC_ALL": "C", "TZ": "UTC"},
+                           mounts=[*mounts, "-v", f"{work}:/out"], targets=targets, log=log, timeout=4 * 3600,
+                           compiler_cache=compiler_cache)
         for entry in sorted(Path(work).iterdir()):
             os.replace(entry, out / entry.name)
     check_device_code(out, args, targets)

@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from cairn.errors import CairnError
+from cairn.execute.compiler_cache import CompilerCache
 from cairn.execute.runners import ActionContext, runner_for
 from cairn.plan.graph import Action, Plan
 from cairn.store.base import ActionRecord, Store
@@ -59,8 +60,10 @@ ONE_AT_A_TIME = frozenset({"image-build"})
 
 
 def execute(plan: Plan, store: Store, *, jobs: int = 2, only: set[str] | None = None,
-            listener: Listener | None = None) -> BuildReport:
-    """Run every runnable action of ``plan`` (or of ``only`` and their dependencies)."""
+            listener: Listener | None = None, compiler_cache: CompilerCache | None = None) -> BuildReport:
+    """Run every runnable action of ``plan`` (or of ``only`` and their dependencies).
+
+    ``compiler_cache`` is how compiles run, not what they make: it is in no action key."""
     actions = plan.by_id()
     wanted = closure(plan, only) if only else set(actions)
     report = BuildReport()
@@ -86,7 +89,7 @@ def execute(plan: Plan, store: Store, *, jobs: int = 2, only: set[str] | None = 
                     pending.insert(0, action)
                     break
                 notify("start", action)
-                running[pool.submit(_run, action, report, store)] = action
+                running[pool.submit(_run, action, report, store, compiler_cache)] = action
             if not running:
                 if pending and not any(ready(a) for a in pending):
                     raise CairnError("internal error: plan has actions whose dependencies never finish")
@@ -129,7 +132,7 @@ def _precheck(action: Action, report: BuildReport, store: Store) -> Outcome | No
     return None
 
 
-def _run(action: Action, report: BuildReport, store: Store) -> Outcome:
+def _run(action: Action, report: BuildReport, store: Store, compiler_cache: CompilerCache | None = None) -> Outcome:
     dep_outputs = {d: report.outcomes[d].output for d in action.deps}
     key = action.key(dep_outputs)
     log_path = store.log_path(key)
@@ -138,7 +141,8 @@ def _run(action: Action, report: BuildReport, store: Store) -> Outcome:
     with open(log_path, "w") as log:
         log.write(f"# {action.id}\n# key {key}\n")
         mirror = getattr(store, "root", None)  # a local store keeps fetched inputs by sha256 under sources/
-        ctx = ActionContext(action, workdir, log, {d: store.tree(o) for d, o in dep_outputs.items()}, dep_outputs, mirror)
+        ctx = ActionContext(action, workdir, log, {d: store.tree(o) for d, o in dep_outputs.items()}, dep_outputs, mirror,
+                            compiler_cache)
         try:
             runner_for(action)(ctx)
         except CairnError as exc:

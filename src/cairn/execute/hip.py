@@ -20,6 +20,9 @@ from typing import IO
 from cairn.audit import audit_file, audit_paths
 from cairn.audit.model import FATBIN
 from cairn.errors import CheckFailed, InputError
+from cairn.execute.compiler_cache import CompilerCache
+from cairn.execute.compiler_cache import start_lines as cache_start_lines
+from cairn.execute.compiler_cache import stats_lines as cache_stats_lines
 from cairn.model.targets import load_registry
 from cairn.proc import require_tool, run
 
@@ -91,7 +94,7 @@ def compile_hip(
 
 def compile_hip_in_image(
     sources_dir: Path, names: list[str], targets: tuple[str, ...], out: Path, *, image: str, device_lib_path: str,
-    log: IO[str],
+    log: IO[str], compiler_cache: CompilerCache | None = None,
 ) -> None:
     """The same hipcc command, run by the build image's toolchain through the private Docker Engine.
 
@@ -99,26 +102,25 @@ def compile_hip_in_image(
     network. Paths inside are the same on every machine, so the output bytes do not depend on where the
     store lives. ``out`` appears only when the build succeeded.
     """
-    from cairn.services import engine_host
+    from cairn.execute.in_image import run_in_build_image
 
     if not names:
         raise InputError(sources_dir, "no HIP sources to compile")
     _check_targets(targets)
-    docker = require_tool("docker", "docker.io")
-    env = {"DOCKER_HOST": engine_host()}
     out.parent.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(prefix=".hipcc-", dir=out.parent) as work:
-        script = in_image_script(sorted(names), targets, out.name, device_lib_path)
+        script = in_image_script(sorted(names), targets, out.name, device_lib_path,
+                                 compiler_cache=compiler_cache is not None)
         log.write(script)
         epoch = os.environ.get("SOURCE_DATE_EPOCH", "0")
-        container_env = [arg for k, v in {**HIP_ENV, "SOURCE_DATE_EPOCH": epoch, "TMPDIR": "/tmp"}.items()
-                         for arg in ("-e", f"{k}={v}")]
-        run([docker, "run", "--rm", "--network", "none", *container_env, "-v", f"{sources_dir}:/src:ro",
-             "-v", f"{work}:/out", "-w", "/out", image, "sh", "-c", script], env=env, log=log, timeout=3600)
+        run_in_build_image(image, script, env={**HIP_ENV, "SOURCE_DATE_EPOCH": epoch, "TMPDIR": "/tmp"},
+                           mounts=["-v", f"{sources_dir}:/src:ro", "-v", f"{work}:/out"], workdir="/out",
+                           targets=targets, log=log, timeout=3600, compiler_cache=compiler_cache)
         os.replace(Path(work) / out.name, out)
 
 
-def in_image_script(names: Sequence[str], targets: Sequence[str], library: str, device_lib_path: str) -> str:
+def in_image_script(names: Sequence[str], targets: Sequence[str], library: str, device_lib_path: str, *,
+                    compiler_cache: bool = False) -> str:
     """One hipcc compile per translation unit, then one link: the commands run inside the build image.
 
     clang ≥ 19 gives every TU a ``__hip_cuid_<id>`` symbol: ``-fuse-cuid=none`` makes them collide at link
@@ -130,15 +132,20 @@ def in_image_script(names: Sequence[str], targets: Sequence[str], library: str, 
     common = ["-O2", "-fPIC", "-std=c++17", "-ffile-prefix-map=/src=.", "-ffile-prefix-map=/out=.",
               f"--rocm-device-lib-path={device_lib_path}", "-I/src", *arch]
     lines = ["set -eu", "mkdir -p /out/obj"]
+    if compiler_cache:  # each compile then runs as `sccache hipcc …` when sccache's server started
+        lines += cache_start_lines()
+    launcher = ["$CAIRN_CC"] if compiler_cache else []
     objects = []
     for name in names:
         cuid = hashlib.sha256(f"cairn-hip-tu:{name}".encode()).hexdigest()[:16]
         obj = f"/out/obj/{Path(name).stem}.o"
         objects.append(obj)
-        lines.append(" ".join(["hipcc", "-c", *common, f"-cuid={cuid}", f"/src/{name}", "-o", obj]))
+        lines.append(" ".join([*launcher, "hipcc", "-c", *common, f"-cuid={cuid}", f"/src/{name}", "-o", obj]))
     lines.append(" ".join(["hipcc", "-shared", "-fPIC", *arch, "-Wl,--build-id=sha1", f"-Wl,-soname,{library}",
                            *objects, "-o", f"/out/{library}"]))
     lines.append("rm -rf /out/obj")
+    if compiler_cache:
+        lines += cache_stats_lines()
     return "\n".join(lines) + "\n"
 
 

@@ -17,6 +17,7 @@ from typing import IO, Any
 
 from cairn import proc
 from cairn.errors import CairnError
+from cairn.execute.compiler_cache import CompilerCache
 from cairn.plan.graph import Action
 from cairn.sources.fetch import fetch
 
@@ -29,6 +30,7 @@ class ActionContext:
     deps: Mapping[str, Path]  # dependency action id -> its output tree
     dep_outputs: Mapping[str, str]  # dependency action id -> its output digest
     mirror: Path | None = None  # the store's source mirror (``sources/sha256/<digest>`` under it)
+    compiler_cache: CompilerCache | None = None  # sccache in S3 for compiles in the build image; changes no output
 
 
 Runner = Callable[[ActionContext], None]
@@ -118,7 +120,7 @@ def run_hip(ctx: ActionContext) -> None:
         image = _toolchain_image(ctx, toolchain)
         toolchain = f"{pushed['repo']}@{pushed['digest']}"
         hip.compile_hip_in_image(sources_tree, [s.name for s in sources], targets, library, image=image,
-                                 device_lib_path=DEVICE_LIBS_IN_IMAGE, log=ctx.log)
+                                 device_lib_path=DEVICE_LIBS_IN_IMAGE, log=ctx.log, compiler_cache=ctx.compiler_cache)
     else:
         device_libs = next((p / "amdgcn" / "bitcode" for p in ctx.deps.values() if (p / "amdgcn" / "bitcode").is_dir()), None)
         if device_libs is None:
@@ -152,7 +154,8 @@ def run_cmake(ctx: ActionContext) -> None:
         source = fetched
     dep_trees = [ctx.deps[d] for d in ctx.action.deps[1:] if d not in (toolchain["image"], toolchain["push"])]
     cmake_in_image(source, dep_trees, ctx.out, image=_toolchain_image(ctx, toolchain),
-                   args=inputs["build"]["args"], targets=inputs.get("targets", []), log=ctx.log)
+                   args=inputs["build"]["args"], targets=inputs.get("targets", []), log=ctx.log,
+                   compiler_cache=ctx.compiler_cache)
 
 
 def _toolchain_image(ctx: ActionContext, toolchain: Mapping[str, str]) -> str:
