@@ -158,6 +158,10 @@ def test_pull_requests_read_the_cache_and_never_write_it(default_release) -> Non
         build = next(s["run"] for s in job["steps"] if s.get("run", "").startswith("cairn build"))
         assert '--cache "s3://${{ vars.CAIRN_CACHE_BUCKET }}/cairn"' in build, name
         assert READ_ONLY_ON_PR in build or (name == "publish" and "--cache-read-only" in build), name
+        # compiles share sccache in S3, except in a pull request's jobs (sccache cannot read S3 without writing it)
+        compiler_cache = ("${{ github.event_name != 'pull_request' && "
+                          "format('--compiler-cache s3://{0}/cairn/compilers', vars.CAIRN_CACHE_BUCKET) || '' }}")
+        assert (compiler_cache in build) == (name != "publish"), name
 
 
 def test_timings_size_each_shard_and_its_timeout(tmp_path) -> None:

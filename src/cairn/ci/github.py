@@ -30,6 +30,10 @@ BUNDLE_ACTION = "bundle:release"
 PINNED_IMAGE = re.compile(r"^[a-z0-9][a-z0-9._:/-]*@sha256:[0-9a-f]{64}$")
 _JOB_ID = re.compile(r"[^A-Za-z0-9_-]")
 READ_ONLY_ON_PR = "${{ github.event_name == 'pull_request' && '--cache-read-only' || '' }}"
+# sccache in S3 for the compiles of every job but a pull request's: sccache has no read-only mode for S3, and an
+# untrusted job must not write what trusted jobs read (cairn.execute.compiler_cache)
+COMPILER_CACHE_UNLESS_PR = ("${{{{ github.event_name != 'pull_request' && "
+                            "format('--compiler-cache s3://{{0}}/{prefix}/compilers', vars.CAIRN_CACHE_BUCKET) || '' }}}}")
 
 
 @dataclass(frozen=True)
@@ -107,6 +111,8 @@ def _cairn_build(only: Sequence[str], settings: Settings, *, read_only: bool) ->
     words += [f"--only {shlex.quote(action_id)}" for action_id in only]
     words.append(f'--cache "s3://${{{{ vars.CAIRN_CACHE_BUCKET }}}}/{settings.cache_prefix}"')
     words.append("--cache-read-only" if read_only else READ_ONLY_ON_PR)
+    if not read_only:
+        words.append(COMPILER_CACHE_UNLESS_PR.format(prefix=settings.cache_prefix))
     return " \\\n  ".join(words)
 
 
