@@ -66,8 +66,12 @@ def publish(bundle: Bundle, backend: Backend, keys: KeySet, root: Metadata[Root]
     if channel not in CHANNELS:
         raise CairnError(f"unknown channel '{channel}' — use one of {', '.join(CHANNELS)}")
     signing = SigningSession(keys, root)
-    staged = stage_objects(bundle, signing)  # reads and checks every artifact's sha256 before anything is uploaded
-    run = Run(backend, signing, log)
+    with ThreadPoolExecutor(max_workers=1) as inspect:
+        # what the repository holds (one LIST, the signed metadata) is read while the bundle is staged: both only
+        # read, so a bad bundle or a repository signed under another root still leaves nothing written
+        opened = inspect.submit(Run, backend, signing, log)
+        staged = stage_objects(bundle, signing)  # reads and checks every artifact's sha256 before anything is uploaded
+    run = opened.result()  # (a staging error wins: it is raised before this)
     if public_read:  # before anything is written or signed: a refused policy leaves nothing half-published
         run.grant_public_read()
     with ThreadPoolExecutor(max_workers=1) as registry:
