@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from cairn.ci.github import READ_ONLY_ON_PR
+from cairn.ci.github import COMPILER_CACHE_UNLESS_PR, READ_ONLY_ON_PR
 from cairn.ci.shards import Shard, shard_plan
 from cairn.plan.graph import Action, Plan
 from conftest import need_module
@@ -275,6 +275,10 @@ def test_the_shard_jobs_as_separate_runners_build_the_same_release_as_one_build(
         for name in run:
             script = jobs[name]["steps"][-1]["run"].replace("${{ vars.CAIRN_CACHE_BUCKET }}", BUCKET)
             script = script.replace(READ_ONLY_ON_PR, "")  # a push to main, not a pull request
+            # ... so GitHub renders the compiler cache option with the bucket (the expression's push value)
+            script = script.replace(COMPILER_CACHE_UNLESS_PR.format(prefix="ci/run1"),
+                                    f"--compiler-cache s3://{BUCKET}/ci/run1/compilers")
+            assert "${{" not in script, script
             machine = _machine(tmp_path, name, s3["endpoint"])
             proc = subprocess.run(["bash", "-euc", script], cwd=machine["cwd"], env=machine["env"],
                                   capture_output=True, text=True, timeout=300)
