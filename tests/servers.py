@@ -85,3 +85,33 @@ def archive_release(folder: Path, www: Path, base: str, *, name: str, families: 
     path = folder / f"{name}.toml"
     path.write_text("\n".join(lines))
     return path
+
+
+@contextmanager
+def registry_at(address: str, storage: Path) -> Iterator[str]:
+    """Debian's ``docker-registry`` at ``address`` keeping its blobs in ``storage`` (new storage = an empty
+    registry): what a fresh CI runner has at the same ``localhost`` address as every other runner."""
+    import json
+    import subprocess
+    import time
+    import urllib.request
+
+    from conftest import need_tool
+
+    binary = need_tool("docker-registry", "docker-registry")
+    storage.mkdir(parents=True, exist_ok=True)
+    config = storage.parent / f"{storage.name}.yml"
+    config.write_text(json.dumps({"version": 0.1, "log": {"level": "warn"}, "http": {"addr": address},
+                                  "storage": {"filesystem": {"rootdirectory": str(storage)}}}))
+    child = subprocess.Popen([binary, "serve", str(config)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        for _ in range(100):
+            try:
+                urllib.request.urlopen(f"http://{address}/v2/", timeout=1)
+                break
+            except OSError:
+                time.sleep(0.1)
+        yield address
+    finally:
+        child.terminate()
+        child.wait(timeout=10)

@@ -87,10 +87,22 @@ def test_every_action_is_pinned_by_a_full_commit_sha(default_release) -> None:
 
 
 def test_jobs_run_in_the_build_image_by_digest_except_the_one_that_builds_it(default_release) -> None:
+    """... and the image and gate jobs, which need the runner's Docker Engine and start a registry of their own."""
     workflow, report, _ = default_release
     holder = next(s["name"] for s in report["shards"] if "image:toolchain" in s["actions"])
+    docker = {s["name"] for s in report["shards"] if s["stage"] in ("images", "gates")}
+    assert len(docker) >= 6  # the family-neutral images job and, per family, an images and a gates job
     for name, job in workflow["jobs"].items():
-        assert ("container" not in job) if name == holder else (job["container"]["image"] == IMAGE), name
+        if name == holder or name in docker:
+            assert "container" not in job, name
+        else:
+            assert job["container"]["image"] == IMAGE, name
+        if name in docker:  # the same registry address on every runner: a cached push keeps its key
+            assert job["env"]["CAIRN_REGISTRY"] == "localhost:5000", name
+            assert [step["name"] for step in job["steps"]] == ["check out", "install cairn", "registry", "build"], name
+            assert "docker-registry" in job["steps"][2]["run"]
+        else:
+            assert "CAIRN_REGISTRY" not in job["env"], name
 
 
 def test_without_a_known_image_digest_the_jobs_run_on_the_runner_and_the_workflow_says_so(tmp_path) -> None:

@@ -29,6 +29,15 @@ RUNS_ON = "ubuntu-24.04"
 BUNDLE_ACTION = "bundle:release"
 PINNED_IMAGE = re.compile(r"^[a-z0-9][a-z0-9._:/-]*@sha256:[0-9a-f]{64}$")
 _JOB_ID = re.compile(r"[^A-Za-z0-9_-]")
+# Image and gate jobs: the runner's own Docker Engine, and Debian/Ubuntu's docker-registry, which the package
+# starts on localhost:5000 — the same address on every runner, so a push cached by one job keeps its key in the
+# next; the next job's registry is empty, and every action that uses a pushed image pushes it again from the
+# store when its registry lacks it (cairn.containers.publish.ensure_in_registry).
+DOCKER_STAGES = ("images", "gates")
+DOCKER_ENV = {"DOCKER_HOST": "unix:///var/run/docker.sock", "CAIRN_REGISTRY": "localhost:5000"}
+DOCKER_SETUP = ("sudo apt-get update -q\n"
+                "sudo apt-get install -y -q --no-install-recommends docker-registry skopeo mmdebstrap\n"
+                "curl --silent --fail --retry 10 --retry-connrefused http://localhost:5000/v2/ > /dev/null")
 READ_ONLY_ON_PR = "${{ github.event_name == 'pull_request' && '--cache-read-only' || '' }}"
 # sccache in S3 for the compiles of every job but a pull request's: sccache has no read-only mode for S3, and an
 # untrusted job must not write what trusted jobs read (cairn.execute.compiler_cache)
@@ -101,7 +110,13 @@ def _describe(shard: Shard, settings: Settings) -> list[str]:
 
 
 def _in_image(shard: Shard, settings: Settings) -> bool:
-    return bool(settings.image) and IMAGE_ID not in shard.actions
+    return bool(settings.image) and IMAGE_ID not in shard.actions and not _needs_docker(shard)
+
+
+def _needs_docker(shard: Shard) -> bool:
+    """Image and gate jobs build, push and run images: they need the runner's Docker Engine (a ``container:`` job
+    has no socket to it) and a registry of their own, which starts empty on every runner."""
+    return shard.stage in DOCKER_STAGES
 
 
 def _cairn_build(only: Sequence[str], settings: Settings, *, read_only: bool) -> str:
@@ -116,14 +131,17 @@ def _cairn_build(only: Sequence[str], settings: Settings, *, read_only: bool) ->
     return " \\\n  ".join(words)
 
 
-def _steps(build: str) -> list[dict[str, Any]]:
-    return [
+def _steps(build: str, *, docker: bool = False) -> list[dict[str, Any]]:
+    steps: list[dict[str, Any]] = [
         {"name": "check out", "uses": CHECKOUT, "with": {"persist-credentials": False}},
         {"name": "install cairn", "run": 'python3 -m venv "$RUNNER_TEMP/cairn"\n'
                                          '"$RUNNER_TEMP/cairn/bin/pip" install --quiet .\n'
                                          'echo "$RUNNER_TEMP/cairn/bin" >> "$GITHUB_PATH"'},
-        {"name": "build", "run": build},
     ]
+    if docker:
+        steps.append({"name": "registry", "run": DOCKER_SETUP})
+    steps.append({"name": "build", "run": build})
+    return steps
 
 
 def _env() -> dict[str, str]:
@@ -142,8 +160,8 @@ def _shard_job(shard: Shard, ids: dict[str, str], settings: Settings) -> dict[st
     if _in_image(shard, settings):
         job["container"] = {"image": settings.image}
     job["timeout-minutes"] = shard.timeout_minutes()
-    job["env"] = _env()
-    job["steps"] = _steps(_cairn_build(shard.only, settings, read_only=False))
+    job["env"] = {**_env(), **(DOCKER_ENV if _needs_docker(shard) else {})}
+    job["steps"] = _steps(_cairn_build(shard.only, settings, read_only=False), docker=_needs_docker(shard))
     return job
 
 

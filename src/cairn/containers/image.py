@@ -158,8 +158,11 @@ def build_image(*, out: Path, context: Path, dockerfile: str, parent_tree: Path,
                 labels: Mapping[str, str], tags: list[str], record: dict[str, Any], log: IO[str],
                 layer_cache: Path | None = None) -> dict[str, Any]:
     """Build ``context`` with ``dockerfile`` FROM ``parent_ref``; write ``out/oci`` + ``out/image.json``."""
+    from cairn.containers.publish import ensure_in_registry
+
     client = docker_client()
     registry, _ = registry_address()
+    ensure_in_registry(parent_tree, registry, log)  # a cached push may name a registry that no longer holds it
     pull(client, f"{registry}/{parent_ref}", log)
     (context / "Dockerfile").write_text(dockerfile)
     (out / "Dockerfile").write_text(dockerfile)

@@ -2,6 +2,12 @@
 
 ``skopeo copy --preserve-digests`` uploads exactly our blobs, so the registry's manifest digest is the
 one ``image.json`` records; ``skopeo inspect --raw`` then reads the manifest back by digest.
+
+The store, not the registry, is where an image lives: a push action is cached like any other (locally, or
+in a shared S3 cache that a job on another machine filled), while the registry an action talks to may be
+a fresh runner's or one whose storage was reset. So every action that uses a pushed image first makes
+sure this registry holds it (``ensure_in_registry``), pushing it again from the image's layout in the
+store when it does not — the same bytes, so the same digest, and nothing downstream changes.
 """
 
 from __future__ import annotations
@@ -13,6 +19,17 @@ from typing import IO, Any
 
 from cairn import proc
 from cairn.errors import ActionFailed
+
+
+def ensure_in_registry(image_tree: Path, registry: str, log: IO[str]) -> None:
+    """Make ``registry`` hold the image of ``image_tree`` (an ``image-build``/``image-base`` output) by digest."""
+    record = json.loads((image_tree / "image.json").read_text())
+    skopeo = proc.require_tool("skopeo", "skopeo")
+    where = f"docker://{registry}/{record['repo']}@{record['digest']}"
+    if proc.run([skopeo, "inspect", "--raw", "--tls-verify=false", where], log=log, check=False).returncode == 0:
+        return
+    log.write(f"{registry} does not hold {record['repo']}@{record['digest']}: pushing it again from the store\n")
+    push(image_tree, registry, log)
 
 
 def push(image_tree: Path, registry: str, log: IO[str]) -> dict[str, Any]:

@@ -160,12 +160,14 @@ def run_cmake(ctx: ActionContext) -> None:
 
 def _toolchain_image(ctx: ActionContext, toolchain: Mapping[str, str]) -> str:
     """``registry/repo@digest`` of the build image the action depends on (pulled by the engine)."""
+    from cairn.containers.publish import ensure_in_registry
     from cairn.services import registry_address
 
     pushed = json.loads((ctx.deps[toolchain["push"]] / "push.json").read_text())
     registry, _ = registry_address()
     if not registry:
         raise CairnError(f"{ctx.action.id}: no registry to pull the build image from — run: cairn services start")
+    ensure_in_registry(ctx.deps[toolchain["image"]], registry, ctx.log)  # a cached push may be another host's
     return f"{registry}/{pushed['reference']}"
 
 

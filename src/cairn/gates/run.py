@@ -8,6 +8,7 @@ failed gate raises ``CheckFailed`` naming the image, its digest and the reason.
 from __future__ import annotations
 
 import json
+from pathlib import Path
 from typing import Any
 
 from cairn.errors import CheckFailed
@@ -43,6 +44,7 @@ def run_gate(ctx: Any) -> None:
         partial = _known_partial(ctx, inputs["target"])
         status, reason, evidence = static_gate(image_tree / "oci", inputs["target"], inputs["rocm"], partial=partial)
     else:
+        _ensure_pushed(image_tree, ctx.log)
         status, reason, evidence = container_gate(push["reference"], inputs["commands"], gpu=gate == "gpu", log=ctx.log)
         if status == "passed" and inputs.get("engine_inputs"):
             from cairn.gates.llama import llama_gate
@@ -55,6 +57,17 @@ def run_gate(ctx: Any) -> None:
     if status == "failed":
         raise CheckFailed(f"{gate} gate failed for {inputs['image']}@{inputs['target']} ({push['digest'][:19]}): {reason}")
     result.write(ctx.out)
+
+
+def _ensure_pushed(image_tree: Path, log: Any) -> None:
+    """The gate runs the image from this host's registry: a push cached by another machine's job (or a registry
+    reset since) left it elsewhere, so it is pushed again from the store when missing (same digest)."""
+    from cairn.containers.publish import ensure_in_registry
+    from cairn.services import registry_address
+
+    registry, _ = registry_address()
+    if registry:  # without one, the gate's own pull says what is missing
+        ensure_in_registry(image_tree, registry, log)
 
 
 def _known_partial(ctx: Any, target: str) -> tuple[str, ...]:
