@@ -86,14 +86,19 @@ def test_every_action_is_pinned_by_a_full_commit_sha(default_release) -> None:
     assert not re.search(r"uses:\s*\S+@(v\d|main|master)", path.read_text())
 
 
-def test_jobs_run_in_the_build_image_by_digest_except_the_one_that_builds_it(default_release) -> None:
-    """... and the image and gate jobs, which need the runner's Docker Engine and start a registry of their own."""
+def test_jobs_run_in_the_build_image_by_digest_except_the_ones_that_need_docker(default_release) -> None:
+    """The job that builds the build image, the image and gate jobs, and the jobs that compile in the build image
+    (a ``docker run`` of it) need the runner's Docker Engine and start a registry of their own."""
     workflow, report, _ = default_release
+    docker = {s["name"] for s in report["shards"] if s["docker"]}
     holder = next(s["name"] for s in report["shards"] if "image:toolchain" in s["actions"])
-    docker = {s["name"] for s in report["shards"] if s["stage"] in ("images", "gates")}
-    assert len(docker) >= 6  # the family-neutral images job and, per family, an images and a gates job
+    compiles = {s["name"] for s in report["shards"] if any(a.startswith("build:llama.cpp@") for a in s["actions"])}
+    images = {s["name"] for s in report["shards"] if s["stage"] in ("images", "gates")}
+    assert holder in docker and compiles and compiles <= docker and images <= docker
+    assert len(images) >= 6  # the family-neutral images job and, per family, an images and a gates job
+    assert {"wheels", "bundle", "coverage"} <= {s["name"] for s in report["shards"]} - docker
     for name, job in workflow["jobs"].items():
-        if name == holder or name in docker:
+        if name in docker:
             assert "container" not in job, name
         else:
             assert job["container"]["image"] == IMAGE, name

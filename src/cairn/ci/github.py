@@ -7,8 +7,9 @@ release later trusts. Gate shards are jobs of their own: a failed gate fails its
 exits 1 and the job fails. ``publish`` needs every gate job and the bundle's job, so it runs only when all of
 them passed, and never for a pull request; it stages the release (promotion stays a person's decision).
 
-When the release compiles in a build image and its digest is known, jobs run in it by digest (``container:``);
-the shard that builds that image runs on the runner, since the image does not exist before it.
+When the release compiles in a build image and its digest is known, the jobs without Docker run in it by digest
+(``container:``). Jobs with Docker — building the build image, compiling in it, building, pushing and gating
+images — run on the runner with its Docker Engine and a registry at one address (``DOCKER_SETUP``).
 """
 
 from __future__ import annotations
@@ -29,11 +30,10 @@ RUNS_ON = "ubuntu-24.04"
 BUNDLE_ACTION = "bundle:release"
 PINNED_IMAGE = re.compile(r"^[a-z0-9][a-z0-9._:/-]*@sha256:[0-9a-f]{64}$")
 _JOB_ID = re.compile(r"[^A-Za-z0-9_-]")
-# Image and gate jobs: the runner's own Docker Engine, and Debian/Ubuntu's docker-registry, which the package
-# starts on localhost:5000 — the same address on every runner, so a push cached by one job keeps its key in the
-# next; the next job's registry is empty, and every action that uses a pushed image pushes it again from the
-# store when its registry lacks it (cairn.containers.publish.ensure_in_registry).
-DOCKER_STAGES = ("images", "gates")
+# Jobs with Docker (cairn.ci.shards.needs_docker): the runner's own Docker Engine, and Debian/Ubuntu's
+# docker-registry, which the package starts on localhost:5000 — the same address on every runner, so a push
+# cached by one job keeps its key in the next; the next job's registry is empty, and every action that uses a
+# pushed image pushes it again from the store when its registry lacks it (cairn.containers.publish).
 DOCKER_ENV = {"DOCKER_HOST": "unix:///var/run/docker.sock", "CAIRN_REGISTRY": "localhost:5000"}
 DOCKER_SETUP = ("sudo apt-get update -q\n"
                 "sudo apt-get install -y -q --no-install-recommends docker-registry skopeo mmdebstrap\n"
@@ -114,9 +114,10 @@ def _in_image(shard: Shard, settings: Settings) -> bool:
 
 
 def _needs_docker(shard: Shard) -> bool:
-    """Image and gate jobs build, push and run images: they need the runner's Docker Engine (a ``container:`` job
-    has no socket to it) and a registry of their own, which starts empty on every runner."""
-    return shard.stage in DOCKER_STAGES
+    """Jobs that build, push or run images, or compile in the build image (a ``docker run`` of it), need the
+    runner's Docker Engine — a ``container:`` job has no socket to it — and a registry of their own, which starts
+    empty on every runner."""
+    return shard.docker
 
 
 def _cairn_build(only: Sequence[str], settings: Settings, *, read_only: bool) -> str:

@@ -39,6 +39,7 @@ from cairn.plan.toolchain import IMAGE_ID, PUSH_ID
 SDK_STAGE = "sdk"
 STAGE_ORDER = (SDK_STAGE, *pipeline.NAMES)
 MAX_TIMEOUT_MINUTES = 360  # GitHub-hosted runners stop a job after 6 hours
+DOCKER_STAGES = ("images", "gates")  # stages whose every action builds, pushes or runs an image
 
 
 @dataclass(frozen=True)
@@ -54,6 +55,7 @@ class Shard:
     seconds: float | None  # estimated duration; None = unknown
     unmeasured: int = 0  # how many of its actions the timings report did not measure
     gates: int = 0  # how many of its actions are gates (a gate shard's job is required before publish)
+    docker: bool = False  # one of its actions needs a Docker Engine and a registry (``needs_docker``)
 
     @property
     def is_gate(self) -> bool:
@@ -68,7 +70,8 @@ class Shard:
     def to_json(self) -> dict[str, object]:
         return {"name": self.name, "stage": self.stage, "family": self.family or None, "actions": list(self.actions),
                 "only": list(self.only), "needs": list(self.needs), "seconds": self.seconds,
-                "unmeasured": self.unmeasured, "gates": self.gates, "timeout_minutes": self.timeout_minutes()}
+                "unmeasured": self.unmeasured, "gates": self.gates, "docker": self.docker,
+                "timeout_minutes": self.timeout_minutes()}
 
 
 def read_timings(path: Path) -> dict[str, float]:
@@ -101,6 +104,13 @@ def stage_of(action: Action) -> str:
     return SDK_STAGE
 
 
+def needs_docker(action: Action) -> bool:
+    """Whether running ``action`` talks to a Docker Engine and a registry: building, pushing and gating images,
+    and compiling in the release's build image, which is a ``docker run`` of it."""
+    return (stage_of(action) in DOCKER_STAGES or action.id in (IMAGE_ID, PUSH_ID)
+            or isinstance(action.inputs.get("toolchain"), dict))
+
+
 def shard_plan(plan: Plan, families: tuple[str, ...], timings: Mapping[str, float] | None = None) -> tuple[Shard, ...]:
     """The plan's shards, dependencies first (see the module docstring for the rules)."""
     by_id = plan.by_id()
@@ -128,7 +138,8 @@ def shard_plan(plan: Plan, families: tuple[str, ...], timings: Mapping[str, floa
                             actions=tuple(ids), only=tuple(a for a in ids if a not in depended_on),
                             needs=tuple(sorted(needs[name], key=order.index)), seconds=seconds,
                             unmeasured=unmeasured if timings is not None else 0,
-                            gates=sum(1 for a in ids if by_id[a].kind == "gate")))
+                            gates=sum(1 for a in ids if by_id[a].kind == "gate"),
+                            docker=any(needs_docker(by_id[a]) for a in ids)))
     return tuple(shards)
 
 
