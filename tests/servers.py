@@ -88,30 +88,19 @@ def archive_release(folder: Path, www: Path, base: str, *, name: str, families: 
 
 
 @contextmanager
-def registry_at(address: str, storage: Path) -> Iterator[str]:
-    """Debian's ``docker-registry`` at ``address`` keeping its blobs in ``storage`` (new storage = an empty
-    registry): what a fresh CI runner has at the same ``localhost`` address as every other runner."""
-    import json
-    import subprocess
-    import time
-    import urllib.request
+def registry_at(address: str, root: Path) -> Iterator[str]:
+    """A registry with fresh storage under ``root`` at a fixed ``address``, as ``cairn services`` starts one:
+    what a fresh CI runner has at the same ``localhost`` address as every other runner."""
+    import os
+    import signal
 
+    from cairn.services.daemons import start_registry
     from conftest import need_tool
 
-    binary = need_tool("docker-registry", "docker-registry")
-    storage.mkdir(parents=True, exist_ok=True)
-    config = storage.parent / f"{storage.name}.yml"
-    config.write_text(json.dumps({"version": 0.1, "log": {"level": "warn"}, "http": {"addr": address},
-                                  "storage": {"filesystem": {"rootdirectory": str(storage)}}}))
-    child = subprocess.Popen([binary, "serve", str(config)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    need_tool("docker-registry", "docker-registry")
+    _, pid = start_registry(root, address)
     try:
-        for _ in range(100):
-            try:
-                urllib.request.urlopen(f"http://{address}/v2/", timeout=1)
-                break
-            except OSError:
-                time.sleep(0.1)
         yield address
     finally:
-        child.terminate()
-        child.wait(timeout=10)
+        os.kill(pid, signal.SIGTERM)
+        os.waitpid(pid, 0)

@@ -11,6 +11,7 @@ parent image, or gates an image, must find it pushed again from the store (same 
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import subprocess
@@ -37,8 +38,8 @@ def _forget(client, address: str) -> None:  # type: ignore[no-untyped-def]
                 client.api.remove_image(name, force=True)
 
 
-def _job(tmp_path: Path, name: str, manifest: Path, endpoint: str, docker_host: str, address: str,
-         *only: str) -> tuple[int, dict, Path]:
+def _job(tmp_path: Path, name: str, *, manifest: Path, endpoint: str, docker_host: str, address: str,
+         only: tuple[str, ...]) -> tuple[int, dict, Path]:
     """``cairn build --only …`` on a runner of its own; returns (exit code, the --json report, the store)."""
     cwd = tmp_path / "runners" / name
     (cwd / "home").mkdir(parents=True)
@@ -58,7 +59,7 @@ def _job(tmp_path: Path, name: str, manifest: Path, endpoint: str, docker_host: 
     return proc.returncode, json.loads(proc.stdout)["actions"], cwd / "store"
 
 
-def _log(store: Path, outcome: dict) -> str:
+def _log(outcome: dict) -> str:
     return Path(outcome["log"]).read_text() if outcome.get("log") else ""
 
 
@@ -68,22 +69,23 @@ def test_a_job_builds_on_and_gates_images_another_job_pushed_to_its_own_registry
     with serve_directory(www) as base, moto_s3(BUCKET) as s3:
         manifest = archive_release(tmp_path, www, base, name="handover", families=("gfx1151",))
         address = f"127.0.0.1:{free_port()}"
-        run = (tmp_path, manifest, s3["endpoint"], services.docker_host, address)
+        run = functools.partial(_job, tmp_path, manifest=manifest, endpoint=s3["endpoint"],
+                                docker_host=services.docker_host, address=address)
 
-        code, first, _ = _job(run[0], "base", *run[1:], "push:base")
+        code, first, _ = run("base", only=("push:base",))
         assert code == 0 and first["image:base"]["status"] == "ran" and first["push:base"]["status"] == "ran", first
 
         # the runtime image is built FROM the base image, which this runner's registry does not hold
-        code, second, store = _job(run[0], "runtime", *run[1:], "push:runtime@gfx1151")
+        code, second, store = run("runtime", only=("push:runtime@gfx1151",))
         assert code == 0, second
         assert second["image:base"]["status"] == "cached" and second["push:base"]["status"] == "cached"
         assert second["image:runtime@gfx1151"]["status"] == "ran"
-        assert "pushing it again from the store" in _log(store, second["image:runtime@gfx1151"])
+        assert "pushing it again from the store" in _log(second["image:runtime@gfx1151"])
         image = json.loads((store / "trees" / second["image:runtime@gfx1151"]["output"] / "image.json").read_text())
 
         # the gates run the image in a container pulled from a third runner's (empty) registry
-        code, third, store = _job(run[0], "gates", *run[1:], "gate:static-coverage:runtime@gfx1151",
-                                  "gate:in-container:runtime@gfx1151")
+        code, third, store = run("gates", only=("gate:static-coverage:runtime@gfx1151",
+                                                       "gate:in-container:runtime@gfx1151"))
         assert third["image:runtime@gfx1151"]["status"] == "cached" and third["push:runtime@gfx1151"]["status"] == "cached"
         assert not [a for a, o in third.items() if a.startswith(("image:", "push:")) and o["status"] == "ran"]
         assert third["gate:static-coverage:runtime@gfx1151"]["status"] == "ran"
@@ -93,4 +95,4 @@ def test_a_job_builds_on_and_gates_images_another_job_pushed_to_its_own_registry
         assert code == 1 and gate["status"] == "failed", third
         assert "no shared libraries found under the SDK wheels" in gate["detail"], gate["detail"]
         assert image["digest"][:19] in gate["detail"] and "manifest unknown" not in gate["detail"]
-        assert "pushing it again from the store" in _log(store, gate)
+        assert "pushing it again from the store" in _log(gate)

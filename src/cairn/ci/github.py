@@ -110,14 +110,9 @@ def _describe(shard: Shard, settings: Settings) -> list[str]:
 
 
 def _in_image(shard: Shard, settings: Settings) -> bool:
-    return bool(settings.image) and IMAGE_ID not in shard.actions and not _needs_docker(shard)
-
-
-def _needs_docker(shard: Shard) -> bool:
-    """Jobs that build, push or run images, or compile in the build image (a ``docker run`` of it), need the
-    runner's Docker Engine — a ``container:`` job has no socket to it — and a registry of their own, which starts
-    empty on every runner."""
-    return shard.docker
+    """Jobs with Docker (``Shard.docker``, the build image's own job among them) run on the runner: a
+    ``container:`` job has no socket to the runner's Docker Engine."""
+    return bool(settings.image) and not shard.docker
 
 
 def _cairn_build(only: Sequence[str], settings: Settings, *, read_only: bool) -> str:
@@ -161,8 +156,8 @@ def _shard_job(shard: Shard, ids: dict[str, str], settings: Settings) -> dict[st
     if _in_image(shard, settings):
         job["container"] = {"image": settings.image}
     job["timeout-minutes"] = shard.timeout_minutes()
-    job["env"] = {**_env(), **(DOCKER_ENV if _needs_docker(shard) else {})}
-    job["steps"] = _steps(_cairn_build(shard.only, settings, read_only=False), docker=_needs_docker(shard))
+    job["env"] = {**_env(), **(DOCKER_ENV if shard.docker else {})}
+    job["steps"] = _steps(_cairn_build(shard.only, settings, read_only=False), docker=shard.docker)
     return job
 
 

@@ -22,14 +22,31 @@ from cairn.errors import ActionFailed
 
 
 def ensure_in_registry(image_tree: Path, registry: str, log: IO[str]) -> None:
-    """Make ``registry`` hold the image of ``image_tree`` (an ``image-build``/``image-base`` output) by digest."""
+    """Make the image of ``image_tree`` (an ``image-build``/``image-base`` output) usable by digest from
+    ``registry``: nothing to do when the Docker Engine already holds it (a build ``FROM`` it, a container or a
+    ``docker run`` uses the engine's copy) or the registry does; else it is pushed again from the store."""
     record = json.loads((image_tree / "image.json").read_text())
+    reference = f"{registry}/{record['repo']}@{record['digest']}"
+    if _engine_holds(reference):
+        return
     skopeo = proc.require_tool("skopeo", "skopeo")
-    where = f"docker://{registry}/{record['repo']}@{record['digest']}"
-    if proc.run([skopeo, "inspect", "--raw", "--tls-verify=false", where], log=log, check=False).returncode == 0:
+    if proc.run([skopeo, "inspect", "--raw", "--tls-verify=false", f"docker://{reference}"], log=log,
+                check=False).returncode == 0:
         return
     log.write(f"{registry} does not hold {record['repo']}@{record['digest']}: pushing it again from the store\n")
     push(image_tree, registry, log)
+
+
+def _engine_holds(reference: str) -> bool:
+    import docker.errors
+
+    from cairn.services import docker_client
+
+    try:
+        docker_client().images.get(reference)
+        return True
+    except docker.errors.ImageNotFound:
+        return False
 
 
 def push(image_tree: Path, registry: str, log: IO[str]) -> dict[str, Any]:

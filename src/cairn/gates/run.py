@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from cairn.errors import CheckFailed
-from cairn.gates.container import container_gate
+from cairn.gates.container import container_gate, host_has_gpu
 from cairn.gates.result import GateResult
 from cairn.gates.static import static_gate
 from cairn.gates.summary import BLOCKED_PREFIX
@@ -44,7 +44,8 @@ def run_gate(ctx: Any) -> None:
         partial = _known_partial(ctx, inputs["target"])
         status, reason, evidence = static_gate(image_tree / "oci", inputs["target"], inputs["rocm"], partial=partial)
     else:
-        _ensure_pushed(image_tree, ctx.log)
+        if gate != "gpu" or host_has_gpu():
+            _ensure_pushed(image_tree, ctx.log)
         status, reason, evidence = container_gate(push["reference"], inputs["commands"], gpu=gate == "gpu", log=ctx.log)
         if status == "passed" and inputs.get("engine_inputs"):
             from cairn.gates.llama import llama_gate

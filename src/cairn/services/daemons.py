@@ -59,7 +59,7 @@ def start(directory: Path | None = None) -> tuple[ServicesState, list[str]]:
     if previous and up["registry"]:
         registry, registry_pid = previous.registry, previous.registry_pid
     else:
-        registry, registry_pid = _start_registry(root)
+        registry, registry_pid = start_registry(root)
         started.append("registry")
     state = ServicesState(str(root), docker_host, registry, _registry_id(root), dockerd_pid, registry_pid)
     write_state(state)
@@ -119,11 +119,13 @@ def _start_dockerd(root: Path) -> tuple[str, int]:
     return f"unix://{sock}", child.pid
 
 
-def _start_registry(root: Path) -> tuple[str, int]:
+def start_registry(root: Path, address: str = "") -> tuple[str, int]:
+    """Debian's docker-registry with its storage under ``root`` (new storage = an empty registry), at
+    ``address`` or a free loopback port; returns the address and the process id once it answers."""
     binary = require_tool("docker-registry", "docker-registry")
     storage = root / "registry"
-    storage.mkdir(exist_ok=True)
-    address = f"127.0.0.1:{free_port()}"
+    storage.mkdir(parents=True, exist_ok=True)
+    address = address or f"127.0.0.1:{free_port()}"
     config = {
         "version": 0.1,
         "log": {"level": "warn"},
