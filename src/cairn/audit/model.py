@@ -156,6 +156,28 @@ class BinaryAudit:
         }
 
 
+def audit_from_json(doc: dict[str, Any]) -> BinaryAudit:
+    """The inverse of ``BinaryAudit.to_json`` (derived fields are recomputed, not read): how a cached layer
+    scan (``cairn.audit.layers``) gives back the audits it holds."""
+
+    def code_object(raw: dict[str, Any] | None) -> CodeObject | None:
+        if raw is None:
+            return None
+        return CodeObject(raw["processor"], int(raw["mach"]), str(raw["xnack"]), str(raw["sramecc"]),
+                          int(raw["abi_version"]), int(raw["generic_version"]))
+
+    def entry(raw: dict[str, Any]) -> Entry:
+        return Entry(str(raw["id"]), str(raw["kind"]), raw["target"], int(raw["offset"]), int(raw["size"]),
+                     code_object(raw["code_object"]), raw["mismatch"])
+
+    def bundle(raw: dict[str, Any]) -> Bundle:
+        return Bundle(int(raw["index"]), int(raw["offset"]), int(raw["file_offset"]), int(raw["size"]), str(raw["format"]),
+                      raw["compression"], int(raw["uncompressed_size"]), tuple(entry(e) for e in raw["entries"]))
+
+    return BinaryAudit(str(doc["path"]), str(doc["kind"]), tuple(bundle(b) for b in doc["bundles"]), int(doc["wrappers"]),
+                       tuple(str(n) for n in doc["notes"]))
+
+
 @dataclass(frozen=True)
 class BundleGap:
     """A bundle with no entry that runs the requested target."""

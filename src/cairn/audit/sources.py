@@ -13,12 +13,15 @@ import json
 import os
 import shutil
 import tempfile
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import replace
 from pathlib import Path, PurePosixPath
 from typing import IO, TYPE_CHECKING
 
 if TYPE_CHECKING:
     import tarfile
+
+    from cairn.audit.layers import LayerScan
 
 from cairn.audit.binary import is_elf
 from cairn.audit.bundle import ELF_MAGIC
@@ -217,7 +220,8 @@ def _deb(path: Path, audit: Auditor) -> tuple[list[BinaryAudit], int]:
 
 
 # -- OCI image layouts -----------------------------------------------------------------------------------
-def _blob(root: Path, digest: str) -> Path:
+def layer_blob(root: Path, digest: str) -> Path:
+    """The blob file of ``digest`` in the OCI layout ``root`` (InputError when malformed or missing)."""
     algorithm, _, value = digest.partition(":")
     if not (algorithm.isalnum() and value.isalnum()):  # never let a digest walk out of blobs/
         raise InputError(root, f"malformed blob digest {digest!r} in the image layout")
@@ -238,7 +242,7 @@ def _manifests(root: Path, index: dict) -> Iterator[tuple[str, dict]]:
     """Image manifests reachable from an index, nested indexes (multi-platform) included."""
     for descriptor in index.get("manifests", []):
         digest = descriptor.get("digest", "")
-        document = _json(_blob(root, digest), root)
+        document = _json(layer_blob(root, digest), root)
         if "manifests" in document:
             yield from _manifests(root, document)
         elif "layers" in document:
@@ -246,44 +250,46 @@ def _manifests(root: Path, index: dict) -> Iterator[tuple[str, dict]]:
 
 
 def _oci(root: Path, audit: Auditor) -> tuple[list[BinaryAudit], int]:
+    from cairn.audit.layers import scan_blob
+
     results: list[BinaryAudit] = []
     seen = 0
     for digest, manifest in _manifests(root, _json(root / "index.json", root)):
-        tag = f"{root}@{digest[:19]}"
-        files: dict[str, BinaryAudit] = {}
-        for layer in manifest["layers"]:
-            blob = _blob(root, layer.get("digest", ""))
-            with open(blob, "rb") as handle:
-                head = handle.read(8)
-                handle.seek(0)
-                seen += _apply_layer(_decompressed(handle, head), f"{tag}:", files, audit)
-        results.extend(files[name] for name in sorted(files))
+        tag = f"{root}@{digest[:19]}:"
+
+        def shown_in_image(path: Path, member: str, tag: str = tag) -> BinaryAudit:  # errors name the image and path
+            return audit(path, f"{tag}{PurePosixPath('/', member)}")
+
+        scans = [scan_blob(layer_blob(root, layer.get("digest", "")), shown_in_image) for layer in manifest["layers"]]
+        found, looked_at = image_audits(scans, tag)
+        results.extend(found)
+        seen += looked_at
     return results, seen
 
 
-def _apply_layer(stream: IO[bytes], tag: str, files: dict[str, BinaryAudit], audit: Auditor) -> int:
-    """Apply one layer on top of ``files`` (path in image → audit); returns ELF files looked at."""
+def image_audits(scans: Iterable[LayerScan], tag: str) -> tuple[list[BinaryAudit], int]:
+    """The device-code audits of the files a container of these layers sees (bottom layer first), sorted by
+    path and shown as ``tag`` + path, and how many ELF files were looked at. A later layer replaces a file,
+    ``.wh.`` whiteouts delete it, an opaque whiteout clears its directory."""
+    files: dict[str, BinaryAudit] = {}
     seen = 0
-    for member, reader in _tar_members(stream, tag):
-        name = str(PurePosixPath("/", member.name))
-        folder, base = name.rsplit("/", 1)
-        if base == ".wh..wh..opq":
-            for key in [k for k in files if k.startswith(folder + "/")]:
-                del files[key]
-            continue
-        if base.startswith(".wh."):
-            gone = f"{folder}/{base[4:]}"
-            for key in [k for k in files if k == gone or k.startswith(gone + "/")]:
-                del files[key]
-            continue
-        files.pop(name, None)
-        if reader is None or member.size < 64:
-            continue
-        head = reader.read(4)
-        if head != ELF_MAGIC:
-            continue
-        seen += 1
-        found = _with_temp_copy(reader, head, audit, f"{tag}{name}")
-        if _keep(found):
-            files[name] = found
-    return seen
+    for scan in scans:
+        for member in scan.members:
+            name = str(PurePosixPath("/", member.name))
+            folder, base = name.rsplit("/", 1)
+            if base == ".wh..wh..opq":
+                for key in [k for k in files if k.startswith(folder + "/")]:
+                    del files[key]
+                continue
+            if base.startswith(".wh."):
+                gone = f"{folder}/{base[4:]}"
+                for key in [k for k in files if k == gone or k.startswith(gone + "/")]:
+                    del files[key]
+                continue
+            files.pop(name, None)
+            if member.audit is None:
+                continue
+            seen += 1
+            if _keep(member.audit):
+                files[name] = replace(member.audit, path=f"{tag}{name}")
+    return [files[name] for name in sorted(files)], seen

@@ -38,7 +38,7 @@ def code_digest() -> str:
 
     h = hashlib.sha256()
     gates = Path(__file__).parents[1] / "gates"
-    for path in (Path(__file__), gates / "static.py", gates / "imagefs.py"):
+    for path in (Path(__file__), gates / "static.py", gates / "imagefs.py", gates.parent / "audit" / "layers.py"):
         h.update(path.name.encode() + b"\0" + path.read_bytes() + b"\0")
     return h.hexdigest()
 
@@ -53,10 +53,12 @@ def plan_linkage(image: str, family: str, rocm: str, parent_image: str, index: s
                   (parent_image, index), family=family)
 
 
-def check(parent_layout: Path, wheels: list[Path], env: dict[str, str], site: str) -> tuple[list[tuple[str, str]], int]:
-    """(unresolved (path, soname) pairs, ELF files checked) for ``wheels`` installed over the parent image."""
+def check(parent_layout: Path, wheels: list[Path], env: dict[str, str], site: str,
+          cache: Path | None = None) -> tuple[list[tuple[str, str]], int]:
+    """(unresolved (path, soname) pairs, ELF files checked) for ``wheels`` installed over the parent image;
+    ``cache``: where layer scans are kept (``cairn.audit.layers``)."""
     manifest, config, _ = read_image(parent_layout)
-    fs = ImageFS.from_layout(parent_layout, manifest)
+    fs = ImageFS.from_layout(parent_layout, manifest, cache)
     added: list[str] = []
     for wheel in wheels:
         added += fs.add_wheel(wheel, site)
@@ -81,7 +83,7 @@ def run_linkage(ctx: Any) -> None:
     for project in inputs["wheels"]:
         _pinned, path = index_wheels.resolve(ctx.deps[inputs["index"]], inputs["family"], project)
         paths.append(path)
-    missing, checked = check(ctx.deps[inputs["parent_image"]] / "oci", paths, inputs["env"], inputs["site"])
+    missing, checked = check(ctx.deps[inputs["parent_image"]] / "oci", paths, inputs["env"], inputs["site"], ctx.layer_scans)
     record = {"schema": "cairn.linkage/v1", "image": inputs["image"], "family": inputs["family"],
               "elf_files_checked": checked, "unresolved": [{"file": f, "needs": lib} for f, lib in missing],
               "missing_sonames": sorted({lib for _, lib in missing}),

@@ -32,6 +32,11 @@ class ActionContext:
     mirror: Path | None = None  # the store's source mirror (``sources/sha256/<digest>`` under it)
     compiler_cache: CompilerCache | None = None  # sccache in S3 for compiles in the build image; changes no output
 
+    @property
+    def layer_scans(self) -> Path | None:
+        """Where image layers' scans are kept by digest (``cairn.audit.layers``); None without a local store."""
+        return self.mirror / "layer-scans" if self.mirror else None
+
 
 Runner = Callable[[ActionContext], None]
 

@@ -2,34 +2,22 @@
 
 Layers are applied in order (later entries replace earlier ones, ``.wh.`` whiteouts delete, opaque
 whiteouts clear a directory). Only what the static gate needs is kept: each path's type and link target,
-and for ELF files their DT_NEEDED, RUNPATH/RPATH and ELF class, read with pyelftools as the layer streams.
+and for ELF files their DT_NEEDED, RUNPATH/RPATH and ELF class — from each layer's scan
+(``cairn.audit.layers``), which is read once per layer digest when a cache directory is given.
 """
 
 from __future__ import annotations
 
-import io
 import posixpath
 import shutil
-import tarfile
 import tempfile
 import zipfile
 from dataclasses import dataclass
 from pathlib import Path
-from typing import IO
 
-from elftools.common.exceptions import ELFError
-from elftools.elf.dynamic import DynamicSection
-from elftools.elf.elffile import ELFFile
+from cairn.audit.layers import ELF_MAGIC, TEXT_PREFIX, ElfInfo, LayerScan, fs_path, image_scans, read_elf
 
-ELF_MAGIC = b"\x7fELF"
-
-
-@dataclass(frozen=True)
-class ElfInfo:
-    needed: tuple[str, ...]
-    runpath: tuple[str, ...]
-    elfclass: int
-    machine: str
+__all__ = ["ElfInfo", "ImageFS", "Node", "image_env", "read_elf"]
 
 
 @dataclass(frozen=True)
@@ -39,69 +27,48 @@ class Node:
     elf: ElfInfo | None = None
 
 
-def read_elf(data: bytes | IO[bytes]) -> ElfInfo | None:
-    try:
-        elf = ELFFile(io.BytesIO(data) if isinstance(data, bytes) else data)
-        needed: list[str] = []
-        runpath: list[str] = []
-        for section in elf.iter_sections():
-            if isinstance(section, DynamicSection):
-                for tag in section.iter_tags():
-                    if tag.entry.d_tag == "DT_NEEDED":
-                        needed.append(tag.needed)  # type: ignore[attr-defined]  # pyelftools sets DynamicTag's string attributes with setattr
-                    elif tag.entry.d_tag == "DT_RUNPATH":
-                        runpath += tag.runpath.split(":")  # type: ignore[attr-defined]  # pyelftools sets DynamicTag's string attributes with setattr
-                    elif tag.entry.d_tag == "DT_RPATH":
-                        runpath += tag.rpath.split(":")  # type: ignore[attr-defined]  # pyelftools sets DynamicTag's string attributes with setattr
-        return ElfInfo(tuple(needed), tuple(runpath), elf.elfclass, elf["e_machine"])
-    except (ELFError, ValueError, KeyError, AttributeError):
-        return None
-
-
 class ImageFS:
     def __init__(self) -> None:
         self.nodes: dict[str, Node] = {"/": Node("dir")}
         self.texts: dict[str, str] = {}  # small configuration files the gate reads (ld.so.conf*)
 
     @classmethod
-    def from_layout(cls, layout: Path, manifest: dict) -> ImageFS:
+    def from_layout(cls, layout: Path, manifest: dict, cache: Path | None = None) -> ImageFS:
+        """The filesystem of the image in OCI layout ``layout``; ``cache``: where layer scans are kept (the store's
+        ``cache/layers``), None to read every layer."""
         fs = cls()
-        for layer in manifest["layers"]:
-            blob = layout / "blobs" / "sha256" / layer["digest"].split(":", 1)[1]
-            fs.apply(blob)
+        for scan in image_scans(layout, manifest, cache):
+            fs.apply(scan)
         return fs
 
-    def apply(self, blob: Path) -> None:
-        with tarfile.open(blob, "r|*") as tar:
-            for member in tar:
-                path = "/" + member.name.lstrip("./").lstrip("/").rstrip("/")
-                parent, name = posixpath.split(path)
-                if name == ".wh..wh..opq":
-                    prefix = parent.rstrip("/") + "/"
-                    for key in [k for k in self.nodes if k.startswith(prefix)]:
-                        del self.nodes[key]
-                    continue
-                if name.startswith(".wh."):
-                    gone = posixpath.join(parent, name[4:])
-                    for key in [k for k in self.nodes if k == gone or k.startswith(gone + "/")]:
-                        del self.nodes[key]
-                    continue
-                if member.isdir():
-                    self.nodes[path] = Node("dir")
-                elif member.issym():
-                    self.nodes[path] = Node("link", member.linkname)
-                elif member.islnk():
-                    target = "/" + member.linkname.lstrip("./").lstrip("/")
-                    self.nodes[path] = Node("file", elf=self.nodes.get(target, Node("file")).elf)
-                elif member.isreg():
-                    handle = tar.extractfile(member)
-                    head = handle.read(4) if handle else b""
-                    elf = read_elf(head + handle.read()) if head == ELF_MAGIC and handle else None
-                    if path.startswith("/etc/ld.so.conf") and handle and member.size < 65536:
-                        self.texts[path] = (head + handle.read()).decode(errors="replace")
-                    self.nodes[path] = Node("file", elf=elf)
-                else:
-                    self.nodes[path] = Node("other")
+    def apply(self, scan: LayerScan) -> None:
+        """Lay one layer over the filesystem: later entries replace earlier ones, whiteouts delete."""
+        for member in scan.members:
+            path = fs_path(member.name)
+            parent, name = posixpath.split(path)
+            if name == ".wh..wh..opq":
+                prefix = parent.rstrip("/") + "/"
+                for key in [k for k in self.nodes if k.startswith(prefix)]:
+                    del self.nodes[key]
+                continue
+            if name.startswith(".wh."):
+                gone = posixpath.join(parent, name[4:])
+                for key in [k for k in self.nodes if k == gone or k.startswith(gone + "/")]:
+                    del self.nodes[key]
+                continue
+            if member.kind == "dir":
+                self.nodes[path] = Node("dir")
+            elif member.kind == "symlink":
+                self.nodes[path] = Node("link", member.link)
+            elif member.kind == "hardlink":
+                target = "/" + member.link.lstrip("./").lstrip("/")
+                self.nodes[path] = Node("file", elf=self.nodes.get(target, Node("file")).elf)
+            elif member.kind == "file":
+                if member.text is not None and path.startswith(TEXT_PREFIX):
+                    self.texts[path] = member.text
+                self.nodes[path] = Node("file", elf=member.elf)
+            else:
+                self.nodes[path] = Node("other")
 
     def add_wheel(self, wheel: Path, site: str) -> list[str]:
         """Lay a wheel's files over the image where pip installs them (``site``, the image's dist-packages;

@@ -42,7 +42,8 @@ def run_gate(ctx: Any) -> None:
         return
     if gate == "static-coverage":
         partial = _known_partial(ctx, inputs["target"])
-        status, reason, evidence = static_gate(image_tree / "oci", inputs["target"], inputs["rocm"], partial=partial)
+        status, reason, evidence = static_gate(image_tree / "oci", inputs["target"], inputs["rocm"], partial=partial,
+                                                 cache=ctx.layer_scans)
     else:
         if gate != "gpu" or host_has_gpu():
             _ensure_pushed(image_tree, ctx.log)

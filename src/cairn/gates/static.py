@@ -16,9 +16,12 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from cairn.audit import audit_paths
+from cairn.audit import AuditReport
+from cairn.audit.layers import image_scans
+from cairn.audit.sources import image_audits
 from cairn.containers.oci import read_image
 from cairn.gates.imagefs import ImageFS, image_env
+from cairn.model.targets import load_registry
 
 DEFAULT_DIRS = ("/lib/x86_64-linux-gnu", "/usr/lib/x86_64-linux-gnu", "/lib64", "/lib", "/usr/lib")
 
@@ -26,11 +29,11 @@ DEFAULT_DIRS = ("/lib/x86_64-linux-gnu", "/usr/lib/x86_64-linux-gnu", "/lib64", 
 LIBRARIES_ROOT = "_rocm_sdk_libraries/"
 
 
-def coverage_check(layout: Path, target: str, partial: tuple[str, ...] = ()) -> tuple[bool, str, dict[str, Any]]:
-    """Every device-code ELF of the image covers ``target`` — except the release libraries in ``partial``
-    (paths under ``_rocm_sdk_libraries/``), which the libraries wheel's audit showed were built without its
-    code: those make the image *partial* (named in the reason and evidence), any other gap fails."""
-    report = audit_paths([layout])
+def coverage_check(report: AuditReport, target: str, partial: tuple[str, ...] = ()) -> tuple[bool, str, dict[str, Any]]:
+    """Every device-code ELF of the image (``report``: its audit) covers ``target`` — except the release
+    libraries in ``partial`` (paths under ``_rocm_sdk_libraries/``), which the libraries wheel's audit showed
+    were built without its code: those make the image *partial* (named in the reason and evidence), any other
+    gap fails."""
     coverage = report.coverage(target)
     evidence = {"elf_files": report.elf_files, "device_binaries": len(report.device_binaries),
                 "targets_everywhere": list(report.targets_everywhere), "coverage": coverage.to_json(), "partial": []}
@@ -121,11 +124,17 @@ def wheel_mismatches(fs: ImageFS, rocm: str) -> list[str]:
     return out
 
 
-def static_gate(layout: Path, target: str, rocm: str, partial: tuple[str, ...] = ()) -> tuple[str, str, dict[str, Any]]:
-    """(status, reason, evidence) for the image in the OCI layout ``layout``; ``partial`` as in coverage_check."""
-    manifest, config, _ = read_image(layout)
-    covered, coverage_reason, evidence = coverage_check(layout, target, partial)
-    fs = ImageFS.from_layout(layout, manifest)
+def static_gate(layout: Path, target: str, rocm: str, partial: tuple[str, ...] = (),
+                cache: Path | None = None) -> tuple[str, str, dict[str, Any]]:
+    """(status, reason, evidence) for the image in the OCI layout ``layout``; ``partial`` as in coverage_check.
+    Each layer is read once, or not at all when ``cache`` (the store's ``cache/layers``) holds its scan."""
+    manifest, config, digest = read_image(layout)
+    scans = image_scans(layout, manifest, cache)
+    binaries, elf_files = image_audits(scans, f"{layout}@{digest[:19]}:")
+    covered, coverage_reason, evidence = coverage_check(AuditReport(tuple(binaries), elf_files, load_registry()), target, partial)
+    fs = ImageFS()
+    for scan in scans:
+        fs.apply(scan)
     missing = unresolved_needed(fs, image_env(config))
     wheels = wheel_mismatches(fs, rocm)
     evidence = {"coverage": evidence, "elf_files_checked": len(fs.elf_files()), "unresolved": missing[:50],

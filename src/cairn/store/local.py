@@ -5,6 +5,10 @@
     logs/<key>.log     one log per action run
     tmp/               work directories; anything here is garbage from an interrupted build
 
+Beside them, runners keep caches that only save time, keyed by content: ``sources/`` (fetched inputs by
+sha256), ``layers/`` (built image layers by DiffID) and ``layer-scans/`` (what the gates read from an image
+layer, by its digest). Deleting any of them costs a rebuild of what they hold, never a wrong result.
+
 Crash safety comes from ordering: an action writes into ``tmp/``, its tree is renamed into ``trees/``
 (atomic on one filesystem), and only then is its cache record written (temp file + ``os.replace``).
 A SIGKILL at any point leaves either nothing or a complete tree; the next build reruns what has no
