@@ -6,7 +6,7 @@ the filesystem for linkage) — and the smoke, llama.cpp and JAX images of one t
 image's layers, so one layer was decompressed and its ELF files parsed up to six times per target. A layer is
 content-addressed, so what it holds is a function of its digest: its *scan* (every member in archive order —
 name, type, link target — and for ELF files their dynamic section and their device-code audit) is made once
-and kept under the store, in ``cache/layers/``, keyed by the layer's digest and by a digest of the code that
+and kept under the store, in ``layer-scans/``, keyed by the layer's digest and by a digest of the code that
 makes the scan (this module, the audit's parser, the target registry). Replaying a scan gives the same answer
 as reading the layer: the replays (``cairn.audit.sources``, ``cairn.gates.imagefs``) apply whiteouts and
 replacements exactly as they did on the tar stream.
@@ -16,6 +16,7 @@ A cache file that cannot be read is made again, never trusted and never an error
 
 from __future__ import annotations
 
+import functools
 import gzip
 import hashlib
 import io
@@ -35,7 +36,7 @@ from cairn.audit.bundle import ELF_MAGIC
 from cairn.audit.model import BinaryAudit, audit_from_json
 from cairn.io import atomic_write
 
-Auditor = Callable[[Path, str], BinaryAudit]  # = cairn.audit.sources.Auditor: (file, path to show) → its audit
+Auditor = Callable[[Path, str], BinaryAudit]  # (file, path to show) → its audit
 
 SCHEMA = 1
 AUDIT_MIN = 64  # smaller ELF members are not audited (no section table fits), as for files given by hand
@@ -158,10 +159,15 @@ def scanner_digest() -> str:
     and the target registry (it names processors). A cached scan is used only while all of it is unchanged."""
     from cairn.paths import manifests_dir
 
-    here = Path(__file__).parent
+    return _digest_of(Path(__file__).parent, manifests_dir() / "targets.toml")
+
+
+@functools.cache
+def _digest_of(here: Path, registry: Path) -> str:
+    """Read once per process: a gate replays hundreds of scans, each asking for this digest."""
     h = hashlib.sha256()
     for path in (here / "layers.py", here / "binary.py", here / "bundle.py", here / "model.py", here / "sources.py",
-                 manifests_dir() / "targets.toml"):
+                 registry):
         h.update(path.name.encode() + b"\0" + path.read_bytes() + b"\0")
     return h.hexdigest()
 

@@ -13,7 +13,7 @@ import json
 import os
 import shutil
 import tempfile
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import replace
 from pathlib import Path, PurePosixPath
 from typing import IO, TYPE_CHECKING
@@ -21,14 +21,12 @@ from typing import IO, TYPE_CHECKING
 if TYPE_CHECKING:
     import tarfile
 
-    from cairn.audit.layers import LayerScan
+    from cairn.audit.layers import Auditor, LayerScan
 
 from cairn.audit.binary import is_elf
 from cairn.audit.bundle import ELF_MAGIC
 from cairn.audit.model import BinaryAudit
 from cairn.errors import InputError
-
-Auditor = Callable[[Path, str], BinaryAudit]
 
 AR_MAGIC = b"!<arch>\n"
 _COMPRESSED = {b"\x1f\x8b": "gz", b"\xfd7zXZ": "xz", b"\x28\xb5\x2f\xfd": "zst", b"BZh": "bz2"}

@@ -12,6 +12,7 @@ import posixpath
 import shutil
 import tempfile
 import zipfile
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -35,9 +36,14 @@ class ImageFS:
     @classmethod
     def from_layout(cls, layout: Path, manifest: dict, cache: Path | None = None) -> ImageFS:
         """The filesystem of the image in OCI layout ``layout``; ``cache``: where layer scans are kept (the store's
-        ``cache/layers``), None to read every layer."""
+        ``layer-scans/``), None to read every layer."""
+        return cls.from_scans(image_scans(layout, manifest, cache))
+
+    @classmethod
+    def from_scans(cls, scans: Iterable[LayerScan]) -> ImageFS:
+        """The filesystem a container of these layers (bottom first) sees."""
         fs = cls()
-        for scan in image_scans(layout, manifest, cache):
+        for scan in scans:
             fs.apply(scan)
         return fs
 

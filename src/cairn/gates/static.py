@@ -127,14 +127,12 @@ def wheel_mismatches(fs: ImageFS, rocm: str) -> list[str]:
 def static_gate(layout: Path, target: str, rocm: str, partial: tuple[str, ...] = (),
                 cache: Path | None = None) -> tuple[str, str, dict[str, Any]]:
     """(status, reason, evidence) for the image in the OCI layout ``layout``; ``partial`` as in coverage_check.
-    Each layer is read once, or not at all when ``cache`` (the store's ``cache/layers``) holds its scan."""
+    Each layer is read once, or not at all when ``cache`` (the store's ``layer-scans/``) holds its scan."""
     manifest, config, digest = read_image(layout)
     scans = image_scans(layout, manifest, cache)
     binaries, elf_files = image_audits(scans, f"{layout}@{digest[:19]}:")
     covered, coverage_reason, evidence = coverage_check(AuditReport(tuple(binaries), elf_files, load_registry()), target, partial)
-    fs = ImageFS()
-    for scan in scans:
-        fs.apply(scan)
+    fs = ImageFS.from_scans(scans)
     missing = unresolved_needed(fs, image_env(config))
     wheels = wheel_mismatches(fs, rocm)
     evidence = {"coverage": evidence, "elf_files_checked": len(fs.elf_files()), "unresolved": missing[:50],
