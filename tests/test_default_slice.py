@@ -85,3 +85,22 @@ def test_publish_verify_and_the_matrix_name_the_product_and_the_partial_cell(sto
     assert matrix["release"]["version"] == "7.2.4"
     sources = list((repo / "sources" / "sha256").iterdir())
     assert len(sources) >= 30  # every pinned .deb of the release, published as its source mirror
+
+
+def test_pip_resolves_the_device_extra_to_the_one_target_wheel(store: Path, tmp_path: Path) -> None:
+    """``rocm-sdk[device-gfx1151]`` from the family index: pip picks the core wheel and gfx1151's device wheel,
+    exactly pinned, and nothing of the family wheel; that wheel's rocBLAS holds Strix Halo's code alone."""
+    (wheel,) = (tree(store, f"package:rocm-sdk-device@{TARGET}") / "wheels").glob("*.whl")
+    with zipfile.ZipFile(wheel) as zf:
+        (tmp_path / "librocblas.so.5").write_bytes(zf.read("_rocm_sdk_libraries/lib/librocblas.so.5"))
+    assert audit_file(tmp_path / "librocblas.so.5").complete_targets == (TARGET,)
+    simple = tree(store, f"index:{FAMILY}") / FAMILY / "simple"
+    report = tmp_path / "report.json"
+    env = {**os.environ, "PIP_CONFIG_FILE": os.devnull}
+    resolved = subprocess.run([sys.executable, "-m", "pip", "install", "--dry-run", "--ignore-installed", "-q",
+                               "--disable-pip-version-check", "--report", str(report), "--index-url", simple.as_uri(),
+                               f"rocm-sdk[device-{TARGET}]"], capture_output=True, text=True, env=env)
+    assert resolved.returncode == 0, resolved.stderr[-2000:]
+    picked = {i["metadata"]["name"]: i["metadata"]["version"] for i in json.loads(report.read_text())["install"]}
+    version = picked["rocm-sdk"]
+    assert picked == {"rocm-sdk": version, "rocm-sdk-core": version, f"rocm-sdk-device-{TARGET}": version}

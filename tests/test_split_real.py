@@ -33,9 +33,12 @@ GFX1100 = "hipv4-amdgcn-amd-amdhsa--gfx1100"
 
 @pytest.fixture(scope="module")
 def split(tmp_path_factory) -> tuple[Path, Path, SplitReport]:
+    """Cut as the release cuts it: to the family gfx110X-dgpu (its libraries wheel), then that copy to gfx1100
+    (``rocm-sdk-device-gfx1100``) — so every check below holds for the split of a split."""
     source = pool_tree("librocblas5") / ROCBLAS
-    out = tmp_path_factory.mktemp("split")
-    report = split_file(source, out, "gfx1100")
+    family, out = tmp_path_factory.mktemp("family"), tmp_path_factory.mktemp("split")
+    split_file(source, family, "gfx1100,gfx1101,gfx1102")
+    report = split_file(family / "librocblas.so.5.2", out, "gfx1100")
     os.symlink("librocblas.so.5.2", out / "librocblas.so.5")
     return source, out / "librocblas.so.5.2", report
 
@@ -64,7 +67,7 @@ def test_only_gfx1100_is_left_in_every_bundle(split) -> None:
     assert all([e.id for e in b.entries] == [HOST, GFX1100] for b in after.bundles)
     assert [b.file_offset for b in after.bundles] == [b.file_offset for b in before.bundles]
     assert report.host_only_bundles == ()
-    assert report.device_bytes_after < report.device_bytes_before / 5
+    assert report.device_bytes_after < report.device_bytes_before / 2  # one of the family's three targets
 
 
 def test_file_size_headers_and_every_byte_outside_the_bundles_are_unchanged(split) -> None:

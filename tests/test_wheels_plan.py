@@ -107,7 +107,8 @@ def test_default_release_stage_actions(tmp_path):
     for fam in ("gfx908", "gfx90a", "gfx1030"):
         index = actions[f"index:{fam}"]
         assert set(index.deps) == {"package:rocm-sdk-core", "package:rocm-sdk-devel", "package:rocm-sdk",
-                                   f"package:rocm-sdk-libraries@{fam}", f"package:cairn-smoke@{fam}", "package:sglang"}
+                                   f"package:rocm-sdk-libraries@{fam}", f"package:rocm-sdk-device@{fam}",
+                                   f"package:cairn-smoke@{fam}", "package:sglang"}
         assert not index.blocked
     assert actions["package:sglang"].inputs["build_version"] == "0.5.10.post1+rocm.5.2.3.dev.1700000000"
     assert actions["package:cairn-smoke@gfx1030"].inputs["requires"] == ["rocm-sdk[gfx1030]==5.2.3.dev1700000000"]

@@ -3,7 +3,8 @@
 Actions added after ``assemble:sdk``:
 
 - ``package:rocm-sdk-core``, ``package:rocm-sdk-devel``, ``package:rocm-sdk-libraries@<family>``,
-  ``package:rocm-sdk`` (meta, static extras per family);
+  ``package:rocm-sdk-device@<gfx>`` (the family wheel cut to each of its targets), ``package:rocm-sdk`` (meta,
+  static extras per family and per device);
 - ``package:<project>@<family>`` for HIP extensions (every ``hip-extension`` recipe whose component the
   manifest builds, e.g. cairn-smoke) and device-code source recipes (PyTorch, vLLM);
 - ``package:<recipe>`` for pure-Python source recipes (SGLang), built once for all families;
@@ -72,12 +73,22 @@ def extend_plan(context: StageContext) -> None:
     add(Action("package:rocm-sdk-core", "package", {**base, "part": sdk.CORE}, tree_deps, blocked=blocked_tools))
     add(Action("package:rocm-sdk-devel", "package", {**base, "part": sdk.DEVEL}, (*tree_deps, "package:rocm-sdk-core"),
                blocked=blocked_tools))
-    add(Action("package:rocm-sdk", "package", {**base, "part": "meta", "families": list(release.families)}))
+    devices = list(dict.fromkeys(t for fam in release.families for t in registry.expand(fam)))
+    add(Action("package:rocm-sdk", "package", {**base, "part": "meta", "families": list(release.families),
+                                                "devices": devices}))
     for fam in context.families:
         targets = registry.expand(fam)
-        add(Action(f"package:rocm-sdk-libraries@{fam}", "package",
-                   {**base, "part": sdk.LIBRARIES, "family": fam, "targets": list(targets)},
+        libraries = f"package:rocm-sdk-libraries@{fam}"
+        add(Action(libraries, "package", {**base, "part": sdk.LIBRARIES, "family": fam, "targets": list(targets)},
                    (*tree_deps, "package:rocm-sdk-core"), family=fam, blocked=blocked_tools), (fam,))
+        for target in targets:  # one target's cut of the family wheel; a target of two families is cut once
+            device = f"package:rocm-sdk-device@{target}"
+            if device in actions:
+                per_family[fam].append(device)
+                continue
+            add(Action(device, "package", {**base, "part": "device", "family": fam, "target": target,
+                                           "family_targets": list(targets)},
+                       (libraries,), family=fam), (fam,))
 
     for recipe in _hip_extensions(context):
         comp = manifest.component(recipe.component)

@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from cairn.wheels import engine, frameworks, index, sdk
+from cairn.wheels import device, engine, frameworks, index, sdk
 
 
 def run_package(ctx: Any) -> None:
@@ -27,6 +27,9 @@ def run_package(ctx: Any) -> None:
         return
     if part == "engine":
         engine.run_engine_wheel(ctx)
+        return
+    if part == "device":
+        device.build_device_wheel(ctx.out, ctx.deps[f"package:rocm-sdk-libraries@{inputs['family']}"], inputs, ctx.log)
         return
     tree = ctx.deps["assemble:sdk"]
     owned = sdk.expansion_paths(tree_path for dep, tree_path in ctx.deps.items() if dep.startswith("build:"))

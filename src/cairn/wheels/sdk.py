@@ -173,11 +173,12 @@ class FamilySplit:
     """One family's cut of the expansion libraries: what to leave out, how to split, and what the bytes covered
     before and after (so a target a library never had is *partial*, and a target the split lost is a bug)."""
 
-    def __init__(self, family: str, targets: Iterable[str], log: IO[str]) -> None:
+    def __init__(self, family: str, targets: Iterable[str], log: IO[str], *, name: str = "") -> None:
         from cairn.audit.split import parse_devices
         from cairn.model.targets import load_registry
 
         self.family, self.targets, self.log = family, tuple(targets), log
+        self.name = name or f"rocm-sdk-libraries-{family}"  # the wheel, as errors name it
         self.registry = load_registry()
         self.devices = parse_devices(",".join(self.targets), self.registry)
         self.before: list[Any] = []  # BinaryAudit of each original fat library
@@ -215,6 +216,18 @@ class FamilySplit:
                        f"{report.device_bytes_after} bytes ({', '.join(report.targets_after) or 'host only'})\n")
         return True
 
+    def audit_only(self, rel: str, source: Path) -> bool:
+        """Record ``source`` as it is (already cut to exactly these targets); False when it has no device code."""
+        from cairn.audit.binary import audit_file
+        from cairn.audit.model import FATBIN
+
+        found = audit_file(source, display=rel, registry=self.registry)
+        if found.kind != FATBIN or not found.bundles:
+            return False
+        self.before.append(found)
+        self.after.append(found)
+        return True
+
     def coverage(self) -> dict[str, Any]:
         """Per target: covered, or the libraries that were built without its code (the family is then partial).
         A library whose original carries a target's code but whose split copy does not fails the build."""
@@ -228,7 +241,7 @@ class FamilySplit:
             had, has = before.coverage(target), after.coverage(target)
             lost = sorted({g.path for g in has.gaps} - {g.path for g in had.gaps})
             if lost:
-                raise CheckFailed(f"rocm-sdk-libraries-{self.family}: the split lost {target} code of {lost[0]}"
+                raise CheckFailed(f"{self.name}: the split lost {target} code of {lost[0]}"
                                   + (f" (+{len(lost) - 1} more)" if len(lost) > 1 else "")
                                   + " — a Cairn bug: the original covers it; report it with the build log")
             missing = sorted(g.path for g in has.gaps) + self._kernel_dirs_without(target)
@@ -351,13 +364,16 @@ def build_meta_wheel(out: Path, inputs: dict[str, Any]) -> Path:
     from cairn.wheels.versions import extra_name
 
     version = inputs["sdk_version"]
-    extras = [extra_name(f) for f in inputs["families"]] + ["devel"]
+    devices = inputs.get("devices", [])
+    extras = [extra_name(f) for f in inputs["families"]] + [f"device-{t}" for t in devices] + ["devel"]
     requires = [f"rocm-sdk-core=={version}"]
     requires += [f'rocm-sdk-libraries-{f}=={version}; extra == "{extra_name(f)}"' for f in inputs["families"]]
+    requires += [f'rocm-sdk-device-{t}=={version}; extra == "device-{t}"' for t in devices]
     requires.append(f'rocm-sdk-devel=={version}; extra == "devel"')
-    metadata = Metadata(name="rocm-sdk", version=version, summary=f"ROCm SDK {version}: pick your GPU family as an extra",
+    metadata = Metadata(name="rocm-sdk", version=version, summary=f"ROCm SDK {version}: pick your GPU (device-gfx1100) or family as an extra",
                         requires_dist=tuple(requires), extras=tuple(extras), requires_python=">=3.8",
-                        description="Install with `pip install \"rocm-sdk[<family>]\"`; add `devel` for headers and hipcc.")
+                        description="Install with `pip install \"rocm-sdk[device-<gfx>]\"` for one GPU target, or "
+                                    "`\"rocm-sdk[<family>]\"` for every target of a family; add `devel` for headers and hipcc.")
     wheel = write_wheel(out / "wheels", metadata, "py3-none-any", [], source_date_epoch=inputs["source_date_epoch"])
     write_report(out, [wheel], {"part": "meta", "sdk_version": version, "extras": extras})
     return wheel
