@@ -120,4 +120,9 @@ def test_pip_command_pins_the_meta_extra_and_the_framework_wheels():
         'pip install --index-url https://cairn.invalid/r/channels/dev/simple/gfx94X-dcgpu/ "rocm-sdk[gfx94x-dcgpu]==7.2.4.dev1" '
         '"jax==0.10.0" "jax-rocm7-plugin==0.10.0"')
     assert pip_command(cell(), None) is None  # a relative index and no URL to hang it off: no command
+    device = ("rocm_sdk-7.2.4.dev1-py3-none-any.whl", "rocm_sdk_core-7.2.4.dev1-py3-none-linux_x86_64.whl",
+              "rocm_sdk_device_gfx942-7.2.4.dev1-py3-none-linux_x86_64.whl")
+    assert pip_command(cell("rocm-sdk", wheels=device), "https://cairn.invalid/r/") == (  # the SDK alone: gfx942's code
+        'pip install --index-url https://cairn.invalid/r/channels/dev/simple/gfx94X-dcgpu/ "rocm-sdk[device-gfx942]==7.2.4.dev1"')
+    assert "rocm-sdk[gfx94x-dcgpu]" in str(pip_command(cell("jax", wheels=(*device, wheels[0])), "https://cairn.invalid/r/"))
     assert pip_command(cell(wheels=()), "https://cairn.invalid/r/") is None

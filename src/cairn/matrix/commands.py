@@ -5,7 +5,8 @@ published to: a build host pushes to a registry on a loopback address (``127.0.0
 on anyone else's machine, so a loopback host is rewritten to the configured public registry (``--registry`` of
 ``cairn matrix`` or ``$CAIRN_PUBLIC_REGISTRY``) and, with none configured, the image is shown as published to a
 local registry only, with no pull command. The pip command installs exactly the wheels the cell lists, pinned
-``==`` from the cell's own index (the meta wheel ``rocm-sdk[<family>]`` standing for the SDK wheels it pins).
+``==`` from the cell's own index (the meta wheel ``rocm-sdk[<family>]`` standing for the SDK wheels it pins, or
+``rocm-sdk[device-<gfx>]`` for the SDK alone: one target's code, see ``sdk_extra``).
 """
 
 from __future__ import annotations
@@ -100,10 +101,22 @@ def pip_command(cell: Cell, base_url: str | None) -> str | None:
     pins: list[str] = []
     names = {name: version for name, version in (wheel_project(w.filename) for w in cell.wheels) if name}
     if SDK in names:
-        pins.append(f'"{SDK}[{extra_name(cell.family)}]=={names[SDK]}"')
-        names = {n: v for n, v in names.items() if not is_sdk(n)}
+        others = {n: v for n, v in names.items() if not is_sdk(n)}
+        pins.append(f'"{SDK}[{sdk_extra(cell, names, bool(others))}]=={names[SDK]}"')
+        names = others
     pins += [f'"{name}=={version}"' for name, version in sorted(names.items())]
     return f"pip install --index-url {index} {' '.join(pins)}" if pins else None
+
+
+def sdk_extra(cell: Cell, names: dict[str, str], with_wheels_of_family: bool) -> str:
+    """``device-<gfx>`` — the cell's target's code alone — when the SDK is all the cell installs and the release
+    has that device wheel; else the family. A framework or engine wheel is built for the family and requires
+    ``rocm-sdk[<family>]`` itself: naming the device extra beside it would fetch both payloads, which install
+    the same files."""
+    device = f"{SDK}-device-{cell.gfx_target}"
+    if not with_wheels_of_family and canonicalize_name(device) in names:
+        return f"device-{cell.gfx_target}"
+    return extra_name(cell.family)
 
 
 def is_sdk(project: str) -> bool:
