@@ -90,7 +90,7 @@ def test_publish_verify_and_the_matrix_name_the_product_and_the_partial_cell(sto
 def test_pip_resolves_the_device_extra_to_the_one_target_wheel(store: Path, tmp_path: Path) -> None:
     """``rocm-sdk[device-gfx1151]`` from the family index: pip picks the core wheel and gfx1151's device wheel,
     exactly pinned, and nothing of the family wheel; that wheel's rocBLAS holds Strix Halo's code alone."""
-    (wheel,) = (tree(store, f"package:rocm-sdk-device@{TARGET}") / "wheels").glob("*.whl")
+    (wheel,) = (tree(store, f"package:rocm-sdk-device@{TARGET}") / "wheels").glob(f"rocm_sdk_device_{TARGET}-*.whl")
     with zipfile.ZipFile(wheel) as zf:
         (tmp_path / "librocblas.so.5").write_bytes(zf.read("_rocm_sdk_libraries/lib/librocblas.so.5"))
     assert audit_file(tmp_path / "librocblas.so.5").complete_targets == (TARGET,)

@@ -87,6 +87,17 @@ def test_a_device_wheel_carries_one_targets_code_and_kernel_files(family_wheel: 
     assert wheel.stat().st_size < family.stat().st_size
 
 
+def test_the_same_files_are_the_pep825_variant_of_rocm_sdk_device(family_wheel: Path, tmp_path: Path) -> None:
+    wheel, report = device(family_wheel, tmp_path, "gfx1100")
+    variant = wheel.with_name(f"rocm_sdk_device-7.2.4-{wheel.name.split('-', 2)[2].removesuffix('.whl')}-gfx1100.whl")
+    assert sorted(w["filename"] for w in report["wheels"]) == sorted([wheel.name, variant.name])
+    plain, labelled = members(wheel), members(variant)
+    assert {n: v for n, v in plain.items() if ".dist-info/" not in n} == {n: v for n, v in labelled.items() if ".dist-info/" not in n}
+    assert json.loads(labelled["rocm_sdk_device-7.2.4.dist-info/variant.json"])["variants"] == {
+        "gfx1100": {"amd": {"gfx_arch": ["gfx1100"]}}}
+    assert "Name: rocm-sdk-device\n" in labelled["rocm_sdk_device-7.2.4.dist-info/METADATA"].decode()
+
+
 def test_a_target_a_library_lacks_is_named_partial(family_wheel: Path, tmp_path: Path) -> None:
     wheel, report = device(family_wheel, tmp_path, "gfx1101")
     assert report["audit"]["partial"] == {"gfx1101": ["lib/libccl.so.1"]}

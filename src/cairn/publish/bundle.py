@@ -130,8 +130,9 @@ class Bundle:
 FIX = "regenerate the bundle (cairn build writes it)"
 GATE_FIX = "rerun the gate or delete the file"
 _HEX64 = re.compile(r"^[0-9a-f]{64}$")
-# PEP 427: {distribution}-{version}(-{build})?-{python}-{abi}-{platform}.whl
-_WHEEL_NAME = re.compile(r"^[A-Za-z0-9](?:[A-Za-z0-9._]*[A-Za-z0-9])?-[^-]+(?:-[0-9][^-]*)?-[^-]+-[^-]+-[^-]+\.whl$")
+# PEP 427: {distribution}-{version}(-{build})?-{python}-{abi}-{platform}.whl, and PEP 825's -{variant label}
+_WHEEL_NAME = re.compile(r"^[A-Za-z0-9](?:[A-Za-z0-9._]*[A-Za-z0-9])?-[^-]+(?:-[0-9][^-]*)?-[^-]+-[^-]+-[^-]+"
+                         r"(?:-[0-9a-z._]{1,16})?\.whl$")
 _REQUIRED = Field("string", required=True)
 ARTIFACT = Table({
     "path": _REQUIRED, "kind": Field("string", required=True, enum=KINDS),

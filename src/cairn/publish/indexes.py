@@ -11,8 +11,10 @@ from typing import Any
 
 from cairn.matrix.build import build_matrix, cell_gates, cell_id
 from cairn.publish import pages
+from cairn.publish.backend import sha256_hex
 from cairn.publish.objects import JSON, Obj
 from cairn.publish.report import Report
+from cairn.wheels import variants
 
 
 def promotion(stage: dict[str, Any], gates: dict[str, Any], channel: str, report: Report) -> list[Obj]:
@@ -44,6 +46,23 @@ def index_objects(prefix: str, stage: dict[str, Any], cells: list[dict[str, Any]
     return [*_pages(prefix, stage, cells), Obj(f"{prefix}/matrix.json", matrix.to_json().encode(), JSON, False)]
 
 
+def _variants(page: str, infos: list[dict[str, Any]], objs: list[Obj]) -> list[pages.FileEntry]:
+    """PEP 825: the served variants of a project's wheels, merged into ``<name>-<version>-variants.json`` beside
+    its page (one per version), linked from it like a file. Mutable as the page is: a channel serves the
+    variants of the cells that passed, and every object outside ``metadata/`` is a TUF target."""
+    by_version: dict[tuple[str, str], list[dict[str, Any]]] = {}
+    for info in infos:
+        if "variant" in info:
+            by_version.setdefault((info["distribution"], info["version"]), []).append(info["variant"])
+    entries = []
+    for (distribution, version), documents in sorted(by_version.items()):
+        name = variants.variants_filename(distribution, version)
+        body = variants.dumps(variants.variants_json(documents))
+        objs.append(Obj(f"{page}/{name}", body, variants.CONTENT_TYPE, False))
+        entries.append(pages.FileEntry(name, name, sha256_hex(body), len(body)))
+    return entries
+
+
 def _pages(prefix: str, stage: dict[str, Any], cells: list[dict[str, Any]]) -> list[Obj]:
     """Project pages (HTML + JSON), then the family root pages that link to them."""
     by_family: dict[str, set[str]] = {}
@@ -62,6 +81,8 @@ def _pages(prefix: str, stage: dict[str, Any], cells: list[dict[str, Any]]) -> l
             projects.setdefault(entry.project, []).append(entry)
         base = f"{prefix}/simple/{family}"
         for project, entries in sorted(projects.items()):
+            entries += _variants(f"{base}/{project}", [stage["files"][k] for k in sorted(wheels)
+                                                       if pages.normalize(posixpath.basename(k).split("-", 1)[0]) == project], objs)
             html = pages.project_html(project, entries).encode()
             objs.append(Obj(f"{base}/{project}/index.html", html, pages.HTML_TYPE, False, alias=f"{base}/{project}/"))
             objs.append(Obj(f"{base}/{project}/index.json", pages.project_json(project, entries).encode(), pages.JSON_TYPE, False))

@@ -36,7 +36,10 @@ def run_bundle(ctx: Any) -> None:
             dest = out / "files" / "wheels" / fam / wheel.name
             _link(wheel, dest)
             built_by = recipe_of.get(wheel.name, f"index:{fam}")
-            artifacts.append({"path": f"wheels/{fam}/{wheel.name}", "kind": "wheel", "family": fam, "cells": targets,
+            # a device wheel belongs to its target's cells alone: another target's failed gate never holds it
+            device = built_by.removeprefix("package:rocm-sdk-device@") if built_by.startswith("package:rocm-sdk-device@") else ""
+            artifacts.append({"path": f"wheels/{fam}/{wheel.name}", "kind": "wheel", "family": fam,
+                              "cells": [device] if device in targets else targets,
                               "recipe": built_by, "framework": inputs["wheel_frameworks"].get(built_by, "")})
     images: dict[str, list[dict[str, str]]] = {}
     for dep in sorted(ctx.deps):

@@ -7,6 +7,7 @@ so a modified bundle is refused with nothing written. Attestations are signed by
 from __future__ import annotations
 
 import hashlib
+import json
 import zipfile
 from concurrent.futures import ThreadPoolExecutor
 from io import BytesIO
@@ -18,6 +19,7 @@ from cairn.publish.backend import sha256_hex
 from cairn.publish.bundle import Bundle
 from cairn.publish.objects import CORE_METADATA, JSON, JSONL, WHEEL, Obj, json_bytes
 from cairn.sign.session import SigningSession
+from cairn.wheels.variants import label_of
 
 
 def stage_objects(bundle: Bundle, signing: SigningSession) -> list[Obj]:
@@ -48,6 +50,9 @@ def stage_objects(bundle: Bundle, signing: SigningSession) -> list[Obj]:
             attest(key, artifact.name, artifact.sha256, artifact.recipe)
             files[key] = {"sha256": artifact.sha256, "size": len(data), "metadata_sha256": sha256_hex(metadata),
                           "requires_python": _requires_python(metadata)}
+            if label_of(artifact.name):  # PEP 825: the pages merge the variants' properties into variants.json
+                distribution, version = artifact.name.split("-")[:2]
+                files[key].update(variant=_wheel_variant(data, artifact.name), distribution=distribution, version=version)
             wheel_keys[artifact.path] = key
         else:
             top = "dockerfiles" if artifact.kind == "dockerfile" else "files"
@@ -111,6 +116,20 @@ def _wheel_metadata(data: bytes, name: str) -> bytes:
             return zf.read(member)
     except (zipfile.BadZipFile, StopIteration):
         raise CheckFailed(f"{name} is not a wheel with a .dist-info/METADATA — the bundle is broken; rebuild it") from None
+
+
+def _wheel_variant(data: bytes, name: str) -> dict[str, Any]:
+    """A variant wheel's ``*.dist-info/variant.json``."""
+    try:
+        with zipfile.ZipFile(BytesIO(data)) as zf:
+            member = next(n for n in zf.namelist() if n.count("/") == 1 and n.endswith(".dist-info/variant.json"))
+            document = json.loads(zf.read(member))
+    except (zipfile.BadZipFile, StopIteration, ValueError):
+        raise CheckFailed(f"{name} has a variant label but no readable .dist-info/variant.json — the bundle is broken; "
+                          "rebuild it") from None
+    if not isinstance(document, dict):
+        raise CheckFailed(f"{name}: its variant.json is not a JSON object — rebuild the bundle")
+    return document
 
 
 def _requires_python(metadata: bytes) -> str:

@@ -12,6 +12,9 @@ runtime built to find them (TheRock's kpack, ``ROCM_KPACK_ENABLED``), which Debi
 The same reason makes device wheels of two targets replace each other's files: a host with GPUs of two
 targets of one family installs the family wheel (``rocm-sdk[<family>]``).
 
+Each device wheel is written twice: as ``rocm-sdk-device-<gfx>`` (the extra's) and as the PEP 825 variant
+``rocm-sdk-device-…-<gfx>.whl`` (``cairn.wheels.variants``), same files.
+
 Made from the family wheel, not from the SDK tree: the family's split has already dropped every other
 family's code, so this split reads a fraction of the bytes, and a single-target family is repacked as it is.
 """
@@ -22,10 +25,12 @@ import json
 import shutil
 import stat
 import zipfile
+from dataclasses import replace
 from pathlib import Path
 from typing import IO, Any
 
 from cairn.errors import CairnError
+from cairn.wheels import variants
 from cairn.wheels.sdk import LIBRARIES, ROOTS, FamilySplit, scratch_dir, write_report
 from cairn.wheels.wheelfile import Member, Metadata, parse_filename, write_wheel
 
@@ -39,7 +44,8 @@ def device_name(target: str) -> str:
 
 
 def build_device_wheel(out: Path, family_tree: Path, inputs: dict[str, Any], log: IO[str]) -> Path:
-    """``rocm-sdk-device-<target>`` from the family wheel in ``family_tree/wheels`` into ``out/wheels``."""
+    """``rocm-sdk-device-<target>`` and its variant from the family wheel in ``family_tree/wheels`` into
+    ``out/wheels``; returns the plain one."""
     family, target, version = inputs["family"], inputs["target"], inputs["sdk_version"]
     family_wheel = _the_wheel(family_tree, family)
     single = tuple(inputs["family_targets"]) == (target,)
@@ -65,7 +71,11 @@ def build_device_wheel(out: Path, family_tree: Path, inputs: dict[str, Any], log
         tag = parse_filename(family_wheel.name)[2]
         wheel = write_wheel(out / "wheels", metadata, tag, members, source_date_epoch=inputs["source_date_epoch"],
                             extra_dist_info=licences)
-    write_report(out, [wheel], {"part": "device", "family": family, "target": target, "sdk_version": version,
+        # the same bytes as the PEP 825 variant of rocm-sdk-device that AMD's provider selects on this target
+        variant = write_wheel(out / "wheels", replace(metadata, name=variants.DISTRIBUTION), tag, members,
+                              source_date_epoch=inputs["source_date_epoch"], label=variants.variant_label(target),
+                              extra_dist_info=[*licences, Member("variant.json", data=variants.dumps(variants.variant_json(target)))])
+    write_report(out, [wheel, variant], {"part": "device", "family": family, "target": target, "sdk_version": version,
                                 "audit": audit, "from": family_wheel.name,
                                 "platform": {"tag": tag, "reason": f"as {family_wheel.name}"}})
     return wheel

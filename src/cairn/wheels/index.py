@@ -8,6 +8,7 @@ Layout of one family's tree (served as ``…/<family>/simple/`` by any static fi
     <family>/simple/<project>/index.v1.json    same, PEP 691 JSON (+ PEP 700 versions/size)
     <family>/files/<wheel>                     the wheel (hard link to the package action's output)
     <family>/files/<wheel>.metadata            its METADATA (PEP 658), hash on the link (PEP 714)
+    <family>/files/<name>-<ver>-variants.json  the PEP 825 variants of a distribution, linked from its page
     <family>/publish.json                      every file with its object key and Content-Type
 
 Links are relative to the page, so the index works at any URL prefix (no doubled paths, TheRock#1741).
@@ -29,13 +30,15 @@ from packaging.utils import canonicalize_name, parse_wheel_filename
 from packaging.version import Version
 
 from cairn.store.base import file_sha256
-from cairn.wheels.wheelfile import read_metadata, read_metadata_bytes
+from cairn.wheels import variants
+from cairn.wheels.wheelfile import read_metadata, read_metadata_bytes, read_variant
 
 LAYOUT = 1
 HTML_TYPE = "text/html; charset=utf-8"
 JSON_TYPE = "application/vnd.pypi.simple.v1+json"
 WHEEL_TYPE = "application/octet-stream"
 METADATA_TYPE = "application/octet-stream"
+VARIANTS_TYPE = variants.CONTENT_TYPE
 API_VERSION = "1.1"
 
 
@@ -56,6 +59,7 @@ def write_index(wheels: Iterable[Path], out: Path, family: str) -> list[IndexedF
     files_dir = root / "files"
     files_dir.mkdir(parents=True)
     indexed: list[IndexedFile] = []
+    documents: dict[tuple[str, str], list[dict]] = {}  # variant wheels' variant.json by (name, version)
     for wheel in sorted(wheels, key=lambda p: p.name):
         target = files_dir / wheel.name
         if target.exists():
@@ -66,10 +70,17 @@ def write_index(wheels: Iterable[Path], out: Path, family: str) -> list[IndexedF
         metadata = read_metadata_bytes(wheel)
         (files_dir / f"{wheel.name}.metadata").write_bytes(metadata)
         headers = read_metadata(wheel)
-        name, version, _build, _tags = parse_wheel_filename(wheel.name)
+        name, version, _build, _tags = parse_wheel_filename(variants.plain_filename(wheel.name))
         indexed.append(IndexedFile(wheel.name, canonicalize_name(name), str(version), file_sha256(wheel),
                                    wheel.stat().st_size, hashlib.sha256(metadata).hexdigest(),
                                    (headers.get("Requires-Python") or [""])[0]))
+        if variants.label_of(wheel.name):
+            documents.setdefault((wheel.name.split("-", 1)[0], str(version)), []).append(read_variant(wheel))
+    for (distribution, release), docs in sorted(documents.items()):  # PEP 825: linked from the project page
+        merged = files_dir / variants.variants_filename(distribution, release)
+        merged.write_bytes(variants.dumps(variants.variants_json(docs)))
+        indexed.append(IndexedFile(merged.name, canonicalize_name(distribution), release, file_sha256(merged),
+                                   merged.stat().st_size, "", ""))
     projects: dict[str, list[IndexedFile]] = {}
     for item in indexed:
         projects.setdefault(item.project, []).append(item)
@@ -104,7 +115,8 @@ def _root_html(projects: list[str]) -> str:
 def _project_html(project: str, items: list[IndexedFile]) -> str:
     lines = []
     for item in sorted(items, key=lambda i: i.filename):
-        attrs = f' data-core-metadata="sha256={item.metadata_sha256}" data-dist-info-metadata="sha256={item.metadata_sha256}"'
+        attrs = (f' data-core-metadata="sha256={item.metadata_sha256}" data-dist-info-metadata="sha256={item.metadata_sha256}"'
+                 if item.metadata_sha256 else "")
         if item.requires_python:
             attrs += f' data-requires-python="{html.escape(item.requires_python)}"'
         lines.append(f'    <a href="../../files/{item.filename}#sha256={item.sha256}"{attrs}>{item.filename}</a><br/>\n')
@@ -117,9 +129,9 @@ def _project_json(project: str, items: list[IndexedFile]) -> dict[str, object]:
     files = []
     for item in sorted(items, key=lambda i: i.filename):
         entry: dict[str, object] = {"filename": item.filename, "url": f"../../files/{item.filename}",
-                                    "hashes": {"sha256": item.sha256}, "size": item.size,
-                                    "core-metadata": {"sha256": item.metadata_sha256},
-                                    "dist-info-metadata": {"sha256": item.metadata_sha256}, "yanked": False}
+                                    "hashes": {"sha256": item.sha256}, "size": item.size, "yanked": False}
+        if item.metadata_sha256:
+            entry["core-metadata"] = entry["dist-info-metadata"] = {"sha256": item.metadata_sha256}
         if item.requires_python:
             entry["requires-python"] = item.requires_python
         files.append(entry)
@@ -139,7 +151,8 @@ def _publish_plan(root: Path) -> dict[str, object]:
             continue
         rel = path.relative_to(root).as_posix()
         if rel.startswith("files/"):
-            kind, ctype = ("metadata", METADATA_TYPE) if rel.endswith(".metadata") else ("wheel", WHEEL_TYPE)
+            kind, ctype = (("metadata", METADATA_TYPE) if rel.endswith(".metadata") else
+                           ("variants", VARIANTS_TYPE) if rel.endswith("-variants.json") else ("wheel", WHEEL_TYPE))
             objects.append({"file": rel, "key": rel, "content_type": ctype, "kind": kind, "immutable": True,
                             "sha256": file_sha256(path)})
         elif rel.endswith("index.html"):
@@ -147,6 +160,6 @@ def _publish_plan(root: Path) -> dict[str, object]:
             objects.append({"file": rel, "key": key, "content_type": HTML_TYPE, "kind": "page", "immutable": False})
         elif rel.endswith("index.v1.json"):
             objects.append({"file": rel, "key": rel, "content_type": JSON_TYPE, "kind": "page", "immutable": False})
-    order = {"wheel": 0, "metadata": 1, "page": 2}
+    order = {"wheel": 0, "metadata": 1, "variants": 1, "page": 2}
     objects.sort(key=lambda o: (order[str(o["kind"])], o["key"] == "simple/", str(o["key"])))
     return {"schema": "cairn.index-publish/v1", "objects": objects}

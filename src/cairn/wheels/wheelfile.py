@@ -16,6 +16,7 @@ from __future__ import annotations
 import base64
 import hashlib
 import io
+import json
 import os
 import shutil
 import stat
@@ -26,6 +27,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from email.parser import HeaderParser
 from pathlib import Path
+from typing import Any
 
 from cairn.errors import CairnError
 from cairn.wheels.versions import dist_name
@@ -99,9 +101,12 @@ def zip_time(source_date_epoch: int) -> tuple[int, int, int, int, int, int]:
 
 
 def write_wheel(out_dir: Path, metadata: Metadata, tag: str, members: Iterable[Member], *, source_date_epoch: int,
-                purelib: bool = False, extra_dist_info: Iterable[Member] = ()) -> Path:
-    """Write ``<name>-<version>-<tag>.whl`` into ``out_dir`` and return its path (atomically)."""
+                purelib: bool = False, extra_dist_info: Iterable[Member] = (), label: str = "") -> Path:
+    """Write ``<name>-<version>-<tag>.whl`` into ``out_dir`` and return its path (atomically). ``label``: a
+    PEP 825 variant wheel, ``<name>-<version>-<tag>-<label>.whl`` (its ``variant.json`` is in ``extra_dist_info``)."""
     name = wheel_filename(metadata.name, metadata.version, tag)
+    if label:
+        name = name.removesuffix(".whl") + f"-{label}.whl"
     dist_info = f"{dist_name(metadata.name)}-{metadata.version}.dist-info"
     payload = sorted(members, key=lambda m: m.path)
     paths = [m.path for m in payload]
@@ -292,3 +297,17 @@ def _spill(scratch: Path, arcname: str, data: bytes, executable: bool, prefix: s
 
 def urlsafe_digest(data: bytes) -> str:
     return base64.urlsafe_b64encode(hashlib.sha256(data).digest()).rstrip(b"=").decode()
+
+
+def read_variant(wheel: Path) -> dict[str, Any]:
+    """A variant wheel's ``.dist-info/variant.json`` (PEP 825)."""
+    try:
+        with zipfile.ZipFile(wheel) as archive:
+            document = json.loads(archive.read(f"{dist_info_dir(archive)}/variant.json"))
+    except KeyError:
+        raise CairnError(f"{wheel}: a variant label but no .dist-info/variant.json — rebuild it") from None
+    except (zipfile.BadZipFile, OSError, EOFError, zlib.error, ValueError) as exc:
+        raise CairnError(f"{wheel}: cannot read its variant.json ({exc}) — rebuild or re-download it") from None
+    if not isinstance(document, dict):
+        raise CairnError(f"{wheel}: its variant.json is not a JSON object — rebuild it")
+    return document
