@@ -164,3 +164,16 @@ def test_override_with_the_real_target_installed_only_warns(tmp_path: Path) -> N
     hosts.libraries_wheel(host, "gfx11-all", ("gfx1100", "gfx1151"))
     override = checks(diagnose(str(tmp_path), audit=False))["override"]
     assert override["status"] == "warn" and "masks" not in override["summary"]
+
+
+def test_an_installed_variant_is_judged_by_the_target_it_carries(tmp_path: Path) -> None:
+    """``rocm-sdk-device`` (a PEP 825 variant, one name for every target) names its target in libraries.json."""
+    import json
+
+    host = hosts.rx7900xtx_desktop(tmp_path)
+    info = json.dumps({"family": "gfx120X-all", "target": "gfx1201", "targets": ["gfx1201"], "version": "7.2.4"}).encode()
+    host.wheel(host.site("3.12"), "rocm-sdk-device", "7.2.4", files={"_rocm_sdk_libraries/share/cairn/libraries.json": info})
+    payload = checks(diagnose(str(tmp_path), audit=False))["device-payload"]
+    assert payload["status"] == "fail"
+    assert payload["summary"] == ("installed device payload is for other targets than this host's gfx1100: "
+                                  "rocm-sdk-device 7.2.4 (carries gfx1201)")
