@@ -29,7 +29,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from cairn.audit.binary import audit_file
+from cairn.audit.binary import FATBIN_SECTION, audit_file
 from cairn.audit.bundle import plain_bytes
 from cairn.audit.bundle_write import alignment_of, write_like, write_plain
 from cairn.audit.model import FATBIN, KPACK, BinaryAudit, Bundle, Entry
@@ -47,7 +47,7 @@ class BundleSplit:
     format: str
     compression: str | None
     size_before: int  # bytes it occupies in the section (compressed for CCOB)
-    size_after: int  # the rest of the original size is zero padding
+    size_after: int  # zero padding follows it; it may be larger (into the padding before the next bundle)
     uncompressed_before: int
     uncompressed_after: int
     kept: tuple[str, ...]  # entry IDs, host entry included
@@ -173,6 +173,21 @@ def split_audited(src: Path, dest: Path, devices: tuple[TargetId, ...], audit: B
                        tuple(results), time.monotonic() - started)
 
 
+def _slots(src: Path, bundles: list[Bundle]) -> dict[int, int]:
+    """Bundle index → the bytes it may take: up to the next bundle, the last one up to the end of ``.hip_fatbin``.
+    A split copy keeps its bundles where they were, zero-padded; cutting that copy again (a family's libraries
+    to one target) may recompress a bundle a few bytes larger than the family's cut, and the padding the first
+    cut left behind it takes them (the runtime reads a bundle's size from its own header)."""
+    from elftools.elf.elffile import ELFFile
+
+    with open(src, "rb") as handle:
+        section = ELFFile(handle).get_section_by_name(FATBIN_SECTION)
+        end = section["sh_offset"] + section["sh_size"] if section is not None else 0
+    ordered = sorted(bundles, key=lambda b: b.file_offset)
+    limits = [b.file_offset for b in ordered[1:]] + [end]
+    return {b.index: max(limit - b.file_offset, b.size) for b, limit in zip(ordered, limits, strict=True)}
+
+
 def _runs(entry: Entry, devices: tuple[TargetId, ...], registry: Registry) -> bool:
     """Keep host entries, and device/SPIR-V entries whose ID runs on one of ``devices`` (the runtime picks by ID)."""
     if entry.kind == "host":
@@ -186,6 +201,7 @@ def _runs(entry: Entry, devices: tuple[TargetId, ...], registry: Registry) -> bo
 def _rewrite(src: Path, tmp: Path, plans: list[tuple[Bundle, list[Entry]]]) -> list[BundleSplit]:
     """Overwrite each bundle that loses entries in ``tmp`` (a copy of ``src``), at its offset, zero-padded."""
     results = []
+    slots = _slots(src, [bundle for bundle, _ in plans])
     with open(src, "rb") as source, mmap.mmap(source.fileno(), 0, access=mmap.ACCESS_READ) as mapped, \
             open(tmp, "r+b") as out:
         for bundle, kept in plans:
@@ -200,11 +216,13 @@ def _rewrite(src: Path, tmp: Path, plans: list[tuple[Bundle, list[Entry]]]) -> l
                 new_plain = write_plain([(e.id, plain[e.offset : e.offset + e.size]) for e in kept], alignment_of(bundle))
                 del plain
                 new = write_like(bundle, new_plain)
-                if len(new) > bundle.size:
+                room = slots[bundle.index]
+                if len(new) > room or any(mapped[bundle.file_offset + bundle.size : bundle.file_offset + len(new)]):
                     raise InputError(src, f"{bundle.label}: the rewritten bundle ({len(new)} bytes) does not fit in "
-                                          f"the original's {bundle.size} bytes", "keep this file fat")
+                                          f"the original's {bundle.size} bytes and the zero padding after them",
+                                     "keep this file fat")
                 out.seek(bundle.file_offset)
-                out.write(new + bytes(bundle.size - len(new)))
+                out.write(new + bytes(max(bundle.size - len(new), 0)))
                 size_after, usize_after = len(new), len(new_plain)
             kept_ids = {id(e) for e in kept}
             results.append(BundleSplit(

@@ -1,0 +1,145 @@
+"""Device wheels benchmark: what a user with one GPU downloads for the SDK libraries — its device wheel vs
+the family wheel they would otherwise install.
+
+    python bench/device_wheels_bench.py --out bench/results/device_wheels.json [--store .cairn]
+                                        [--target gfx1100 --target gfx1151 ...]
+
+Reads the store (only reads it; scratch space is a temporary directory in it): the ``rocm-sdk-libraries-<family>``
+wheel of each target's family, the ``rocm-sdk-core`` wheel and the SDK tree, found through the store's action
+records, so a store whose build is still running can be benched too.
+For each ``--target`` it makes ``rocm-sdk-device-<target>`` from the family wheel exactly as the
+``package:rocm-sdk-device@<target>`` action does (``cairn.wheels.device.build_device_wheel``, into a scratch
+directory; its variant twin is written too and timed with it) and reports: bytes of the device wheel and of the
+family wheel, their ratio (the goal: at most one third), the same with ``rocm-sdk-core`` added (what
+``pip install "rocm-sdk[device-<gfx>]"`` vs ``"rocm-sdk[<family>]"`` downloads), the seconds the cut took, and
+what the device wheel's audit says (covered or partial). A third side is the libraries as Debian ships them,
+fat with every target's code, packed by the same wheel writer: what a user downloads from an index that
+serves one wheel for every GPU.
+"""
+
+from __future__ import annotations
+
+import argparse
+import io
+import json
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from machine import describe
+
+from cairn.model.targets import load_registry
+from cairn.wheels.device import build_device_wheel, device_name
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def outputs(store: Path) -> dict[str, Path]:
+    """Action id → its output tree, from the store's action records (the newest record of an action wins)."""
+    found: dict[str, tuple[float, Path]] = {}
+    for record in (store / "ac").glob("*.json"):
+        data = json.loads(record.read_text())
+        tree = store / "trees" / data["output"]
+        when = record.stat().st_mtime
+        if tree.is_dir() and when >= found.get(data["action"], (0.0, tree))[0]:
+            found[data["action"]] = (when, tree)
+    return {action: tree for action, (_, tree) in found.items()}
+
+
+def the_wheel(tree: Path) -> Path:
+    (wheel,) = sorted((tree / "wheels").glob("*.whl"))
+    return wheel
+
+
+def family_of(target: str) -> tuple[str, tuple[str, ...]]:
+    """The default release's family holding ``target``, and that family's targets."""
+    from cairn.model.manifest import load_manifest
+    from cairn.paths import releases_dir
+
+    registry = load_registry()
+    for family in load_manifest(releases_dir() / "default.toml", registry).release.families:
+        targets = registry.expand(family)
+        if target in targets:
+            return family, targets
+    raise SystemExit(f"{target} is in no family of the default release")
+
+
+def bench_target(trees: dict[str, Path], target: str, core: Path, scratch: Path) -> dict[str, object]:
+    family, targets = family_of(target)
+    family_wheel = the_wheel(trees[f"package:rocm-sdk-libraries@{family}"])
+    tree = scratch / target / "family"
+    (tree / "wheels").mkdir(parents=True)
+    (tree / "wheels" / family_wheel.name).symlink_to(family_wheel)
+    out = scratch / target / "out"
+    out.mkdir()
+    inputs = {"family": family, "target": target, "family_targets": list(targets), "sdk_version": "0",
+              "release": "bench", "source_date_epoch": 1700000000}
+    started = time.perf_counter()
+    wheel = build_device_wheel(out, tree, inputs, io.StringIO())
+    seconds = round(time.perf_counter() - started, 1)
+    report = json.loads((out / "report.json").read_text())
+    device_bytes, family_bytes, core_bytes = wheel.stat().st_size, family_wheel.stat().st_size, core.stat().st_size
+    return {
+        "family": family, "family_targets": list(targets), "family_wheel": family_wheel.name,
+        "device_wheel": device_name(target),
+        "bytes": {"device": device_bytes, "family": family_bytes, "core": core_bytes},
+        "ratio_libraries": round(device_bytes / family_bytes, 3),
+        "ratio_with_core": round((device_bytes + core_bytes) / (family_bytes + core_bytes), 3),
+        "cut_seconds": seconds, "split": len(targets) > 1,
+        "covered": report["audit"]["coverage"][target]["covered"],
+        "partial": report["audit"]["partial"].get(target, []),
+    }
+
+
+def fat_wheel(store: Path, trees: dict[str, Path], scratch: Path) -> dict[str, object]:
+    """The expansion libraries as Debian ships them — every target's code — packed by the same writer as the
+    family wheels (``rocm-sdk-libraries`` cut to every target the registry knows, which cuts nothing)."""
+    from cairn.model.manifest import load_manifest
+    from cairn.paths import releases_dir
+    from cairn.plan.prepare import make_plan
+    from cairn.plan.probe import Host
+    from cairn.wheels import sdk
+
+    registry = load_registry()
+    manifest = load_manifest(releases_dir() / "default.toml", registry)
+    host = Host(tools=frozenset({"git", "pip", "patchelf", "apt-get", "dpkg-deb", "docker", "mmdebstrap"}))
+    family = manifest.release.families[0]
+    action = make_plan(manifest, registry, [family], host=host).by_id()[f"package:rocm-sdk-libraries@{family}"]
+    owned = sdk.expansion_paths(trees[d] for d in action.deps if d.startswith("build:"))
+    out = scratch / "fat"
+    out.mkdir()
+    started = time.perf_counter()
+    wheel = sdk.build_sdk_wheel(out, sdk.LIBRARIES, trees["assemble:sdk"], dict(action.inputs), io.StringIO(),
+                                expansion_owned=owned, family="all", targets=tuple(registry.targets))
+    return {"bytes": wheel.stat().st_size, "seconds": round(time.perf_counter() - started, 1)}
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--out", type=Path, required=True)
+    parser.add_argument("--store", type=Path, default=ROOT / ".cairn")
+    parser.add_argument("--target", action="append", help="gfx target (repeatable; default gfx1100 and gfx1151)")
+    args = parser.parse_args()
+    targets = args.target or ["gfx1100", "gfx1151"]
+    trees = outputs(args.store)
+    core = the_wheel(trees["package:rocm-sdk-core"])
+    with tempfile.TemporaryDirectory(prefix="cairn-device-bench-", dir=args.store) as scratch:
+        runs = {target: bench_target(trees, target, core, Path(scratch)) for target in targets}
+        fat = fat_wheel(args.store, trees, Path(scratch))
+    for run in runs.values():
+        run["ratio_to_fat"] = round(run["bytes"]["device"] / fat["bytes"], 3)  # type: ignore[index]
+    doc = {"bench": "device_wheels", "command": "python bench/device_wheels_bench.py " + " ".join(sys.argv[1:]),
+           "machine": describe(), "goal": "device wheel <= 1/3 of the family wheel", "targets": runs, "fat": fat}
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text(json.dumps(doc, indent=2, sort_keys=True) + "\n")
+    for target, run in runs.items():
+        b = run["bytes"]
+        print(f"{target} ({run['family']}): {run['device_wheel']} {b['device'] / 1e6:.1f} MB vs {run['family_wheel']} "  # type: ignore[index]
+              f"{b['family'] / 1e6:.1f} MB — {run['ratio_libraries']}x (with core {run['ratio_with_core']}x), "  # type: ignore[index]
+              f"cut in {run['cut_seconds']} s")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
