@@ -102,6 +102,8 @@ def test_index_has_every_wheel_of_the_family(index_root):
         f"rocm_sdk-{SDK}-py3-none-any.whl",
         f"rocm_sdk_core-{SDK}-py3-none-linux_x86_64.whl",
         f"rocm_sdk_devel-{SDK}-py3-none-any.whl",
+        f"rocm_sdk_device-{SDK}-py3-none-linux_x86_64-{FAMILY}.whl",  # the PEP 825 variant of the one below
+        f"rocm_sdk_device_{FAMILY}-{SDK}-py3-none-linux_x86_64.whl",
         f"rocm_sdk_libraries_{FAMILY}-{SDK}-py3-none-linux_x86_64.whl",
         "sglang-0.5.10.post1+rocm.5.2.3.dev.1700000000-py3-none-any.whl",
     ]
@@ -116,6 +118,11 @@ def test_pages_hash_every_link_and_metadata(index_root):
         for entry in data["files"]:
             wheel = (page.parent / entry["url"]).resolve()
             assert entry["hashes"]["sha256"] == _sha(wheel) and entry["size"] == wheel.stat().st_size
+            if entry["filename"].endswith("-variants.json"):  # PEP 825: linked like a file, no metadata of its own
+                assert "core-metadata" not in entry and json.loads(wheel.read_text())["variants"] == {
+                    FAMILY: {"amd": {"gfx_arch": [FAMILY]}}}
+                assert f'href="../../files/{entry["filename"]}#sha256={entry["hashes"]["sha256"]}"' in html
+                continue
             sidecar = Path(f"{wheel}.metadata")
             assert entry["core-metadata"]["sha256"] == _sha(sidecar)
             with zipfile.ZipFile(wheel) as archive:
