@@ -93,13 +93,14 @@ def bench_target(trees: dict[str, Path], target: str, core: Path, scratch: Path)
 
 
 def fat_wheel(store: Path, trees: dict[str, Path], scratch: Path) -> dict[str, object]:
-    """The expansion libraries as Debian ships them — every target's code — packed by the same writer as the
-    family wheels (``rocm-sdk-libraries`` cut to every target the registry knows, which cuts nothing)."""
+    """The expansion libraries as Debian ships them — every target's code — staged and packed by the same code
+    as the family wheels (``cairn.wheels.sdk.stage_part`` and the one wheel writer), with no split."""
     from cairn.model.manifest import load_manifest
     from cairn.paths import releases_dir
     from cairn.plan.prepare import make_plan
     from cairn.plan.probe import Host
-    from cairn.wheels import sdk
+    from cairn.wheels import elf, sdk
+    from cairn.wheels.wheelfile import Metadata, write_wheel
 
     registry = load_registry()
     manifest = load_manifest(releases_dir() / "default.toml", registry)
@@ -107,11 +108,14 @@ def fat_wheel(store: Path, trees: dict[str, Path], scratch: Path) -> dict[str, o
     family = manifest.release.families[0]
     action = make_plan(manifest, registry, [family], host=host).by_id()[f"package:rocm-sdk-libraries@{family}"]
     owned = sdk.expansion_paths(trees[d] for d in action.deps if d.startswith("build:"))
+    root = sdk.ROOTS[sdk.LIBRARIES]
     out = scratch / "fat"
     out.mkdir()
     started = time.perf_counter()
-    wheel = sdk.build_sdk_wheel(out, sdk.LIBRARIES, trees["assemble:sdk"], dict(action.inputs), io.StringIO(),
-                                expansion_owned=owned, family="all", targets=tuple(registry.targets))
+    staged = sdk.stage_part(trees["assemble:sdk"], sdk.LIBRARIES, out, io.StringIO(), expansion_owned=owned,
+                            rpaths=lambda d: elf.origin_rpath(f"{root}/{d}", f"{root}/lib", f"{sdk.ROOTS[sdk.CORE]}/lib"))
+    wheel = write_wheel(out / "wheels", Metadata(name="rocm-sdk-libraries-all", version="0"), "py3-none-linux_x86_64",
+                        sdk.members_of(staged), source_date_epoch=1700000000)
     return {"bytes": wheel.stat().st_size, "seconds": round(time.perf_counter() - started, 1)}
 
 
