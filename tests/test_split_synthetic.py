@@ -314,18 +314,23 @@ def test_feature_of_data_file_names_matches_target_ids() -> None:
     assert registry.can_run(named, TargetId.parse("gfx90a")) and not registry.can_run(named, TargetId.parse("gfx90a:xnack+"))
 
 
-def test_a_bundle_that_would_grow_is_refused_and_nothing_is_written(tmp_path: Path, capsys) -> None:
-    """The original was compressed harder (zstd 19) than the split recompresses (LLVM's default 3): when the
-    smaller bundle still does not fit in the original's bytes, the file is refused rather than shifted."""
+def hard_bundle(words: int) -> bytes:
+    """A CCOB bundle (gfx1100 with ``words`` words of text, gfx1030) compressed at zstd 19, harder than the
+    split's recompression (LLVM's default 3): cutting gfx1030 out leaves a bundle larger than the original."""
     import random
 
     rng = random.Random(7)
-    words = [bytes(rng.choice(b"abcdefghij") for _ in range(rng.randint(2, 9))) for _ in range(400)]
-    text = b" ".join(rng.choice(words) for _ in range(100_000))
+    vocabulary = [bytes(rng.choice(b"abcdefghij") for _ in range(rng.randint(2, 9))) for _ in range(400)]
+    text = b" ".join(rng.choice(vocabulary) for _ in range(words))
     plain = plain_bundle([(device_id("gfx1100"), code_object("gfx1100") + text), (device_id("gfx1030"), code_object("gfx1030"))])
     payload = zstandard.ZstdCompressor(level=19).compress(plain)
-    blob = b"CCOB" + struct.pack("<HHQQ", 3, 1, 32 + len(payload), len(plain)) + hashlib.md5(plain).digest()[:8] + payload
-    source = write_elf(tmp_path / "hard.so", section([blob]))
+    return b"CCOB" + struct.pack("<HHQQ", 3, 1, 32 + len(payload), len(plain)) + hashlib.md5(plain).digest()[:8] + payload
+
+
+def test_a_bundle_that_would_grow_is_refused_and_nothing_is_written(tmp_path: Path, capsys) -> None:
+    """The original was compressed harder (zstd 19) than the split recompresses (LLVM's default 3): when the
+    smaller bundle still does not fit in the original's bytes, the file is refused rather than shifted."""
+    source = write_elf(tmp_path / "hard.so", section([hard_bundle(words=100_000)]))
     _fails(["split", str(source), "--target", "gfx1100", "--out", str(tmp_path / "out.so")], capsys,
            "hard.so: bundle 0 at +0x0: the rewritten bundle", "does not fit", "keep this file fat")
     assert not (tmp_path / "out.so").exists()
@@ -336,15 +341,7 @@ def test_a_bundle_may_grow_into_the_zero_padding_behind_it(tmp_path: Path) -> No
     """Bundles start 4096-aligned: a recompressed bundle a few bytes larger than the one it replaces takes the
     padding before the next one (what cutting a family's split again to one target needs), and the copy is
     still read back whole."""
-    import random
-
-    rng = random.Random(7)
-    words = [bytes(rng.choice(b"abcdefghij") for _ in range(rng.randint(2, 9))) for _ in range(400)]
-    text = b" ".join(rng.choice(words) for _ in range(2_000))
-    plain = plain_bundle([(device_id("gfx1100"), code_object("gfx1100") + text), (device_id("gfx1030"), code_object("gfx1030"))])
-    payload = zstandard.ZstdCompressor(level=19).compress(plain)
-    blob = b"CCOB" + struct.pack("<HHQQ", 3, 1, 32 + len(payload), len(plain)) + hashlib.md5(plain).digest()[:8] + payload
-    source = write_elf(tmp_path / "hard.so", section([blob, ccob(bundle_for(["gfx1100"]))]), wrappers=2)
+    source = write_elf(tmp_path / "hard.so", section([hard_bundle(words=2_000), ccob(bundle_for(["gfx1100"]))]), wrappers=2)
     report = split_file(source, tmp_path / "out.so", "gfx1100")
     grown = report.bundles[0]
     assert grown.size_after > grown.size_before  # level 3 after level 19: larger, and still in its slot

@@ -87,3 +87,32 @@ def test_repack_is_deterministic_and_renames_version(tmp_path):
     meta = read_metadata(one)
     assert meta["Version"] == ["1.0+rocm.7.14.0"]
     assert meta["Requires-Dist"] == ["packaging>=23", "x==1"]
+
+
+def test_twin_is_the_wheel_write_wheel_would_write(tmp_path):
+    """A device wheel's variant twin copies the plain wheel's compressed members: the result must be the very
+    bytes of writing the same payload from scratch under the twin's name, label and dist-info, a member over the
+    16 MiB level-1 threshold and an executable one included, and pip must install it."""
+    from cairn.wheels.wheelfile import write_twin
+
+    payload = tmp_path / "big.bin"
+    payload.write_bytes(os.urandom(1 << 20) * 17)  # over BIG_MEMBER: deflated at level 1
+    members = [Member.file("pkg/big.bin", payload), Member.text("pkg/__init__.py", "VALUE = 2\n"),
+               Member.text("pkg/run.sh", "#!/bin/sh\n", executable=True)]
+    plain_meta = Metadata(name="demo-device-gfx1100", version="2.0", summary="plain")
+    twin_meta = Metadata(name="demo-device", version="2.0", summary="the variant")
+    extra = [Member.text("variant.json", '{"a": 1}\n'), Member.text("licenses/COPYING", "MIT\n")]
+    plain = write_wheel(tmp_path / "plain", plain_meta, "py3-none-any", members, source_date_epoch=EPOCH,
+                        extra_dist_info=[Member.text("licenses/COPYING", "MIT\n")])
+    twin = write_twin(plain, tmp_path / "twin", twin_meta, "py3-none-any", source_date_epoch=EPOCH,
+                      label="aabbccdd", extra_dist_info=extra)
+    direct = write_wheel(tmp_path / "direct", twin_meta, "py3-none-any", members, source_date_epoch=EPOCH,
+                         label="aabbccdd", extra_dist_info=extra)
+    assert twin.name == direct.name == "demo_device-2.0-py3-none-any-aabbccdd.whl"
+    assert twin.read_bytes() == direct.read_bytes()
+    with zipfile.ZipFile(twin) as archive:
+        assert archive.testzip() is None
+        assert archive.read("pkg/big.bin") == payload.read_bytes()
+        assert (archive.getinfo("pkg/run.sh").external_attr >> 16) & 0o111
+        assert "demo_device-2.0.dist-info/variant.json" in archive.namelist()
+    assert not list((tmp_path / "twin").glob(".*partial"))

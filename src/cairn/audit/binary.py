@@ -97,7 +97,7 @@ def _audit_mapped(mapped: mmap.mmap, size: int, shown: str, registry: Registry) 
         notes = (f"{len(wrapper_magics)} wrappers in {WRAPPER_SECTION} but {len(bundles)} bundles",)
     if not bundles:
         notes += (f"{FATBIN_SECTION} holds only zero bytes",)
-    return BinaryAudit(shown, FATBIN, bundles, len(wrapper_magics), notes)
+    return BinaryAudit(shown, FATBIN, bundles, len(wrapper_magics), notes, fatbin.offset + fatbin.size)
 
 
 def _unmapper(mapped: mmap.mmap):

@@ -114,6 +114,7 @@ class BinaryAudit:
     bundles: tuple[Bundle, ...] = ()
     wrappers: int = 0  # __hip_fatbin_wrapper records in .hipFatBinSegment
     notes: tuple[str, ...] = ()
+    fatbin_end: int = 0  # file offset just past .hip_fatbin: how far a split may let the last bundle grow
 
     @property
     def formats(self) -> tuple[str, ...]:
@@ -153,6 +154,7 @@ class BinaryAudit:
             "notes": list(self.notes),
             "mismatches": list(self.mismatches),
             "bundles": [b.to_json() for b in self.bundles],
+            "fatbin_end": self.fatbin_end,
         }
 
 
@@ -175,7 +177,7 @@ def audit_from_json(doc: dict[str, Any]) -> BinaryAudit:
                       raw["compression"], int(raw["uncompressed_size"]), tuple(entry(e) for e in raw["entries"]))
 
     return BinaryAudit(str(doc["path"]), str(doc["kind"]), tuple(bundle(b) for b in doc["bundles"]), int(doc["wrappers"]),
-                       tuple(str(n) for n in doc["notes"]))
+                       tuple(str(n) for n in doc["notes"]), int(doc.get("fatbin_end", 0)))
 
 
 @dataclass(frozen=True)

@@ -29,7 +29,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from cairn.audit.binary import FATBIN_SECTION, audit_file
+from cairn.audit.binary import audit_file
 from cairn.audit.bundle import plain_bytes
 from cairn.audit.bundle_write import alignment_of, write_like, write_plain
 from cairn.audit.model import FATBIN, KPACK, BinaryAudit, Bundle, Entry
@@ -163,7 +163,7 @@ def split_audited(src: Path, dest: Path, devices: tuple[TargetId, ...], audit: B
     try:
         shutil.copyfile(src, tmp)
         shutil.copymode(src, tmp)
-        results = _rewrite(src, tmp, plans)
+        results = _rewrite(src, tmp, plans, _slots(audit))
         after = audit_file(tmp, display=str(dest), registry=registry)
         _check(after, plans, src)
         os.replace(tmp, dest)
@@ -173,18 +173,13 @@ def split_audited(src: Path, dest: Path, devices: tuple[TargetId, ...], audit: B
                        tuple(results), time.monotonic() - started)
 
 
-def _slots(src: Path, bundles: list[Bundle]) -> dict[int, int]:
+def _slots(audit: BinaryAudit) -> dict[int, int]:
     """Bundle index → the bytes it may take: up to the next bundle, the last one up to the end of ``.hip_fatbin``.
     A split copy keeps its bundles where they were, zero-padded; cutting that copy again (a family's libraries
     to one target) may recompress a bundle a few bytes larger than the family's cut, and the padding the first
     cut left behind it takes them (the runtime reads a bundle's size from its own header)."""
-    from elftools.elf.elffile import ELFFile
-
-    with open(src, "rb") as handle:
-        section = ELFFile(handle).get_section_by_name(FATBIN_SECTION)
-        end = section["sh_offset"] + section["sh_size"] if section is not None else 0
-    ordered = sorted(bundles, key=lambda b: b.file_offset)
-    limits = [b.file_offset for b in ordered[1:]] + [end]
+    ordered = sorted(audit.bundles, key=lambda b: b.file_offset)
+    limits = [b.file_offset for b in ordered[1:]] + [audit.fatbin_end]
     return {b.index: max(limit - b.file_offset, b.size) for b, limit in zip(ordered, limits, strict=True)}
 
 
@@ -198,10 +193,10 @@ def _runs(entry: Entry, devices: tuple[TargetId, ...], registry: Registry) -> bo
     return any(registry.can_run(code, device) is not None for device in devices)
 
 
-def _rewrite(src: Path, tmp: Path, plans: list[tuple[Bundle, list[Entry]]]) -> list[BundleSplit]:
-    """Overwrite each bundle that loses entries in ``tmp`` (a copy of ``src``), at its offset, zero-padded."""
+def _rewrite(src: Path, tmp: Path, plans: list[tuple[Bundle, list[Entry]]], slots: dict[int, int]) -> list[BundleSplit]:
+    """Overwrite each bundle that loses entries in ``tmp`` (a copy of ``src``), at its offset, zero-padded within
+    its slot."""
     results = []
-    slots = _slots(src, [bundle for bundle, _ in plans])
     with open(src, "rb") as source, mmap.mmap(source.fileno(), 0, access=mmap.ACCESS_READ) as mapped, \
             open(tmp, "r+b") as out:
         for bundle, kept in plans:

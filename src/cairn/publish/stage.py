@@ -7,10 +7,7 @@ so a modified bundle is refused with nothing written. Attestations are signed by
 from __future__ import annotations
 
 import hashlib
-import json
-import zipfile
 from concurrent.futures import ThreadPoolExecutor
-from io import BytesIO
 from typing import Any
 
 from cairn.errors import CairnError, CheckFailed, InputError
@@ -20,6 +17,7 @@ from cairn.publish.bundle import Bundle
 from cairn.publish.objects import CORE_METADATA, JSON, JSONL, WHEEL, Obj, json_bytes
 from cairn.sign.session import SigningSession
 from cairn.wheels.variants import label_of
+from cairn.wheels.wheelfile import read_metadata_bytes, read_variant
 
 
 def stage_objects(bundle: Bundle, signing: SigningSession) -> list[Obj]:
@@ -111,25 +109,17 @@ def _read_checked(bundle: Bundle, artifact: Any) -> bytes:
 def _wheel_metadata(data: bytes, name: str) -> bytes:
     """The wheel's own ``*.dist-info/METADATA`` — the PEP 658 sidecar must be exactly these bytes."""
     try:
-        with zipfile.ZipFile(BytesIO(data)) as zf:
-            member = next(n for n in zf.namelist() if n.count("/") == 1 and n.endswith(".dist-info/METADATA"))
-            return zf.read(member)
-    except (zipfile.BadZipFile, StopIteration):
-        raise CheckFailed(f"{name} is not a wheel with a .dist-info/METADATA — the bundle is broken; rebuild it") from None
+        return read_metadata_bytes(data, name)
+    except CairnError as exc:
+        raise CheckFailed(f"{exc} (the bundle is broken)") from None
 
 
 def _wheel_variant(data: bytes, name: str) -> dict[str, Any]:
-    """A variant wheel's ``*.dist-info/variant.json``."""
+    """A variant wheel's ``*.dist-info/variant.json``, which the pages merge into ``variants.json``."""
     try:
-        with zipfile.ZipFile(BytesIO(data)) as zf:
-            member = next(n for n in zf.namelist() if n.count("/") == 1 and n.endswith(".dist-info/variant.json"))
-            document = json.loads(zf.read(member))
-    except (zipfile.BadZipFile, StopIteration, ValueError):
-        raise CheckFailed(f"{name} has a variant label but no readable .dist-info/variant.json — the bundle is broken; "
-                          "rebuild it") from None
-    if not isinstance(document, dict):
-        raise CheckFailed(f"{name}: its variant.json is not a JSON object — rebuild the bundle")
-    return document
+        return read_variant(data, name)
+    except CairnError as exc:
+        raise CheckFailed(f"{exc} (the bundle is broken)") from None
 
 
 def _requires_python(metadata: bytes) -> str:

@@ -13,7 +13,8 @@ The same reason makes device wheels of two targets replace each other's files: a
 targets of one family installs the family wheel (``rocm-sdk[<family>]``).
 
 Each device wheel is written twice: as ``rocm-sdk-device-<gfx>`` (the extra's) and as the PEP 825 variant
-``rocm-sdk-device-…-<gfx>.whl`` (``cairn.wheels.variants``), same files.
+``rocm-sdk-device-…-<gfx>.whl`` (``cairn.wheels.variants``), same files: the twin copies the plain wheel's
+compressed members (``write_twin``), so the payload is deflated and hashed once.
 
 Made from the family wheel, not from the SDK tree: the family's split has already dropped every other
 family's code, so this split reads a fraction of the bytes, and a single-target family is repacked as it is.
@@ -32,7 +33,7 @@ from typing import IO, Any
 from cairn.errors import CairnError
 from cairn.wheels import variants
 from cairn.wheels.sdk import LIBRARIES, ROOTS, FamilySplit, scratch_dir, write_report
-from cairn.wheels.wheelfile import Member, Metadata, parse_filename, write_wheel
+from cairn.wheels.wheelfile import Member, Metadata, parse_filename, write_twin, write_wheel
 
 ROOT = ROOTS[LIBRARIES] + "/"
 INFO = ROOT + "share/cairn/libraries.json"
@@ -71,10 +72,11 @@ def build_device_wheel(out: Path, family_tree: Path, inputs: dict[str, Any], log
         tag = parse_filename(family_wheel.name)[2]
         wheel = write_wheel(out / "wheels", metadata, tag, members, source_date_epoch=inputs["source_date_epoch"],
                             extra_dist_info=licences)
-        # the same bytes as the PEP 825 variant of rocm-sdk-device that AMD's provider selects on this target
-        variant = write_wheel(out / "wheels", replace(metadata, name=variants.DISTRIBUTION), tag, members,
-                              source_date_epoch=inputs["source_date_epoch"], label=variants.variant_label(target),
-                              extra_dist_info=[*licences, Member("variant.json", data=variants.dumps(variants.variant_json(target)))])
+        # the same payload as the PEP 825 variant of rocm-sdk-device that AMD's provider selects on this target,
+        # its compressed members copied from the plain wheel rather than deflated a second time
+        variant = write_twin(wheel, out / "wheels", replace(metadata, name=variants.DISTRIBUTION), tag,
+                             source_date_epoch=inputs["source_date_epoch"], label=variants.variant_label(target),
+                             extra_dist_info=[*licences, Member("variant.json", data=variants.dumps(variants.variant_json(target)))])
     write_report(out, [wheel, variant], {"part": "device", "family": family, "target": target, "sdk_version": version,
                                 "audit": audit, "from": family_wheel.name,
                                 "platform": {"tag": tag, "reason": f"as {family_wheel.name}"}})

@@ -14,16 +14,19 @@ What varies between naive builds, and what this writer fixes (see docs/wheels.md
 from __future__ import annotations
 
 import base64
+import copy
 import hashlib
 import io
 import json
 import os
 import shutil
 import stat
+import struct
 import time
 import zipfile
 import zlib
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from email.parser import HeaderParser
 from pathlib import Path
@@ -104,10 +107,8 @@ def write_wheel(out_dir: Path, metadata: Metadata, tag: str, members: Iterable[M
                 purelib: bool = False, extra_dist_info: Iterable[Member] = (), label: str = "") -> Path:
     """Write ``<name>-<version>-<tag>.whl`` into ``out_dir`` and return its path (atomically). ``label``: a
     PEP 825 variant wheel, ``<name>-<version>-<tag>-<label>.whl`` (its ``variant.json`` is in ``extra_dist_info``)."""
-    name = wheel_filename(metadata.name, metadata.version, tag)
-    if label:
-        name = name.removesuffix(".whl") + f"-{label}.whl"
-    dist_info = f"{dist_name(metadata.name)}-{metadata.version}.dist-info"
+    name = _filename(metadata, tag, label)
+    dist_info = _dist_info(metadata)
     payload = sorted(members, key=lambda m: m.path)
     paths = [m.path for m in payload]
     if len(set(paths)) != len(paths):
@@ -115,6 +116,60 @@ def write_wheel(out_dir: Path, metadata: Metadata, tag: str, members: Iterable[M
         raise CairnError(f"wheel {name}: duplicate members {', '.join(dupes[:5])}")
     if any(p.startswith(dist_info + "/") for p in paths):
         raise CairnError(f"wheel {name}: payload may not write into {dist_info}/")
+    date_time = zip_time(source_date_epoch)
+    with _writing(out_dir / name) as archive:
+        record = [_add(archive, member, date_time) for member in payload]
+        _finish(archive, record, metadata, tag, purelib, extra_dist_info, date_time)
+    return out_dir / name
+
+
+def write_twin(wheel: Path, out_dir: Path, metadata: Metadata, tag: str, *, source_date_epoch: int, label: str = "",
+               purelib: bool = False, extra_dist_info: Iterable[Member] = ()) -> Path:
+    """The wheel ``write_wheel`` would write for ``wheel``'s payload under other metadata (a device wheel's PEP 825
+    variant twin), byte for byte, without inflating or deflating the payload again: each payload member's local
+    record is copied as it is, and its RECORD line (sha256, size) is taken from ``wheel``'s RECORD."""
+    name = _filename(metadata, tag, label)
+    date_time = zip_time(source_date_epoch)
+    with zipfile.ZipFile(wheel) as source, _writing(out_dir / name) as archive:
+        own = dist_info_dir(source)
+        hashes = {line.rsplit(",", 2)[0]: line for line in source.read(f"{own}/RECORD").decode().splitlines()}
+        record = []
+        for info in source.infolist():
+            if info.filename.startswith(own + "/"):
+                continue  # the payload comes first and the dist-info last, in write_wheel's order
+            _copy_record(source, info, archive)
+            record.append(hashes[info.filename])
+        _finish(archive, record, metadata, tag, purelib, extra_dist_info, date_time)
+    return out_dir / name
+
+
+def _filename(metadata: Metadata, tag: str, label: str) -> str:
+    name = wheel_filename(metadata.name, metadata.version, tag)
+    return name.removesuffix(".whl") + f"-{label}.whl" if label else name
+
+
+def _dist_info(metadata: Metadata) -> str:
+    return f"{dist_name(metadata.name)}-{metadata.version}.dist-info"
+
+
+@contextmanager
+def _writing(final: Path) -> Iterator[zipfile.ZipFile]:
+    """A ZIP archive written beside ``final`` and moved onto it only when complete."""
+    final.parent.mkdir(parents=True, exist_ok=True)
+    partial = final.parent / f".{final.name}.partial"
+    try:
+        with open(partial, "wb") as raw, zipfile.ZipFile(raw, "w", allowZip64=True) as archive:
+            yield archive
+    except BaseException:
+        partial.unlink(missing_ok=True)
+        raise
+    os.replace(partial, final)
+
+
+def _finish(archive: zipfile.ZipFile, record: list[str], metadata: Metadata, tag: str, purelib: bool,
+            extra_dist_info: Iterable[Member], date_time: tuple[int, ...]) -> None:
+    """The ``.dist-info`` after the payload: METADATA, WHEEL, the extra files sorted, and RECORD the very last."""
+    dist_info = _dist_info(metadata)
     wheel_text = (f"Wheel-Version: 1.0\nGenerator: {GENERATOR}\nRoot-Is-Purelib: {'true' if purelib else 'false'}\n"
                   + "".join(f"Tag: {t}\n" for t in expand_tag(tag)))
     meta = [
@@ -123,19 +178,36 @@ def write_wheel(out_dir: Path, metadata: Metadata, tag: str, members: Iterable[M
         *sorted((Member(f"{dist_info}/{m.path}", m.source, m.data, m.executable) for m in extra_dist_info),
                 key=lambda m: m.path),
     ]
-    out_dir.mkdir(parents=True, exist_ok=True)
-    final = out_dir / name
-    partial = out_dir / f".{name}.partial"
-    date_time = zip_time(source_date_epoch)
-    record: list[str] = []
-    with open(partial, "wb") as raw, zipfile.ZipFile(raw, "w", allowZip64=True) as archive:
-        for member in [*payload, *meta]:
-            digest, size = _add(archive, member, date_time)
-            record.append(f"{member.path},sha256={digest},{size}")
-        record.append(f"{dist_info}/RECORD,,")
-        _add(archive, Member.text(f"{dist_info}/RECORD", "\n".join(record) + "\n"), date_time)
-    os.replace(partial, final)
-    return final
+    record += [_add(archive, member, date_time) for member in meta]
+    record.append(f"{dist_info}/RECORD,,")
+    _add(archive, Member.text(f"{dist_info}/RECORD", "\n".join(record) + "\n"), date_time)
+
+
+def _copy_record(source: zipfile.ZipFile, info: zipfile.ZipInfo, dest: zipfile.ZipFile) -> None:
+    """Append one member to ``dest`` exactly as ``source`` stores it (local header, compressed bytes), and list it
+    in ``dest``'s central directory. The writer never sets the data-descriptor flag (it writes to a seekable
+    file), so the local record is the header and the compressed data alone."""
+    if info.flag_bits & 0x08:
+        raise CairnError(f"{source.filename}: {info.filename} has a data descriptor; write_twin copies only "
+                         "wheels written by write_wheel")
+    assert source.fp is not None and dest.fp is not None
+    source.fp.seek(info.header_offset)
+    header = source.fp.read(30)
+    name_length, extra_length = struct.unpack("<HH", header[26:30])
+    copied = copy.copy(info)
+    copied.header_offset = dest.fp.tell()
+    dest.fp.write(header)
+    remaining = name_length + extra_length + info.compress_size
+    while remaining:
+        chunk = source.fp.read(min(remaining, 1 << 20))
+        if not chunk:
+            raise CairnError(f"{source.filename}: {info.filename} is cut short — rebuild the wheel")
+        dest.fp.write(chunk)
+        remaining -= len(chunk)
+    dest.filelist.append(copied)
+    dest.NameToInfo[copied.filename] = copied
+    dest.start_dir = dest.fp.tell()  # type: ignore[attr-defined]  # where the central directory will begin
+    dest._didModify = True  # type: ignore[attr-defined]
 
 
 def expand_tag(tag: str) -> list[str]:
@@ -144,7 +216,8 @@ def expand_tag(tag: str) -> list[str]:
     return [f"{p}-{a}-{pl}" for p in python.split(".") for a in abi.split(".") for pl in platform.split(".")]
 
 
-def _add(archive: zipfile.ZipFile, member: Member, date_time: tuple[int, ...]) -> tuple[str, int]:
+def _add(archive: zipfile.ZipFile, member: Member, date_time: tuple[int, ...]) -> str:
+    """Deflate one member into ``archive``; its RECORD line."""
     info = zipfile.ZipInfo(member.path, date_time=date_time)  # type: ignore[arg-type]
     info.create_system = 3
     info.external_attr = ((0o755 if member.executable else 0o644) | stat.S_IFREG) << 16
@@ -162,26 +235,35 @@ def _add(archive: zipfile.ZipFile, member: Member, date_time: tuple[int, ...]) -
         while chunk := source.read(1 << 20):
             digest.update(chunk)
             dest.write(chunk)
-    return base64.urlsafe_b64encode(digest.digest()).rstrip(b"=").decode(), size
+    return f"{member.path},sha256={base64.urlsafe_b64encode(digest.digest()).rstrip(b'=').decode()},{size}"
 
 
 # -- reading ----------------------------------------------------------------------------------------------
-def dist_info_dir(archive: zipfile.ZipFile) -> str:
+def dist_info_dir(archive: zipfile.ZipFile, label: str = "") -> str:
     tops = {n.split("/", 1)[0] for n in archive.namelist() if n.split("/", 1)[0].endswith(".dist-info")}
     if len(tops) != 1:
-        raise CairnError(f"{archive.filename}: expected one .dist-info directory, found {sorted(tops) or 'none'}")
+        raise CairnError(f"{label or archive.filename}: expected one .dist-info directory, found {sorted(tops) or 'none'}"
+                         " — rebuild the wheel")
     return tops.pop()
 
 
-def read_metadata_bytes(wheel: Path) -> bytes:
-    """The exact METADATA bytes of a wheel: what a PEP 658 sidecar must serve."""
+def read_dist_info(wheel: Path | bytes, rel: str, label: str = "") -> bytes:
+    """One file of a wheel's ``.dist-info`` (``METADATA``, ``variant.json``), from a path or from bytes already
+    read: the wheel index reads wheels on disk, publishing the bytes it has checked against the bundle, and both
+    refuse a broken wheel with the same line."""
+    label = label or str(wheel if isinstance(wheel, Path) else "wheel")
     try:
-        with zipfile.ZipFile(wheel) as archive:
-            return archive.read(f"{dist_info_dir(archive)}/METADATA")
+        with zipfile.ZipFile(io.BytesIO(wheel) if isinstance(wheel, bytes) else wheel) as archive:
+            return archive.read(f"{dist_info_dir(archive, label)}/{rel}")
     except KeyError:
-        raise CairnError(f"{wheel}: no .dist-info/METADATA — not a complete wheel; rebuild it") from None
+        raise CairnError(f"{label}: no .dist-info/{rel} — not a complete wheel; rebuild it") from None
     except (zipfile.BadZipFile, OSError, EOFError, zlib.error) as exc:
-        raise CairnError(f"{wheel}: cannot read the wheel ({exc}) — rebuild or re-download it") from None
+        raise CairnError(f"{label}: cannot read the wheel ({exc}) — rebuild or re-download it") from None
+
+
+def read_metadata_bytes(wheel: Path | bytes, label: str = "") -> bytes:
+    """The exact METADATA bytes of a wheel: what a PEP 658 sidecar must serve."""
+    return read_dist_info(wheel, "METADATA", label)
 
 
 def read_metadata(wheel: Path) -> dict[str, list[str]]:
@@ -299,15 +381,14 @@ def urlsafe_digest(data: bytes) -> str:
     return base64.urlsafe_b64encode(hashlib.sha256(data).digest()).rstrip(b"=").decode()
 
 
-def read_variant(wheel: Path) -> dict[str, Any]:
+def read_variant(wheel: Path | bytes, label: str = "") -> dict[str, Any]:
     """A variant wheel's ``.dist-info/variant.json`` (PEP 825)."""
+    label = label or str(wheel if isinstance(wheel, Path) else "wheel")
+    data = read_dist_info(wheel, "variant.json", label)
     try:
-        with zipfile.ZipFile(wheel) as archive:
-            document = json.loads(archive.read(f"{dist_info_dir(archive)}/variant.json"))
-    except KeyError:
-        raise CairnError(f"{wheel}: a variant label but no .dist-info/variant.json — rebuild it") from None
-    except (zipfile.BadZipFile, OSError, EOFError, zlib.error, ValueError) as exc:
-        raise CairnError(f"{wheel}: cannot read its variant.json ({exc}) — rebuild or re-download it") from None
+        document = json.loads(data)
+    except ValueError as exc:
+        raise CairnError(f"{label}: its variant.json is not JSON ({exc}) — rebuild it") from None
     if not isinstance(document, dict):
-        raise CairnError(f"{wheel}: its variant.json is not a JSON object — rebuild it")
+        raise CairnError(f"{label}: its variant.json is not a JSON object — rebuild it")
     return document
