@@ -131,7 +131,7 @@ def bench_one(name: str, bundle_dir: Path, work: Path, keys_dir: Path, aws: str,
     from cairn.publish.backend import FileBackend
     from cairn.publish.bundle import load_bundle
     from cairn.publish.publisher import load_root, publish
-    from cairn.publish.upload import COPY_MIN
+    from cairn.publish.writer import COPY_MIN
 
     client = _client(endpoint)
 

@@ -73,3 +73,10 @@ def inside(root: Path, path: Path) -> bool:
         return Path(path).resolve().is_relative_to(Path(root).resolve())
     except (OSError, RuntimeError):  # a symlink loop
         return False
+
+
+def hashed_name(path: str, sha256: str) -> str:
+    """Where a TUF consistent-snapshot client fetches the target ``path``: ``dir/{sha256}.{basename}``. Here, not
+    in ``cairn.sign.tuf``, so that the publisher's writer names keys without importing the signing libraries."""
+    head, _, name = path.rpartition("/")
+    return f"{head}/{sha256}.{name}" if head else f"{sha256}.{name}"

@@ -121,11 +121,16 @@ def run(args: argparse.Namespace) -> int:
         return 0
     from cairn.publish.backend import open_backend
     from cairn.publish.bundle import load_bundle
-    from cairn.publish.publisher import publish
+    from cairn.publish.early import EarlyBlobs, first_root_of
 
     bundle = load_bundle(bundle_dir)  # a bad bundle is refused before keys are made or anything is written
+    backend, log = open_backend(to), (lambda _: None) if args.json else print
+    # the blobs go up while the signing libraries load (cairn.publish.early says what is checked first)
+    early = EarlyBlobs(backend, bundle, first_root_of(args.root or keys_dir / "root.json"), args.public_read, log)
+    from cairn.publish.publisher import publish
+
     keys, root = keys_and_root(args)
-    report = publish(bundle, open_backend(to), keys, root, channel=args.channel, stage_only=args.stage_only,
-                     public_read=args.public_read, log=(lambda _: None) if args.json else print)
+    report = publish(bundle, backend, keys, root, channel=args.channel, stage_only=args.stage_only,
+                     public_read=args.public_read, log=log, early=early)
     print_report(report.to_dict(), args.json)
     return 0

@@ -41,6 +41,7 @@ from cairn.matrix.model import CHANNELS
 from cairn.publish import fastpath
 from cairn.publish.backend import Backend
 from cairn.publish.bundle import Bundle
+from cairn.publish.early import EarlyBlobs
 from cairn.publish.indexes import index_objects, promotion
 from cairn.publish.objects import JSON, Obj, json_bytes
 from cairn.publish.report import Report
@@ -51,13 +52,16 @@ from cairn.sign.session import SigningSession
 
 
 def publish(bundle: Bundle, backend: Backend, keys: KeySet, root: Metadata[Root], *, channel: str | None = None,
-            stage_only: bool = False, public_read: bool = True, log: Log = lambda _: None) -> Report:
+            stage_only: bool = False, public_read: bool = True, log: Log = lambda _: None,
+            early: EarlyBlobs | None = None) -> Report:
     """Stage ``bundle`` and (unless ``stage_only``) promote it to ``channel``; returns what happened.
 
     First the bucket policy (S3): anyone may read the repository (``public_read=False``: the bucket is left as
     it is, for an index served by something with its own access to it, e.g. a CDN). Then three upload phases
-    and the commit: (1) every blob with its content-addressed copy, and the content-addressed copies of the
-    staging record, gates, pages and matrices (nothing links those until the metadata is signed);
+    and the commit: (1) every blob with its content-addressed copy (most of them sent already by ``early``,
+    while the attestations were signed: ``cairn publish`` starts it before the signing libraries load), the
+    attestations, and the content-addressed copies of the staging record, gates, pages and matrices (nothing
+    links those until the metadata is signed);
     (2) the plain names of the record, gates, project pages and matrices, which link the blobs of (1); (3) the
     family root pages, which link the project pages; then the signed metadata, timestamp last. Image signatures
     are pushed to their registry meanwhile.
@@ -66,13 +70,14 @@ def publish(bundle: Bundle, backend: Backend, keys: KeySet, root: Metadata[Root]
     if channel not in CHANNELS:
         raise CairnError(f"unknown channel '{channel}' — use one of {', '.join(CHANNELS)}")
     signing = SigningSession(keys, root)
+    early = early or EarlyBlobs(backend, bundle, signing.first_root(), public_read, log)
+    blobs = early.blobs()  # every artifact read and checked against bundle.json: a bad bundle stops here
     with ThreadPoolExecutor(max_workers=1) as inspect:
-        # what the repository holds (one LIST, the signed metadata) is read while the bundle is staged: both only
-        # read, so a bad bundle or a repository signed under another root still leaves nothing written
-        opened = inspect.submit(Run, backend, signing, log)
-        staged = stage_objects(bundle, signing)  # reads and checks every artifact's sha256 before anything is uploaded
-    run = opened.result()  # (a staging error wins: it is raised before this)
-    if public_read:  # before anything is written or signed: a refused policy leaves nothing half-published
+        # the signed metadata is read, and the root checked, while the attestations are signed and the blobs go up
+        opened = inspect.submit(lambda: Run(backend, signing, log, early.writer()))
+        staged = stage_objects(bundle, signing, blobs)
+    run = opened.result()
+    if public_read:  # before anything else is written or signed: a refused policy leaves nothing half-published
         run.grant_public_read()
     with ThreadPoolExecutor(max_workers=1) as registry:
         images = registry.submit(signing.sign_images, [image.pinned for cell in bundle.cells for image in cell.images], log)

@@ -1,59 +1,41 @@
 """One upload run: what the repository holds, the writes still needed, and the commit that signs them.
 
 A run judges what is present from one LIST and the signed targets (no request per object), writes the rest
-concurrently — immutable keys with conditional writes, big content-addressed copies by the server — and ends
-with the commit: the publish record, then the TUF metadata its ``SigningSession`` signs, timestamp last.
+concurrently (``cairn.publish.writer``: immutable keys with conditional writes, big content-addressed copies by
+the server) and ends with the commit: the publish record, then the TUF metadata its ``SigningSession`` signs,
+timestamp last. It may take over a ``Writer`` that has already written the bundle's blobs (``cairn.publish.early``).
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from cairn.errors import CairnError
 from cairn.publish import fastpath
-from cairn.publish.backend import COPY_MAX, Backend, Listed
+from cairn.publish.backend import Backend, Listed
 from cairn.publish.objects import JSON, Obj
 from cairn.publish.report import Report
+from cairn.publish.writer import THREADS, Log, Writer
 from cairn.sign.session import SigningSession
-from cairn.sign.tuf import RepoState, hashed_name, known_target, read_state
+from cairn.sign.tuf import RepoState, known_target, read_state
 
 if TYPE_CHECKING:
     from tuf.api.metadata import TargetFile
 
-THREADS = 16
-# From this size the content-addressed copy is a server-side copy of the plain name, not a second upload. Below
-# it a CopyObject costs the server about as much as a small PUT (a request's fixed cost dominates) and would
-# wait for the first upload to finish.
-COPY_MIN = 4 << 20
 
-Log = Callable[[str], None]
-
-
-@dataclass(frozen=True)
-class _Write:
-    obj: Obj
-    key: str
-    immutable: bool
-    source: str = ""  # a key this run already wrote with the same bytes: the server copies it
-
-
-class Run:
+class Run(Writer):
     """One publisher run: what the repository holds now, what this run wrote, and the final signing."""
 
-    def __init__(self, backend: Backend, signing: SigningSession, log: Log) -> None:
-        self.backend, self.signing, self.log = backend, signing, log
-        self.listing: dict[str, Listed] = backend.list()
+    def __init__(self, backend: Backend, signing: SigningSession, log: Log, writer: Writer | None = None) -> None:
+        super().__init__(backend, log, after=writer)  # the early writer's LIST and writes, if there was one
+        self.signing = signing
         self._check_root()
         self.state: RepoState = read_state(backend)
         self.known = {p: t.hashes.get("sha256", "") for p, t in self.state.target_files().items()}
         self.targets: dict[str, TargetFile] = self.state.target_files()
-        self.uploaded = 0
-        self.skipped = 0
-        self.marked = False
 
     def _check_root(self) -> None:
         """Never sign into a repository whose first root is another key set's: clients pinned to it would break."""
@@ -65,56 +47,6 @@ class Run:
             raise CairnError(f"{self.backend.url} was signed under another TUF root (metadata/1.root.json differs from "
                              "the root of these keys) — publish with that repository's keys, or to a new location")
 
-    def grant_public_read(self) -> None:
-        """Anyone may read the repository over HTTP (pip, uv, a TUF client): on S3 the bucket policy says so."""
-        if self.backend.grant_public_read():
-            self.log(f"bucket policy: anyone may read {self.backend.url} (and list the bucket, so a missing project is a 404)")
-
-    def _signed_and_listed(self, key: str, obj: Obj) -> bool:
-        """``key`` holds ``obj``'s bytes, judged from one LIST and the signed targets (no request per object)."""
-        listed = self.listing.get(key)
-        return listed is not None and listed.size == len(obj.data) and self.known.get(obj.key) == obj.sha256
-
-    def _writes(self, obj: Obj, names: str) -> list[_Write]:
-        """The keys ``obj`` still needs written, judged from the LIST and the signed targets (no request per object).
-
-        ``names``: ``"all"``, ``"hashed"`` (only the content-addressed copy) or ``"plain"`` (its readable names,
-        ``_plain_keys``). A content-addressed copy of a big object that this task writes under its plain name first
-        is made by the server from that name (``source``): its bytes are sent once.
-        """
-        sha, size = obj.sha256, len(obj.data)
-        writes: list[_Write] = []
-        if names != "hashed":
-            for key in self._plain_keys(obj):
-                if not self._signed_and_listed(key, obj):
-                    writes.append(_Write(obj, key, obj.immutable and not obj.alias))
-        if obj.target and names != "plain":  # content-addressed copy: its name is its digest, so listed means present
-            hashed = hashed_name(obj.key, sha)
-            listed = self.listing.get(hashed)
-            if listed is None or listed.size != size:
-                # copy only onto a free name: a name already taken goes through the conditional PUT, as before
-                copy = listed is None and writes and writes[0].key == obj.key and COPY_MIN <= size < COPY_MAX
-                writes.append(_Write(obj, hashed, True, source=obj.key if copy else ""))
-        return writes
-
-    def _plain_keys(self, obj: Obj) -> list[str]:
-        """Where ``obj``'s bytes go under a readable name. An index page (``…/<project>/index.html``, its TUF
-        target name) is served at its directory key ``…/<project>/``, the URL pip and uv request; on disk the
-        two are one file. Its ``index.html`` key is written too only where an earlier publish already made it
-        (so a repository published before this layout never keeps a stale page there)."""
-        if not obj.alias:
-            return [obj.key]
-        return [obj.alias, obj.key] if obj.key in self.listing else [obj.alias]
-
-    def _mark_in_progress(self) -> None:
-        """Before this run's first write: the publish record stops saying "published" (see ``fastpath``)."""
-        if self.marked:
-            return
-        self.marked = True
-        if fastpath.RECORD_KEY in self.listing:
-            self.backend.put(fastpath.RECORD_KEY, fastpath.IN_PROGRESS, content_type=JSON, immutable=False)
-            self.listing[fastpath.RECORD_KEY] = Listed(len(fastpath.IN_PROGRESS))
-
     def upload_in_order(self, blobs: list[Obj], indexes: list[Obj]) -> None:
         """Blobs and every content-addressed copy first; then the plain names of ``indexes``, which link the
         blobs; the family root pages, which link the project pages, last."""
@@ -123,45 +55,11 @@ class Run:
         self.upload("family root pages", [o for o in indexes if _family_root(o.key)], names="plain")
 
     def upload(self, phase: str, objs: list[Obj], *, names: str = "all", extra: Sequence[Obj] = ()) -> None:
-        """Write what ``objs`` (all names) and ``extra`` (content-addressed copies only) still need, concurrently.
-
-        One task per object, largest first, so every big object starts at once and small ones fill in; a task
-        writes the plain name before the server copies it to the content-addressed name.
-        """
-        # cells of one target share its image records: the same key with the same bytes is written once
-        unique = {(obj.key, obj.sha256, part): (obj, part) for obj, part in [(o, names) for o in objs] + [(o, "hashed") for o in extra]}
-        wanted = list(unique.values())
-        if not wanted:
-            return
-        tasks = [writes for obj, part in wanted if (writes := self._writes(obj, part))]
-        self.skipped += sum(self._candidates(obj, part) for obj, part in wanted) - sum(len(t) for t in tasks)
-        if tasks:
-            self._mark_in_progress()
-        tasks.sort(key=lambda writes: -len(writes[0].obj.data))
-        with ThreadPoolExecutor(max_workers=THREADS) as pool:
-            for written, present in pool.map(self._write_all, tasks):
-                self.uploaded += written
-                self.skipped += present
-        for obj, _part in wanted:
+        """``Writer.upload``, and every object that is a TUF target becomes a target of the next metadata."""
+        super().upload(phase, objs, names=names, extra=extra)
+        for obj in [*objs, *extra]:
             if obj.target:
                 self.targets[obj.key] = _target(obj)
-        self.log(f"{phase}: {len(objs) + len(extra)} object(s)")
-
-    def _candidates(self, obj: Obj, names: str) -> int:
-        plain = len(self._plain_keys(obj))
-        return {"all": plain + obj.target, "plain": plain, "hashed": int(obj.target)}[names]
-
-    def _write_all(self, writes: list[_Write]) -> tuple[int, int]:
-        """Write in order; returns how many keys were written and how many already held these bytes."""
-        written = 0
-        for w in writes:
-            obj = w.obj
-            if w.source:
-                wrote = self.backend.copy(w.source, w.key, content_type=obj.content_type, immutable=w.immutable, sha256=obj.sha256)
-            else:
-                wrote = self.backend.put(w.key, obj.data, content_type=obj.content_type, immutable=w.immutable, sha256=obj.sha256)
-            written += wrote
-        return written, len(writes) - written
 
     def commit(self, report: Report, fingerprint: str = "") -> None:
         """Publish record → TUF targets → snapshot → timestamp, unless nothing changed; the timestamp is the commit.

@@ -10,34 +10,21 @@ from __future__ import annotations
 
 import base64
 import json
-from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from securesystemslib import dsse
 from securesystemslib.signer import Key, Signer
 
 from cairn import __version__
 
+if TYPE_CHECKING:
+    from cairn.publish.bundle import BuildFacts
+
 PAYLOAD_TYPE = "application/vnd.in-toto+json"
 STATEMENT_TYPE = "https://in-toto.io/Statement/v1"
 SLSA_PROVENANCE = "https://slsa.dev/provenance/v1"
 BUILD_TYPE = "https://cairn.invalid/build/v1"
-
-
-@dataclass(frozen=True)
-class BuildFacts:
-    """What every statement of one release records about how it was built."""
-
-    release: str
-    version: str
-    manifest_sha256: str
-    source_date_epoch: int
-    builder_id: str = "https://cairn.invalid/builder/local"
-    pins: tuple[tuple[str, str], ...] = ()  # component -> source identity (pin)
-    git_commit: str = ""
-    invocation: str = ""
-    extra: tuple[tuple[str, str], ...] = field(default=())
 
 
 def statement(name: str, sha256: str, facts: BuildFacts, recipe: str = "") -> dict[str, Any]:

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Iterable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from tuf.api.metadata import Metadata, Root, TargetFile
 from tuf.api.serialization.json import JSONSerializer
@@ -20,6 +20,9 @@ from cairn.errors import CairnError
 from cairn.sign import provenance
 from cairn.sign.keys import KeySet
 from cairn.sign.tuf import RepoState, SignedMetadata, needs_signing, sign_state
+
+if TYPE_CHECKING:
+    from cairn.publish.bundle import BuildFacts
 
 PEM = "application/x-pem-file"
 JSON = "application/json"
@@ -37,7 +40,7 @@ class SigningSession:
         body = json.dumps(public.to_dict() | {"keyid": public.keyid}, sort_keys=True, indent=1) + "\n"
         return [("keys/provenance.json", body.encode(), JSON), ("keys/cosign.pub", self.keys.image_public_pem().encode(), PEM)]
 
-    def attest(self, name: str, sha256: str, facts: provenance.BuildFacts, recipe: str = "") -> bytes:
+    def attest(self, name: str, sha256: str, facts: BuildFacts, recipe: str = "") -> bytes:
         """The ``.intoto.jsonl`` of one artifact: its SLSA provenance, signed by the provenance key."""
         return provenance.sign_statement(provenance.statement(name, sha256, facts, recipe), self.keys.signer("provenance"))
 

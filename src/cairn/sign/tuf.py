@@ -9,7 +9,6 @@ client never sees metadata that names something not yet uploaded.
 
 from __future__ import annotations
 
-import posixpath
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -25,12 +24,6 @@ SNAPSHOT_EXPIRY = timedelta(days=7)
 TIMESTAMP_EXPIRY = timedelta(days=1)
 REFRESH_BEFORE = timedelta(hours=12)  # an unchanged re-publish still re-signs a timestamp this close to expiry
 METADATA = "metadata"
-
-
-def hashed_name(path: str, sha256: str) -> str:
-    """Where a consistent-snapshot client fetches ``path``: ``dir/{sha256}.{basename}``."""
-    head, name = posixpath.split(path)
-    return posixpath.join(head, f"{sha256}.{name}")
 
 
 @dataclass

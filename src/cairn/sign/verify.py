@@ -25,9 +25,8 @@ from tuf.ngclient import FetcherInterface, Updater
 
 from cairn import io
 from cairn.errors import CairnError, CheckFailed, UrlError
-from cairn.names import relpath_problem
+from cairn.names import hashed_name, relpath_problem
 from cairn.sign.provenance import verify_attestation
-from cairn.sign.tuf import hashed_name
 
 
 class AnyFetcher(FetcherInterface):

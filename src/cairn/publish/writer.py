@@ -1,0 +1,148 @@
+"""Writing objects into the repository, without the signing libraries: what a publish run can do before they load.
+
+A ``Writer`` knows what the repository holds from one LIST, and writes what is missing concurrently: immutable keys
+with conditional writes, big content-addressed copies by the server. It is the half of ``upload.Run`` that needs no
+TUF: ``cairn.publish.early`` uses it alone to send the bundle's blobs while tuf, securesystemslib and cryptography
+are imported, and ``Run`` takes it over, with what it wrote, to judge the rest against the signed targets.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+
+from cairn.names import hashed_name
+from cairn.publish import fastpath
+from cairn.publish.backend import COPY_MAX, Backend, Listed
+from cairn.publish.objects import JSON, Obj
+
+THREADS = 16
+# From this size the content-addressed copy is a server-side copy of the plain name, not a second upload. Below
+# it a CopyObject costs the server about as much as a small PUT (a request's fixed cost dominates) and would
+# wait for the first upload to finish.
+COPY_MIN = 4 << 20
+
+Log = Callable[[str], None]
+
+
+@dataclass(frozen=True)
+class _Write:
+    obj: Obj
+    key: str
+    immutable: bool
+    source: str = ""  # a key this run already wrote with the same bytes: the server copies it
+
+
+class Writer:
+    """What the repository holds (one LIST), what this run wrote or found there with the right bytes, and counts."""
+
+    def __init__(self, backend: Backend, log: Log, *, after: Writer | None = None) -> None:
+        """``after``: carry on where another writer of this run stopped (its LIST, what it wrote, its counts)."""
+        self.backend, self.log = backend, log
+        self.known: dict[str, str] = {}  # target path → sha256 the signed metadata gives it (``Run`` fills it)
+        if after is None:
+            self.listing: dict[str, Listed] = backend.list()
+            self.confirmed: dict[str, str] = {}  # key → sha256 this run wrote there, or found there by its digest
+            self.uploaded = self.skipped = 0
+            self.marked = self.granted = False  # the publish record marked in progress; the bucket policy granted
+        else:
+            assert after.backend is backend, "a run writes to one repository"
+            self.listing, self.confirmed = after.listing, after.confirmed
+            self.uploaded, self.skipped, self.marked, self.granted = after.uploaded, after.skipped, after.marked, after.granted
+
+    def grant_public_read(self) -> None:
+        """Anyone may read the repository over HTTP (pip, uv, a TUF client): on S3 the bucket policy says so. Once
+        per run, before its first write."""
+        if self.granted:
+            return
+        self.granted = True
+        if self.backend.grant_public_read():
+            self.log(f"bucket policy: anyone may read {self.backend.url} (and list the bucket, so a missing project is a 404)")
+
+    def _holds(self, key: str, obj: Obj) -> bool:
+        """``key`` holds ``obj``'s bytes, judged from one LIST and the signed targets (no request per object)."""
+        listed = self.listing.get(key)
+        return listed is not None and listed.size == len(obj.data) and self.known.get(obj.key) == obj.sha256
+
+    def _keys(self, obj: Obj, names: str) -> list[str]:
+        """Every key ``obj`` is written to under ``names``: ``"all"``, ``"hashed"`` (only the content-addressed
+        copy) or ``"plain"`` (its readable names, ``_plain_keys``)."""
+        keys = self._plain_keys(obj) if names != "hashed" else []
+        return [*keys, hashed_name(obj.key, obj.sha256)] if obj.target and names != "plain" else keys
+
+    def _writes(self, obj: Obj, names: str) -> list[_Write]:
+        """The keys ``obj`` still needs written, judged from the LIST and the signed targets (no request per object).
+
+        A content-addressed copy of a big object that this task writes under its plain name first is made by the
+        server from that name (``source``): its bytes are sent once. A key this run already wrote is done.
+        """
+        sha, size = obj.sha256, len(obj.data)
+        writes: list[_Write] = []
+        if names != "hashed":
+            for key in self._plain_keys(obj):
+                if self.confirmed.get(key) != sha and not self._holds(key, obj):
+                    writes.append(_Write(obj, key, obj.immutable and not obj.alias))
+        if obj.target and names != "plain":  # content-addressed copy: its name is its digest, so listed means present
+            hashed = hashed_name(obj.key, sha)
+            listed = self.listing.get(hashed)
+            if self.confirmed.get(hashed) != sha and (listed is None or listed.size != size):
+                # copy only onto a free name: a name already taken goes through the conditional PUT, as before
+                copy = listed is None and writes and writes[0].key == obj.key and COPY_MIN <= size < COPY_MAX
+                writes.append(_Write(obj, hashed, True, source=obj.key if copy else ""))
+        return writes
+
+    def _plain_keys(self, obj: Obj) -> list[str]:
+        """Where ``obj``'s bytes go under a readable name. An index page (``…/<project>/index.html``, its TUF
+        target name) is served at its directory key ``…/<project>/``, the URL pip and uv request; on disk the
+        two are one file. Its ``index.html`` key is written too only where an earlier publish already made it
+        (so a repository published before this layout never keeps a stale page there)."""
+        if not obj.alias:
+            return [obj.key]
+        return [obj.alias, obj.key] if obj.key in self.listing else [obj.alias]
+
+    def _mark_in_progress(self) -> None:
+        """Before this run's first write: the publish record stops saying "published" (see ``fastpath``)."""
+        if self.marked:
+            return
+        self.marked = True
+        if fastpath.RECORD_KEY in self.listing:
+            self.backend.put(fastpath.RECORD_KEY, fastpath.IN_PROGRESS, content_type=JSON, immutable=False)
+            self.listing[fastpath.RECORD_KEY] = Listed(len(fastpath.IN_PROGRESS))
+
+    def upload(self, phase: str, objs: list[Obj], *, names: str = "all", extra: Sequence[Obj] = ()) -> None:
+        """Write what ``objs`` (all names) and ``extra`` (content-addressed copies only) still need, concurrently.
+
+        One task per object, largest first, so every big object starts at once and small ones fill in; a task
+        writes the plain name before the server copies it to the content-addressed name.
+        """
+        # cells of one target share its image records: the same key with the same bytes is written once
+        unique = {(obj.key, obj.sha256, part): (obj, part) for obj, part in [(o, names) for o in objs] + [(o, "hashed") for o in extra]}
+        wanted = list(unique.values())
+        if not wanted:
+            return
+        tasks = [writes for obj, part in wanted if (writes := self._writes(obj, part))]
+        candidates = sum(1 for obj, part in wanted for key in self._keys(obj, part) if self.confirmed.get(key) != obj.sha256)
+        self.skipped += candidates - sum(len(t) for t in tasks)
+        if tasks:
+            self._mark_in_progress()
+        tasks.sort(key=lambda writes: -len(writes[0].obj.data))
+        with ThreadPoolExecutor(max_workers=THREADS) as pool:
+            for written, present in pool.map(self._write_all, tasks):
+                self.uploaded += written
+                self.skipped += present
+        self.log(f"{phase}: {len(objs) + len(extra)} object(s)")
+
+    def _write_all(self, writes: list[_Write]) -> tuple[int, int]:
+        """Write in order; returns how many keys were written and how many already held these bytes."""
+        written = 0
+        for w in writes:
+            obj = w.obj
+            if w.source:
+                wrote = self.backend.copy(w.source, w.key, content_type=obj.content_type, immutable=w.immutable, sha256=obj.sha256)
+            else:
+                wrote = self.backend.put(w.key, obj.data, content_type=obj.content_type, immutable=w.immutable, sha256=obj.sha256)
+            written += wrote
+            self.confirmed[w.key] = obj.sha256  # written, or there with these bytes (a different digest raises)
+            self.listing[w.key] = Listed(len(obj.data))
+        return written, len(writes) - written

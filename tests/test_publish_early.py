@@ -1,0 +1,111 @@
+"""The bundle's blobs go up while the signing libraries load (``cairn.publish.early``), and every guarantee of
+publishing still holds: nothing is written for a modified bundle or into a repository of another root, every key
+is written once, the counts are the keys written, and the repository verifies."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+from cairn.names import hashed_name
+from cairn.publish.backend import S3Backend
+from cairn.publish.bundle import load_bundle
+from cairn.publish.early import EarlyBlobs, first_root_of
+from cairn.publish.publisher import load_root, publish
+from cairn.publish.sample import write_sample_bundle
+from cairn.sign.keys import init_keys, load_keys, make_root
+from cairn.sign.verify import verify_repository
+from test_publish_s3 import BUCKET, cairn, env, keys, s3  # noqa: F401 - shared fixtures
+
+pytestmark = pytest.mark.s3
+
+
+def objects(client, prefix: str) -> dict[str, str]:
+    """Every key under ``prefix`` with its ETag: any write changes it."""
+    out = {}
+    for page in client.get_paginator("list_objects_v2").paginate(Bucket=BUCKET, Prefix=prefix + "/"):
+        out.update({o["Key"]: o["ETag"] for o in page.get("Contents", [])})
+    return out
+
+
+def test_reading_a_bundle_and_its_blobs_loads_no_signing_library(tmp_path):
+    """What the early thread needs must not import tuf, securesystemslib or cryptography, or it would wait for
+    them like the rest of the run."""
+    bundle = write_sample_bundle(tmp_path / "b", version="6.0.0", families=("gfx90a",))
+    code = ("import sys; from pathlib import Path; from cairn.publish.bundle import load_bundle; "
+            "from cairn.publish.blobs import read_blobs; import cairn.publish.early, cairn.publish.command; "
+            f"blobs = read_blobs(load_bundle(Path({str(bundle)!r}))); assert blobs; "
+            "print(sorted(m for m in ('tuf', 'securesystemslib', 'cryptography') if m in sys.modules))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.strip() == "[]"
+
+
+def test_blobs_go_up_first_and_every_key_is_written_once(s3, keys, tmp_path, monkeypatch):  # noqa: F811
+    for name, value in (("AWS_ACCESS_KEY_ID", "test"), ("AWS_SECRET_ACCESS_KEY", "test"), ("AWS_DEFAULT_REGION", "us-east-1")):
+        monkeypatch.setenv(name, value)
+    bundle = load_bundle(write_sample_bundle(tmp_path / "b", version="6.1.0", families=("gfx90a", "gfx1030")))
+    backend = S3Backend(BUCKET, "early", s3["endpoint"])
+    writes: list[str] = []
+    backend.client.observers.append(lambda method, path, headers: writes.append(path.split("?")[0])
+                                    if method == "PUT" and "/early/" in path else None)
+
+    early = EarlyBlobs(backend, bundle, first_root_of(keys / "root.json"), True, lambda _: None)
+    writer = early.writer()  # before the run loads its keys: only the blobs, with their content-addressed copies
+    wheels = [a for a in bundle.artifacts if a.kind == "wheel"]
+    expected = set()
+    for artifact in wheels:
+        key = f"packages/{artifact.family}/{artifact.name}"
+        sidecar = next(b.sidecar for b in early.blobs() if b.obj.key == key)
+        expected |= {key, hashed_name(key, artifact.sha256), f"{key}.metadata", hashed_name(f"{key}.metadata", sidecar.sha256)}
+    written_early = {w.split("/early/", 1)[1] for w in writes}
+    assert expected <= written_early
+    assert all(not w.endswith((".intoto.jsonl", ".json", "/")) for w in writes), "only blobs go up before signing"
+    assert writer.uploaded == len(writes) and writer.skipped == 0 and set(writer.confirmed) == written_early
+
+    report = publish(bundle, backend, load_keys(keys), load_root(keys / "root.json"), early=early)
+    assert len(writes) == len(set(writes)), "a key was written twice"
+    assert report.uploaded == len(writes) and report.skipped == 0
+    assert set(objects(s3["client"], "early")) == {w.split("/", 2)[2] for w in writes}
+    verify_repository(f"{s3['endpoint']}/{BUCKET}/early/", (keys / "root.json").read_bytes(), tmp_path / "cache")
+
+
+def test_a_modified_bundle_writes_nothing(s3, keys, tmp_path):  # noqa: F811
+    bundle = write_sample_bundle(tmp_path / "b", version="6.2.0", families=("gfx90a",))
+    wheel = next((bundle / "files").rglob("*.whl"))
+    wheel.write_bytes(wheel.read_bytes() + b"\0")
+    proc = cairn(["publish", str(bundle), "--to", f"s3://{BUCKET}/modified", "--keys", str(keys)], env(s3, tmp_path), check=False)
+    assert proc.returncode != 0
+    assert "bundle was modified" in proc.stderr and "Traceback" not in proc.stderr
+    assert objects(s3["client"], "modified") == {}
+
+
+def test_a_repository_of_another_root_gets_nothing(s3, keys, tmp_path):  # noqa: F811
+    """Published under one key set; ``cairn publish`` with another is refused by the run, and the early thread,
+    which sees a different first root, has written nothing before that."""
+    environ = env(s3, tmp_path)
+    first = write_sample_bundle(tmp_path / "one", version="6.3.0", families=("gfx90a",))
+    cairn(["publish", str(first), "--to", f"s3://{BUCKET}/rooted", "--keys", str(keys), "--json"], environ)
+    before = objects(s3["client"], "rooted")
+
+    other = init_keys(tmp_path / "other")
+    from tuf.api.serialization.json import JSONSerializer
+
+    (other.directory / "root.json").write_bytes(make_root(other).to_bytes(JSONSerializer(compact=False)))
+    second = write_sample_bundle(tmp_path / "two", version="6.4.0", families=("gfx1030",))
+    proc = cairn(["publish", str(second), "--to", f"s3://{BUCKET}/rooted", "--keys", str(other.directory)], environ, check=False)
+    assert proc.returncode != 0 and "signed under another TUF root" in proc.stderr
+    assert objects(s3["client"], "rooted") == before
+
+
+def test_first_root_of_reads_only_a_version_one_root(keys, tmp_path):  # noqa: F811
+    assert first_root_of(keys / "root.json") == (keys / "root.json").read_bytes()
+    later = json.loads((keys / "root.json").read_bytes())
+    later["signed"]["version"] = 2
+    (tmp_path / "later.json").write_text(json.dumps(later))
+    (tmp_path / "bad.json").write_text("{not json")
+    assert first_root_of(tmp_path / "later.json") is None
+    assert first_root_of(tmp_path / "bad.json") is None
+    assert first_root_of(tmp_path / "missing.json") is None
