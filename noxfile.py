@@ -125,7 +125,7 @@ def install_llama_cpp(session: nox.Session) -> None:
 
 
 BENCHMARKS = ["audit", "wheels", "containers", "publish", "split", "llama_gate", "compiler_cache", "release_build", "gates",
-              "device_wheels", "shared_cache"]
+              "device_wheels"]
 
 
 @nox.session
