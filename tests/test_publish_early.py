@@ -109,3 +109,44 @@ def test_first_root_of_reads_only_a_version_one_root(keys, tmp_path):  # noqa: F
     assert first_root_of(tmp_path / "later.json") is None
     assert first_root_of(tmp_path / "bad.json") is None
     assert first_root_of(tmp_path / "missing.json") is None
+
+
+def test_a_first_publish_asks_for_nothing_it_knows_is_absent(s3, keys, tmp_path, monkeypatch):  # noqa: F811
+    """Into an empty prefix: one LIST, the bucket's access settings (read while the bundle is checked), the policy
+    write and its confirmation, then only writes — no GET of a key the LIST did not show (the first root, the
+    timestamp) — with the publish record before the timestamp, which is the last request."""
+    for name, value in (("AWS_ACCESS_KEY_ID", "test"), ("AWS_SECRET_ACCESS_KEY", "test"), ("AWS_DEFAULT_REGION", "us-east-1")):
+        monkeypatch.setenv(name, value)
+    bundle = load_bundle(write_sample_bundle(tmp_path / "b", version="6.5.0", families=("gfx90a",)))
+    backend = S3Backend(BUCKET, "fresh", s3["endpoint"])
+    sent: list[tuple[str, str]] = []
+    backend.client.observers.append(lambda method, path, _headers: sent.append((method, path)))
+    early = EarlyBlobs(backend, bundle, first_root_of(keys / "root.json"), True, lambda _: None)
+    publish(bundle, backend, load_keys(keys), load_root(keys / "root.json"), early=early)
+
+    reads = sorted((m, p) for m, p in sent if m != "PUT")
+    assert reads == sorted([("GET", f"/{BUCKET}?list-type=2&prefix=fresh%2F"), ("GET", f"/{BUCKET}?publicAccessBlock="),
+                            ("GET", f"/{BUCKET}?policy="), ("GET", f"/{BUCKET}?policy=")])
+    puts = [p for m, p in sent if m == "PUT"]
+    assert puts[-1] == f"/{BUCKET}/fresh/metadata/timestamp.json"
+    assert puts.index(f"/{BUCKET}/fresh/channels/published.json") < len(puts) - 1
+    verify_repository(f"{s3['endpoint']}/{BUCKET}/fresh/", (keys / "root.json").read_bytes(), tmp_path / "cache")
+
+
+def test_a_modified_bundle_fails_at_once_when_the_endpoint_is_down(keys, tmp_path):  # noqa: F811
+    """The LIST goes out while the bundle is checked; with nothing listening it would retry for a minute, but
+    the bundle's own error is reported at once and nothing waits for those retries."""
+    import socket
+    import time
+
+    bundle = write_sample_bundle(tmp_path / "b", version="6.6.0", families=("gfx90a",))
+    wheel = next((bundle / "files").rglob("*.whl"))
+    wheel.write_bytes(wheel.read_bytes() + b"\0")
+    with socket.socket() as probe:  # a port nothing listens on
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    environ = {**env({"endpoint": f"http://127.0.0.1:{port}"}, tmp_path), "CAIRN_S3_RETRY_SECONDS": "60"}
+    started = time.monotonic()
+    proc = cairn(["publish", str(bundle), "--to", f"s3://{BUCKET}/down", "--keys", str(keys)], environ, check=False)
+    assert proc.returncode != 0 and "bundle was modified" in proc.stderr and "Traceback" not in proc.stderr
+    assert time.monotonic() - started < 30

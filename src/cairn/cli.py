@@ -8,6 +8,7 @@ Every CairnError becomes one line on stderr and its exit code; there are no trac
 from __future__ import annotations
 
 import argparse
+import gc
 import importlib
 import sys
 from collections.abc import Sequence
@@ -71,5 +72,15 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 130
 
 
+def entry() -> int:
+    """The ``cairn`` command (and ``python -m cairn.cli``): ``main``, then the exit without the interpreter's last
+    garbage collections over every object of every module loaded (tuf, cryptography, …), about 15 ms of a
+    0.1 s command on this project's 2-core test machine. Frozen objects are only not collected: every file and
+    connection cairn opens is closed by its ``with`` block before ``main`` returns."""
+    code = main()
+    gc.freeze()
+    return code
+
+
 if __name__ == "__main__":
-    raise SystemExit(main())
+    raise SystemExit(entry())

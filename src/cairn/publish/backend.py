@@ -59,6 +59,15 @@ class Counters:
 
 
 @dataclass(frozen=True)
+class AccessState:
+    """What a bucket says about anonymous reads, read before a publish writes anything: the Block Public Access
+    settings that would stop them (``BlockPublicPolicy``, ``RestrictPublicBuckets``) and the bucket policy."""
+
+    blocked: tuple[str, ...] = ()
+    policy: bytes | None = None
+
+
+@dataclass(frozen=True)
 class Listed:
     size: int
     sha256: str = ""  # known for the local backend; S3 needs a HEAD or the signed metadata
@@ -82,7 +91,9 @@ class Backend(Protocol):
 
     def delete(self, key: str) -> None: ...
 
-    def grant_public_read(self) -> bool: ...
+    def read_access(self) -> AccessState: ...
+
+    def grant_public_read(self, state: AccessState | None = None) -> bool: ...
 
 
 def sha256_hex(data: bytes) -> str:
@@ -184,7 +195,10 @@ class FileBackend:
     def delete(self, key: str) -> None:
         self._path(key).unlink(missing_ok=True)
 
-    def grant_public_read(self) -> bool:
+    def read_access(self) -> AccessState:
+        return AccessState()
+
+    def grant_public_read(self, state: AccessState | None = None) -> bool:
         """Nothing to grant: every file is written world-readable (0644), for whichever server serves the directory."""
         return False
 
@@ -345,24 +359,35 @@ class S3Backend:
                 self._call("abort multipart", "DELETE", key, query={"uploadId": upload_id})
             raise
 
-    def grant_public_read(self) -> bool:
+    def read_access(self) -> AccessState:
+        """The bucket's Block Public Access settings and policy: two reads, which ``cairn.publish.early`` makes while
+        the bundle is still being checked, so that granting costs only the write when the bundle is good."""
+        from cairn.publish.background import in_background
+
+        blocked = in_background(self._public_access_blocked, "cairn-access-block")  # at once with the policy's read
+        policy = self._bucket_policy()
+        return AccessState(tuple(blocked.result()), policy)
+
+    def grant_public_read(self, state: AccessState | None = None) -> bool:
         """Make the bucket policy let anyone read the repository over HTTP (``cairn.publish.access`` says what
-        it grants and why); True when the policy had to be written. One GET when it already does; after a
-        write, one more to confirm no concurrent publisher replaced it (then merged again, up to 3 times)."""
+        it grants and why); True when the policy had to be written. ``state``: the bucket as ``read_access``
+        found it (read now when not given). After a write, one more read confirms that no concurrent publisher
+        replaced the policy (then it is merged again, up to 3 times)."""
         from cairn.publish import access
 
-        blocked = self._public_access_blocked()
-        if blocked:
-            raise CairnError(f"s3://{self.bucket}: S3 Block Public Access is on for this bucket ({' and '.join(blocked)}), so pip, "
+        state = state or self.read_access()
+        if state.blocked:
+            raise CairnError(f"s3://{self.bucket}: S3 Block Public Access is on for this bucket ({' and '.join(state.blocked)}), so pip, "
                              "uv and the TUF client could not read the index anonymously — turn it off for this bucket (aws s3api "
                              f"delete-public-access-block --bucket {self.bucket}); nothing was published")
-        wrote = False
+        existing, wrote = state.policy, False
         for _attempt in range(3):
-            policy = access.merged(self._bucket_policy(), self.bucket, self.prefix, self.region)
+            policy = access.merged(existing, self.bucket, self.prefix, self.region)
             if policy is None:
                 return wrote
             self._put_bucket_policy(policy)
             wrote = True
+            existing = self._bucket_policy()
         raise CairnError(f"s3://{self.bucket}: the bucket policy kept changing under this publish (another publisher?) "
                          "— publish again; nothing was published")
 

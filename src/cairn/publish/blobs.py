@@ -21,6 +21,7 @@ from cairn.wheels.wheelfile import read_metadata_bytes, read_variant
 
 if TYPE_CHECKING:
     from cairn.publish.bundle import Artifact, Bundle
+    from cairn.publish.prefetch import Prefetch
 
 
 @dataclass(frozen=True)
@@ -33,12 +34,13 @@ class Blob:
     variant: dict[str, Any] | None = None  # a PEP 825 variant wheel's variant.json (the pages merge them)
 
 
-def read_blobs(bundle: Bundle) -> list[Blob]:
+def read_blobs(bundle: Bundle, prefetch: Prefetch | None = None) -> list[Blob]:
     """Every artifact but the sidecars (derived from their wheels, so they always match), in ``bundle.json``'s
-    order; a file that is missing or differs from its digest is refused before anything is written."""
+    order; a file that is missing or differs from its digest is refused before anything is written. What
+    ``prefetch`` read ahead is checked the same way, not read again."""
     wanted = [a for a in bundle.artifacts if a.kind != "metadata"]
     with ThreadPoolExecutor(max_workers=2) as pool:  # hashlib and file reads release the GIL: two at a time
-        contents = list(pool.map(lambda a: _read_checked(bundle, a), wanted))
+        contents = list(pool.map(lambda a: _read_checked(bundle, a, prefetch.take(a.path) if prefetch else None), wanted))
     return [_blob(bundle, artifact, data) for artifact, data in zip(wanted, contents, strict=True)]
 
 
@@ -58,14 +60,17 @@ def _blob(bundle: Bundle, artifact: Artifact, data: bytes) -> Blob:
     return Blob(artifact, Obj(key, data, artifact.content_type, True, digest=artifact.sha256))
 
 
-def _read_checked(bundle: Bundle, artifact: Artifact) -> bytes:
-    """An artifact's bytes, read once and checked against the sha256 ``bundle.json`` claims."""
+def _read_checked(bundle: Bundle, artifact: Artifact, read: tuple[bytes, str] | None = None) -> bytes:
+    """An artifact's bytes, read once (``read``: bytes and sha256 read ahead) and checked against the sha256
+    ``bundle.json`` claims."""
     path = bundle.file(artifact)
-    try:
-        data = path.read_bytes()
-    except OSError:
-        raise InputError(bundle.root / "bundle.json", f"artifact {artifact.path} is missing from files/", "rebuild the bundle") from None
-    digest = hashlib.sha256(data).hexdigest()
+    if read is None:
+        try:
+            data = path.read_bytes()
+        except OSError:
+            raise InputError(bundle.root / "bundle.json", f"artifact {artifact.path} is missing from files/", "rebuild the bundle") from None
+        read = data, hashlib.sha256(data).hexdigest()
+    data, digest = read
     if digest != artifact.sha256:
         raise CheckFailed(f"{path}: sha256 is {digest}, bundle.json says {artifact.sha256} — the bundle was modified; rebuild it")
     return data

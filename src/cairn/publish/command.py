@@ -113,6 +113,9 @@ def run(args: argparse.Namespace) -> int:
     bundle_dir = args.bundle or last_build_bundle(args.store)
     to = args.to or default_destination(args.store)
     keys_dir = _keys_dir(args)
+    from cairn.publish.prefetch import Prefetch
+
+    prefetch = Prefetch(bundle_dir)  # the files are read and hashed while the rest starts (cairn.publish.prefetch)
     done = fastpath.already_published(to, bundle_dir, args.channel, args.stage_only, args.root or keys_dir / "root.json", keys_dir,
                                       args.public_read)
     if done is not None:
@@ -126,7 +129,7 @@ def run(args: argparse.Namespace) -> int:
     bundle = load_bundle(bundle_dir)  # a bad bundle is refused before keys are made or anything is written
     backend, log = open_backend(to), (lambda _: None) if args.json else print
     # the blobs go up while the signing libraries load (cairn.publish.early says what is checked first)
-    early = EarlyBlobs(backend, bundle, first_root_of(args.root or keys_dir / "root.json"), args.public_read, log)
+    early = EarlyBlobs(backend, bundle, first_root_of(args.root or keys_dir / "root.json"), args.public_read, log, prefetch)
     from cairn.publish.publisher import publish
 
     keys, root = keys_and_root(args)

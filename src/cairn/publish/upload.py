@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 from typing import TYPE_CHECKING
 
 from cairn.errors import CairnError
@@ -33,17 +33,16 @@ class Run(Writer):
         super().__init__(backend, log, after=writer)  # the early writer's LIST and writes, if there was one
         self.signing = signing
         self._check_root()
-        self.state: RepoState = read_state(backend)
+        # the LIST says whether there is any metadata to read: a first publish asks for none
+        self.state: RepoState = read_state(backend) if "metadata/timestamp.json" in self.listing else RepoState(None, None, None)
         self.known = {p: t.hashes.get("sha256", "") for p, t in self.state.target_files().items()}
         self.targets: dict[str, TargetFile] = self.state.target_files()
 
     def _check_root(self) -> None:
         """Never sign into a repository whose first root is another key set's: clients pinned to it would break."""
-        if "metadata/1.root.json" not in self.listing:
-            return
-        served = self.backend.get("metadata/1.root.json") or b""
+        served = self.first_root()  # read by the early writer, if it looked
         first = self.signing.first_root()
-        if first is not None and served != first:
+        if served is not None and first is not None and served != first:
             raise CairnError(f"{self.backend.url} was signed under another TUF root (metadata/1.root.json differs from "
                              "the root of these keys) — publish with that repository's keys, or to a new location")
 
@@ -72,30 +71,37 @@ class Run(Writer):
         def record(version: int) -> Obj:
             return Obj(fastpath.RECORD_KEY, fastpath.record_bytes(fingerprint, version, report.as_published()), JSON, False)
 
-        if fingerprint or self.marked:
-            final = record(current)  # what the record says if nothing needs signing
-            changed = self.signing.needs_signing(self.state, {**self.targets, final.key: _target(final)})
-            if changed:
-                final = record(current + 1)  # the timestamp version this commit writes
-            self.upload("publish record", [final])  # nothing written when it is already there and signed
-            signed = self.signing.sign_metadata(self.state, self.targets) if changed else None
-        else:  # nothing written by a promote/gates run: the record (if any) still describes the repository
-            signed = self.signing.sign_metadata(self.state, self.targets)
-        if signed is not None:
-            self._mark_in_progress()
-            files = [(key, data, immutable) for key, data, immutable in signed.files
-                     if not (immutable and self.listing.get(key, Listed(-1)).size == len(data))]
-            *before, timestamp = files  # root, targets and snapshot at once; the timestamp, the commit, after them
+        recorded: Future[None] | None = None
+        with ThreadPoolExecutor(max_workers=THREADS) as pool:
+            if fingerprint or self.marked:
+                final = record(current)  # what the record says if nothing needs signing
+                changed = self.signing.needs_signing(self.state, {**self.targets, final.key: _target(final)})
+                if changed:
+                    final = record(current + 1)  # the timestamp version this commit writes
+                    self._mark_in_progress()  # before any write of the commit, the record's own included
+                self.targets[final.key] = _target(final)
+                # written while the metadata is signed and sent (nothing written when it is already there and signed)
+                recorded = pool.submit(Writer.upload, self, "publish record", [final])
+                signed = self.signing.sign_metadata(self.state, self.targets) if changed else None
+            else:  # nothing written by a promote/gates run: the record (if any) still describes the repository
+                signed = self.signing.sign_metadata(self.state, self.targets)
+            if signed is not None:
+                self._mark_in_progress()
+                files = [(key, data, immutable) for key, data, immutable in signed.files
+                         if not (immutable and self.listing.get(key, Listed(-1)).size == len(data))]
+                *before, timestamp = files  # root, targets and snapshot at once; the timestamp, the commit, after them
 
-            def put(file: tuple[str, bytes, bool]) -> None:
-                self.backend.put(file[0], file[1], content_type=JSON, immutable=file[2])
+                def put(file: tuple[str, bytes, bool]) -> None:
+                    self.backend.put(file[0], file[1], content_type=JSON, immutable=file[2])
 
-            with ThreadPoolExecutor(max_workers=THREADS) as pool:
                 list(pool.map(put, before))
-            put(timestamp)
-            self.uploaded += len(files)
-            report.signed = True
-            self.log("metadata: targets, snapshot, timestamp signed")
+            if recorded is not None:
+                recorded.result()  # the record is in place before the timestamp makes it current
+            if signed is not None:
+                put(timestamp)
+                self.uploaded += len(files)
+                report.signed = True
+                self.log("metadata: targets, snapshot, timestamp signed")
         ts = signed.files[-1][1] if signed else (self.backend.get("metadata/timestamp.json") or b"{}")
         report.timestamp_version = int(json.loads(ts).get("signed", {}).get("version", 0))
         report.uploaded, report.skipped = self.uploaded, self.skipped

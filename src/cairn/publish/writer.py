@@ -14,7 +14,7 @@ from dataclasses import dataclass
 
 from cairn.names import hashed_name
 from cairn.publish import fastpath
-from cairn.publish.backend import COPY_MAX, Backend, Listed
+from cairn.publish.backend import COPY_MAX, AccessState, Backend, Listed
 from cairn.publish.objects import JSON, Obj
 
 THREADS = 16
@@ -22,6 +22,8 @@ THREADS = 16
 # it a CopyObject costs the server about as much as a small PUT (a request's fixed cost dominates) and would
 # wait for the first upload to finish.
 COPY_MIN = 4 << 20
+
+ROOT_KEY = "metadata/1.root.json"  # a repository's first root: every later root is signed by the keys it names
 
 Log = Callable[[str], None]
 
@@ -46,19 +48,28 @@ class Writer:
             self.confirmed: dict[str, str] = {}  # key → sha256 this run wrote there, or found there by its digest
             self.uploaded = self.skipped = 0
             self.marked = self.granted = False  # the publish record marked in progress; the bucket policy granted
+            self.served_first_root: bytes | None = None  # metadata/1.root.json as read by this run (when listed)
+            self.access: AccessState | None = None  # the bucket's access settings as read by this run
         else:
             assert after.backend is backend, "a run writes to one repository"
             self.listing, self.confirmed = after.listing, after.confirmed
             self.uploaded, self.skipped, self.marked, self.granted = after.uploaded, after.skipped, after.marked, after.granted
+            self.served_first_root, self.access = after.served_first_root, after.access
 
     def grant_public_read(self) -> None:
         """Anyone may read the repository over HTTP (pip, uv, a TUF client): on S3 the bucket policy says so. Once
-        per run, before its first write."""
+        per run, before its first write (from the access settings this run has read, if it has)."""
         if self.granted:
             return
         self.granted = True
-        if self.backend.grant_public_read():
+        if self.backend.grant_public_read(self.access):
             self.log(f"bucket policy: anyone may read {self.backend.url} (and list the bucket, so a missing project is a 404)")
+
+    def first_root(self) -> bytes | None:
+        """The repository's ``metadata/1.root.json`` (None when the LIST has none), read once per run."""
+        if self.served_first_root is None and ROOT_KEY in self.listing:
+            self.served_first_root = self.backend.get(ROOT_KEY) or b""
+        return self.served_first_root
 
     def _holds(self, key: str, obj: Obj) -> bool:
         """``key`` holds ``obj``'s bytes, judged from one LIST and the signed targets (no request per object)."""

@@ -251,7 +251,7 @@ def read_dist_info(wheel: Path | bytes, rel: str, label: str = "") -> bytes:
     """One file of a wheel's ``.dist-info`` (``METADATA``, ``variant.json``), from a path or from bytes already
     read: the wheel index reads wheels on disk, publishing the bytes it has checked against the bundle, and both
     refuse a broken wheel with the same line."""
-    label = label or str(wheel if isinstance(wheel, Path) else "wheel")
+    label = _label(wheel, label)
     try:
         with zipfile.ZipFile(io.BytesIO(wheel) if isinstance(wheel, bytes) else wheel) as archive:
             return archive.read(f"{dist_info_dir(archive, label)}/{rel}")
@@ -259,6 +259,11 @@ def read_dist_info(wheel: Path | bytes, rel: str, label: str = "") -> bytes:
         raise CairnError(f"{label}: no .dist-info/{rel} — not a complete wheel; rebuild it") from None
     except (zipfile.BadZipFile, OSError, EOFError, zlib.error) as exc:
         raise CairnError(f"{label}: cannot read the wheel ({exc}) — rebuild or re-download it") from None
+
+
+def _label(wheel: Path | bytes, label: str) -> str:
+    """How an error names the wheel: the caller's label, else its path."""
+    return label or str(wheel if isinstance(wheel, Path) else "wheel")
 
 
 def read_metadata_bytes(wheel: Path | bytes, label: str = "") -> bytes:
@@ -383,7 +388,7 @@ def urlsafe_digest(data: bytes) -> str:
 
 def read_variant(wheel: Path | bytes, label: str = "") -> dict[str, Any]:
     """A variant wheel's ``.dist-info/variant.json`` (PEP 825)."""
-    label = label or str(wheel if isinstance(wheel, Path) else "wheel")
+    label = _label(wheel, label)
     data = read_dist_info(wheel, "variant.json", label)
     try:
         document = json.loads(data)
