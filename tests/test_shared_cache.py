@@ -299,7 +299,8 @@ def _tar(entries: list[tuple[str, str, str]]) -> bytes:
     [("../planted", "file", "x")],
     [("/tmp/planted", "file", "x")],
     [("sub/planted", "file", "x")],  # a file before its directory
-], ids=["through-a-symlink", "dot-dot", "absolute", "no-parent"])
+    [("twice", "file", "x"), ("twice", "file", "y")],  # a name twice: the second would replace the first
+], ids=["through-a-symlink", "dot-dot", "absolute", "no-parent", "a-name-twice"])
 def test_an_archive_from_the_bucket_never_writes_outside_its_tree(tmp_path, entries) -> None:
     dest = tmp_path / "dest"
     dest.mkdir()
@@ -356,3 +357,91 @@ def test_two_machines_share_the_default_release_sdk(s3, prefix, tmp_path, defaul
     assert (Path(second["sdk_tree"]) / "include" / "hip" / "hip_runtime.h").is_file()
     fetched = {p.name for p in (tmp_path / "b" / "store" / "trees").iterdir()}
     assert fetched and fetched <= {p.name for p in (default_slice / "trees").iterdir()}
+
+
+# a machine that pushes, then another that fetches, one big output tree; each prints its peak RSS
+_BIG_TREE = r"""
+import os, sys
+from pathlib import Path
+from cairn.store.base import ActionRecord
+from cairn.store.local import LocalStore
+from cairn.store.shared import SharedCache
+role, root, url, size = sys.argv[1], Path(sys.argv[2]), sys.argv[3], int(sys.argv[4])
+store, cache = LocalStore(root), SharedCache(url)
+if role == "push":
+    work = store.workdir("big")
+    with open(work / "payload.bin", "wb") as out:
+        for _ in range(size >> 20):
+            out.write(os.urandom(1 << 20))  # incompressible: the archive is as big as the tree
+    record = ActionRecord(key="k" * 64, action="big", output=store.commit(work))
+    cache.push(record, store)
+    print(record.output, cache.report.uploaded, file=sys.stderr)
+else:
+    record = cache.fetch("k" * 64, store)
+    print(record.output if record else None, cache.report.fetched, file=sys.stderr)
+# VmHWM: this process's own peak (ru_maxrss would include the forking test process's, carried over exec)
+print(next(int(line.split()[1]) >> 10 for line in open("/proc/self/status") if line.startswith("VmHWM:")))
+"""
+
+
+def test_a_big_tree_goes_through_the_cache_without_being_held_in_memory(s3, prefix, tmp_path):
+    """A 192 MiB output, pushed in 8 MiB multipart parts and fetched by another store: neither process grows by
+    anything near the tree's size (the archive is written to, and read from, a file in the store's work area)."""
+    size = 192 << 20
+    env = {**os.environ, "CAIRN_S3_ENDPOINT": s3["endpoint"], "AWS_ACCESS_KEY_ID": "test", "AWS_SECRET_ACCESS_KEY": "test",
+           "AWS_DEFAULT_REGION": "us-east-1", "CAIRN_MULTIPART_THRESHOLD": str(64 << 20), "CAIRN_MULTIPART_PART": str(8 << 20)}
+    url = f"s3://{BUCKET}/{prefix}"
+    runs = {}
+    for role in ("push", "fetch"):
+        proc = subprocess.run([sys.executable, "-c", _BIG_TREE, role, str(tmp_path / role), url, str(size)], env=env,
+                              capture_output=True, text=True, timeout=600, check=True)
+        runs[role] = (int(proc.stdout.strip()), proc.stderr.split())
+    pushed, fetched = runs["push"][1], runs["fetch"][1]
+    assert pushed[1:] == ["['big']"] and fetched == [pushed[0], "['big']"]
+    assert (tmp_path / "fetch" / "trees" / pushed[0] / "payload.bin").stat().st_size == size
+    trees = s3["client"].list_object_versions(Bucket=BUCKET, Prefix=f"{prefix}/trees/").get("Versions", [])
+    assert len(trees) == 1 and int(trees[0]["ETag"].strip('"').split("-")[1]) >= 24  # one object, sent in parts
+    for role, (peak_mib, _) in runs.items():
+        assert peak_mib < 140, f"{role}: peak RSS {peak_mib} MiB for a {size >> 20} MiB tree"
+    assert not [p for p in (tmp_path / "push" / "tmp").iterdir() if p.name.startswith(".pack-")]
+    assert not [p for p in (tmp_path / "fetch" / "tmp").iterdir() if p.name.startswith(".archive-")]
+
+
+def _small_tree(store, name: str) -> str:
+    work = store.workdir(name)
+    (work / "out.txt").write_text(name)
+    return store.commit(work)
+
+
+def test_a_full_disk_is_this_machines_failure_not_the_caches(s3, prefix, tmp_path, monkeypatch) -> None:
+    """No space for the archive while pushing: reported, the build goes on, nothing is recorded. No space while
+    unpacking a fetched tree: reported, the action runs, and the tree in the bucket is kept — it is not damaged."""
+    import errno
+
+    from cairn.store import shared
+    from cairn.store.base import ActionRecord
+    from cairn.store.local import LocalStore
+
+    for name, value in (("CAIRN_S3_ENDPOINT", s3["endpoint"]), ("AWS_ACCESS_KEY_ID", "test"),
+                        ("AWS_SECRET_ACCESS_KEY", "test"), ("AWS_DEFAULT_REGION", "us-east-1")):
+        monkeypatch.setenv(name, value)
+    full = OSError(errno.ENOSPC, "No space left on device")
+
+    def no_space(*_args):
+        raise full
+
+    first, cache = LocalStore(tmp_path / "first"), shared.SharedCache(f"s3://{BUCKET}/{prefix}")
+    record = ActionRecord(key="a" * 64, action="demo", output=_small_tree(first, "demo"))
+    with monkeypatch.context() as patch:
+        patch.setattr(shared, "pack_to", no_space)
+        cache.push(record, first)  # never raises: the local build is complete
+    assert cache.report.uploaded == [] and "No space left on device" in " ".join(cache.report.failed)
+    assert shared.SharedCache(f"s3://{BUCKET}/{prefix}").fetch(record.key, LocalStore(tmp_path / "x")) is None
+
+    shared.SharedCache(f"s3://{BUCKET}/{prefix}").push(record, first)  # the next build, with room again: uploaded
+    second = shared.SharedCache(f"s3://{BUCKET}/{prefix}")
+    with monkeypatch.context() as patch:
+        patch.setattr(shared, "unpack", no_space)
+        assert second.fetch(record.key, LocalStore(tmp_path / "second")) is None
+    assert second.report.damaged == [] and "unpacking" in " ".join(second.report.failed)
+    assert shared.SharedCache(f"s3://{BUCKET}/{prefix}").fetch(record.key, LocalStore(tmp_path / "third")) == record

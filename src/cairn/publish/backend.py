@@ -18,10 +18,11 @@ import contextlib
 import hashlib
 import os
 import time
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any, BinaryIO, Protocol
 from urllib.parse import quote, urlparse
 from xml.sax.saxutils import escape
 
@@ -94,6 +95,18 @@ class Backend(Protocol):
     def read_access(self) -> AccessState: ...
 
     def grant_public_read(self, state: AccessState | None = None) -> bool: ...
+
+
+def _pread(handle: BinaryIO, offset: int, length: int) -> bytes:
+    """Up to ``length`` bytes of an open file from ``offset`` (fewer only at its end); safe from many threads."""
+    chunks, got = [], 0
+    while got < length:
+        chunk = os.pread(handle.fileno(), length - got, offset + got)
+        if not chunk:
+            break
+        chunks.append(chunk)
+        got += len(chunk)
+    return b"".join(chunks)
 
 
 def sha256_hex(data: bytes) -> str:
@@ -295,7 +308,8 @@ class S3Backend:
         headers = self._headers(content_type, immutable, digest)
         try:
             if len(data) >= MULTIPART_THRESHOLD:
-                self._multipart(key, headers, data)
+                view = memoryview(data)
+                self._multipart(key, headers, len(data), lambda offset, length: bytes(view[offset:offset + length]))
             else:
                 headers["x-amz-checksum-sha256"] = base64.b64encode(bytes.fromhex(digest)).decode()
                 self._call("put", "PUT", key, headers=headers, body=data)
@@ -304,6 +318,39 @@ class S3Backend:
                 return False
             return self.put(key, data, content_type=content_type, immutable=immutable, sha256=digest)
         self.counters.puts += 1
+        return True
+
+    def put_file(self, key: str, path: Path, *, content_type: str, immutable: bool, sha256: str) -> bool:
+        """``put`` of a file that is never read into memory whole (an action's output archive, gigabytes): one PUT
+        that sends it from disk, or from ``MULTIPART_THRESHOLD`` parts read from it as they are sent (at most
+        ``PART_THREADS`` of them in memory). ``sha256``: the file's digest, which S3 checks."""
+        headers = self._headers(content_type, immutable, sha256)
+        size = path.stat().st_size
+        try:
+            with open(path, "rb") as body:
+                if size >= MULTIPART_THRESHOLD:
+                    self._multipart(key, headers, size, lambda offset, length: _pread(body, offset, length))
+                else:
+                    headers["x-amz-checksum-sha256"] = base64.b64encode(bytes.fromhex(sha256)).decode()
+                    self._call("put", "PUT", key, headers=headers, body=body)
+        except S3Error as exc:
+            if self._already_there(exc, key, sha256, "put"):
+                return False
+            return self.put_file(key, path, content_type=content_type, immutable=immutable, sha256=sha256)
+        self.counters.puts += 1
+        return True
+
+    def get_file(self, key: str, dest: Path) -> bool:
+        """Write ``key``'s bytes to the file ``dest`` as they arrive (never whole in memory); False when there is no
+        such key (``dest`` is then left empty)."""
+        self.counters.gets += 1
+        with open(dest, "wb") as out:
+            try:
+                self._call("get", "GET", key, into=out)
+            except S3Error as exc:
+                if exc.code in ("NoSuchKey", "NotFound") or exc.status == 404:
+                    return False
+                raise CairnError(f"S3 get {key}: {exc}") from None
         return True
 
     def copy(self, source: str, key: str, *, content_type: str, immutable: bool, sha256: str) -> bool:
@@ -333,16 +380,15 @@ class S3Backend:
             return False
         raise RefusedOverwrite(f"{key} already exists with different bytes (sha256 {have or '?'}) — a published version is never replaced; bump the version") from None
 
-    def _multipart(self, key: str, headers: dict[str, str], data: bytes) -> None:
-        """A conditional multipart upload: parts (each with its Content-MD5), then a completion carrying
-        ``If-None-Match: *``."""
+    def _multipart(self, key: str, headers: dict[str, str], size: int, read: Callable[[int, int], bytes]) -> None:
+        """A conditional multipart upload of ``size`` bytes, ``read(offset, length)`` giving each part when it is
+        sent: parts (each with its Content-MD5), then a completion carrying ``If-None-Match: *``."""
         condition = {k: headers.pop(k) for k in ("If-None-Match",) if k in headers}
         created = self._call("create multipart", "POST", key, query={"uploads": ""}, headers=headers)
         upload_id = xml_text(created.body, "UploadId")[0][0]
-        view = memoryview(data)
 
         def part(number: int) -> tuple[int, str]:
-            chunk = bytes(view[(number - 1) * PART_SIZE:number * PART_SIZE])
+            chunk = read((number - 1) * PART_SIZE, PART_SIZE)
             md5 = base64.b64encode(hashlib.md5(chunk).digest()).decode()
             sent = self._call("upload part", "PUT", key, query={"partNumber": str(number), "uploadId": upload_id},
                               headers={"Content-MD5": md5}, body=chunk)
@@ -350,7 +396,7 @@ class S3Backend:
 
         try:
             with ThreadPoolExecutor(max_workers=PART_THREADS) as pool:
-                parts = list(pool.map(part, range(1, (len(data) + PART_SIZE - 1) // PART_SIZE + 1)))
+                parts = list(pool.map(part, range(1, (size + PART_SIZE - 1) // PART_SIZE + 1)))
             body = "<CompleteMultipartUpload>" + "".join(
                 f"<Part><PartNumber>{n}</PartNumber><ETag>{escape(etag)}</ETag></Part>" for n, etag in parts) + "</CompleteMultipartUpload>"
             self._call("complete multipart", "POST", key, query={"uploadId": upload_id}, headers=condition, body=body.encode())

@@ -21,12 +21,14 @@ import threading
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
+from typing import BinaryIO
 from urllib.parse import quote, urlparse
 from xml.etree import ElementTree
 
 UNSIGNED = "UNSIGNED-PAYLOAD"
 TIMEOUT = 60
 RETRYABLE_STATUS = (500, 502, 503, 504)
+BLOCK = 1 << 20  # a file body is sent, and a body written to a file is read, this much at a time
 
 
 class ConnectionFailed(Exception):
@@ -98,12 +100,20 @@ class S3Client:
         self.observers: list[Callable[[str, str, dict[str, str]], None]] = []
 
     def request(self, method: str, bucket: str, key: str = "", *, query: dict[str, str] | None = None,
-                headers: dict[str, str] | None = None, body: bytes = b"") -> Response:
-        """One signed request; raises S3Error for an error status, ConnectionFailed when the server is gone."""
+                headers: dict[str, str] | None = None, body: bytes | BinaryIO = b"", into: BinaryIO | None = None) -> Response:
+        """One signed request; raises S3Error for an error status, ConnectionFailed when the server is gone.
+
+        ``body`` may be an open file, sent from its start in blocks (an archive of gigabytes never sits in
+        memory); ``into``: a file that a successful response's body is written to, from its start, in blocks
+        (the ``Response`` then carries no body). Both are rewound first, so a retry sends and keeps one copy."""
         path = f"{self.base}/{bucket}" + (f"/{key}" if key else "")
         query = query or {}
         sent = {k.lower(): str(v) for k, v in (headers or {}).items()}
-        sent["content-length"] = str(len(body))
+        if isinstance(body, bytes):
+            sent["content-length"] = str(len(body))
+        else:
+            body.seek(0)
+            sent["content-length"] = str(os.fstat(body.fileno()).st_size)
         signed = sign(method, self.host, path, query, sent, self.region, self.credentials, datetime.now(UTC))
         target = quote(path, safe="/~") + ("?" + _query(query) if query else "")
         for observe in self.observers:
@@ -112,7 +122,14 @@ class S3Client:
         try:
             conn.request(method, target, body=body, headers=signed)
             raw = conn.getresponse()
-            data = raw.read()
+            if into is not None and 200 <= raw.status < 300:
+                into.seek(0)
+                into.truncate()
+                while chunk := raw.read(BLOCK):
+                    into.write(chunk)
+                data = b""
+            else:
+                data = raw.read()
         except (OSError, http.client.HTTPException) as exc:
             self._drop()
             raise ConnectionFailed(str(exc) or type(exc).__name__) from None
@@ -130,7 +147,7 @@ class S3Client:
         conn = getattr(self._local, "conn", None)
         if conn is None:
             kind = http.client.HTTPSConnection if self.scheme == "https" else http.client.HTTPConnection
-            conn = self._local.conn = kind(self.host, timeout=TIMEOUT)
+            conn = self._local.conn = kind(self.host, timeout=TIMEOUT, blocksize=BLOCK)
         return conn
 
     def _drop(self) -> None:

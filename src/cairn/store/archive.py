@@ -15,7 +15,9 @@ import hashlib
 import io
 import os
 import tarfile
+import zlib
 from pathlib import Path
+from typing import BinaryIO
 
 from cairn.store.base import tree_entries
 
@@ -25,8 +27,17 @@ class DamagedArchive(ValueError):
 
 
 def pack(root: Path) -> bytes:
+    """The archive of ``root`` in memory (``pack_to`` writes the same bytes to a file)."""
     buffer = io.BytesIO()
-    with gzip.GzipFile(fileobj=buffer, mode="wb", mtime=0, compresslevel=6) as zipped, \
+    pack_to(root, buffer)
+    return buffer.getvalue()
+
+
+def pack_to(root: Path, out: BinaryIO) -> str:
+    """Write the archive of ``root`` to ``out`` as it is made (a tree of gigabytes never sits in memory);
+    returns the sha256 of the bytes written, which the upload's checksum needs before it starts."""
+    hashing = _Hashing(out)  # also keeps the file's name out of the gzip header: same tree, same bytes
+    with gzip.GzipFile(fileobj=hashing, mode="wb", mtime=0, compresslevel=6) as zipped, \
             tarfile.open(fileobj=zipped, mode="w", format=tarfile.PAX_FORMAT) as tar:
         for rel, kind, _digest in tree_entries(root):
             path = root / rel
@@ -42,16 +53,32 @@ def pack(root: Path) -> bytes:
                 info.mode, info.size = (0o755 if kind == "exec" else 0o644), path.stat().st_size
                 with open(path, "rb") as handle:
                     tar.addfile(info, handle)
-    return buffer.getvalue()
+    return hashing.sha256.hexdigest()
 
 
-def unpack(data: bytes, dest: Path) -> list[tuple[str, str, bool]]:
-    """Unpack into the empty directory ``dest``; raises DamagedArchive for anything ``pack`` never writes.
-    Returns (path, sha256, executable) of every regular file, as hashed while writing it."""
+class _Hashing:
+    """A write-only file that hashes what passes through it to ``out``."""
+
+    def __init__(self, out: BinaryIO) -> None:
+        self.out, self.sha256 = out, hashlib.sha256()
+
+    def write(self, data: bytes) -> int:
+        self.sha256.update(data)
+        return self.out.write(data)
+
+    def flush(self) -> None:
+        self.out.flush()
+
+
+def unpack(archive: bytes | Path, dest: Path) -> list[tuple[str, str, bool]]:
+    """Unpack ``archive`` (bytes, or a file read as it is unpacked) into the empty directory ``dest``; raises
+    DamagedArchive for anything ``pack`` never writes, OSError for this machine's own failures. Returns (path, sha256, executable) of every regular
+    file, as hashed while writing it."""
     made = {""}
     files: list[tuple[str, str, bool]] = []
     try:
-        with tarfile.open(fileobj=io.BytesIO(data), mode="r:gz") as tar:
+        opened = {"fileobj": io.BytesIO(archive)} if isinstance(archive, bytes) else {"name": archive}
+        with tarfile.open(mode="r:gz", **opened) as tar:  # type: ignore[call-overload]
             for member in tar:
                 parent, _, _ = member.name.rpartition("/")
                 _check_name(member.name, parent, made)
@@ -74,8 +101,11 @@ def unpack(data: bytes, dest: Path) -> list[tuple[str, str, bool]]:
                     files.append((member.name, digest.hexdigest(), executable))
                 else:
                     raise DamagedArchive(f"{member.name} is neither a file, a directory nor a symlink")
-    except (tarfile.TarError, EOFError, gzip.BadGzipFile, OSError, UnicodeError) as exc:
+    except (FileExistsError, IsADirectoryError, NotADirectoryError) as exc:  # a name twice, a file as a parent
+        raise DamagedArchive(f"entry clashes with an earlier one: {exc}") from None
+    except (tarfile.TarError, EOFError, gzip.BadGzipFile, zlib.error, UnicodeError) as exc:
         raise DamagedArchive(f"unreadable archive: {exc}") from None
+    # any other OSError (a full disk, a read error) is this machine's, not the archive's: the caller's to report
     return files
 
 

@@ -41,7 +41,7 @@ from pathlib import Path
 from urllib.parse import urlparse
 
 from cairn.errors import CairnError
-from cairn.store.archive import DamagedArchive, pack, unpack
+from cairn.store.archive import DamagedArchive, pack_to, unpack
 from cairn.store.base import ActionRecord
 from cairn.store.local import LocalStore
 
@@ -127,21 +127,29 @@ class SharedCache:
 
     def _fetch_tree(self, record: ActionRecord, local: LocalStore) -> ActionRecord | None:
         name = self.tree_key(record.output)
+        archive = _scratch(local.root / "tmp", "archive")  # the download goes to disk, never whole into memory
         try:
-            blob = self.backend.get(name)
-        except CairnError as exc:
-            self._note("failed", f"{record.action}: download of {name} failed: {exc} — running the action")
-            return None
-        if blob is None:
-            self._note("damaged", f"{record.action}: the record names {name}, which the cache does not hold — running the action")
-            return None
-        workdir = local.workdir(f"cache-{record.action}")
-        try:
-            files = unpack(blob, workdir)
-        except DamagedArchive as exc:
-            shutil.rmtree(workdir, ignore_errors=True)
-            self._reject(record, name, str(exc))
-            return None
+            try:
+                present = self.backend.get_file(name, archive)
+            except (CairnError, OSError) as exc:  # OSError: writing it here (a full disk)
+                self._note("failed", f"{record.action}: download of {name} failed: {exc} — running the action")
+                return None
+            if not present:
+                self._note("damaged", f"{record.action}: the record names {name}, which the cache does not hold — running the action")
+                return None
+            workdir = local.workdir(f"cache-{record.action}")
+            try:
+                files = unpack(archive, workdir)
+            except DamagedArchive as exc:
+                shutil.rmtree(workdir, ignore_errors=True)
+                self._reject(record, name, str(exc))
+                return None
+            except OSError as exc:  # this machine's failure (a full disk): the tree in the bucket is not to blame
+                shutil.rmtree(workdir, ignore_errors=True)
+                self._note("failed", f"{record.action}: unpacking {name} failed here: {exc} — running the action")
+                return None
+        finally:
+            archive.unlink(missing_ok=True)
         self._share_files(workdir, files)
         got = local.commit(workdir, expect=record.output)
         if got != record.output:
@@ -204,9 +212,7 @@ class SharedCache:
         try:
             name = self.tree_key(record.output)
             if self.backend.head_sha256(name) is None:
-                # refused: another machine's archive of this tree with other bytes (another zlib); verified on download
-                with contextlib.suppress(RefusedOverwrite):
-                    self.backend.put(name, pack(local.tree(record.output)), content_type="application/gzip", immutable=True)
+                self._put_tree(name, local.tree(record.output), local)
             try:
                 wrote = self.backend.put(self.record_key(record.key), record.to_json().encode(),
                                          content_type="application/json", immutable=True)
@@ -217,8 +223,23 @@ class SharedCache:
                 self._event("uploaded", record.action)
             else:
                 self._event("raced", record.action)  # the very same record was already there
-        except CairnError as exc:
+        except (CairnError, OSError) as exc:  # OSError: writing the archive here (a full disk)
             self._note("failed", f"{record.action}: upload failed: {exc} — the local build is unaffected")
+
+    def _put_tree(self, name: str, tree: Path, local: LocalStore) -> None:
+        """The tree's archive, written to a file in the store's work area and sent from there (an output of
+        gigabytes never sits in memory: a build sharing a whole release keeps to the machine's RAM)."""
+        from cairn.publish.backend import RefusedOverwrite
+
+        archive = _scratch(local.root / "tmp", "pack")
+        try:
+            with open(archive, "xb") as out:
+                sha256 = pack_to(tree, out)
+            # refused: another machine's archive of this tree with other bytes (another zlib); verified on download
+            with contextlib.suppress(RefusedOverwrite):
+                self.backend.put_file(name, archive, content_type="application/gzip", immutable=True, sha256=sha256)
+        finally:
+            archive.unlink(missing_ok=True)
 
     def _raced(self, record: ActionRecord) -> None:
         """Another machine recorded this key first; its record stays. Say whether it agrees with ours."""
@@ -244,6 +265,11 @@ class SharedCache:
                 first, self.report.offline = not self.report.offline, self.report.offline or message
             if first:  # every later request would wait out the same retries: build on without the cache
                 self._warn(f"giving up on {self.report.url} for the rest of this build; actions run locally")
+
+
+def _scratch(directory: Path, what: str) -> Path:
+    """A fresh file name in ``directory`` (the store's work area), never a name inside a tree."""
+    return directory / f".{what}-{uuid.uuid4().hex}"
 
 
 def _parse_record(data: bytes, key: str) -> ActionRecord | None:
