@@ -150,3 +150,37 @@ def test_a_modified_bundle_fails_at_once_when_the_endpoint_is_down(keys, tmp_pat
     proc = cairn(["publish", str(bundle), "--to", f"s3://{BUCKET}/down", "--keys", str(keys)], environ, check=False)
     assert proc.returncode != 0 and "bundle was modified" in proc.stderr and "Traceback" not in proc.stderr
     assert time.monotonic() - started < 30
+
+
+def test_the_bytes_in_flight_stay_under_the_budget(tmp_path, monkeypatch):
+    """Sixteen threads, but never more than the budget's bytes handed to the server at once (a bigger object
+    alone): the release's biggest wheels would otherwise all be in moto's memory together."""
+    import threading
+    import time
+
+    from cairn.publish import writer as writer_module
+    from cairn.publish.backend import FileBackend
+    from cairn.publish.objects import Obj
+
+    monkeypatch.setattr(writer_module, "_IN_FLIGHT", writer_module._Budget(3000))
+    now, most, lock = [0], [0], threading.Lock()
+
+    class Watched(FileBackend):
+        def put(self, key, data, **kwargs):
+            with lock:
+                now[0] += len(data)
+                most[0] = max(most[0], now[0])
+            time.sleep(0.02)
+            try:
+                return super().put(key, data, **kwargs)
+            finally:
+                with lock:
+                    now[0] -= len(data)
+
+    objs = [Obj(f"files/o{n}", bytes([n]) * size, "application/octet-stream", True) for n, size in
+            enumerate([1000] * 12 + [5000])]
+    writer = writer_module.Writer(Watched(tmp_path / "repo"), lambda _: None)
+    writer.upload("test", objs)
+    assert writer.uploaded == 2 * len(objs)  # each with its content-addressed copy
+    assert most[0] == 5000 or most[0] <= 3000  # the big one alone; the rest three at a time at most
+    assert most[0] <= 5000 and most[0] >= 2000

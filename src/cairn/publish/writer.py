@@ -8,8 +8,10 @@ are imported, and ``Run`` takes it over, with what it wrote, to judge the rest a
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+import threading
+from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
 from dataclasses import dataclass
 
 from cairn.names import hashed_name
@@ -18,6 +20,10 @@ from cairn.publish.backend import COPY_MAX, AccessState, Backend, Listed
 from cairn.publish.objects import JSON, Obj
 
 THREADS = 16
+# At most this many bytes of objects are being written at once (a bigger object goes alone): 16 threads on a
+# release's biggest wheels would otherwise hand 16 of them to the server together — moto, which reads each
+# request body whole, was killed for memory at 13.7 GB on the default release.
+IN_FLIGHT = 2 << 30
 # From this size the content-addressed copy is a server-side copy of the plain name, not a second upload. Below
 # it a CopyObject costs the server about as much as a small PUT (a request's fixed cost dominates) and would
 # wait for the first upload to finish.
@@ -148,12 +154,39 @@ class Writer:
         """Write in order; returns how many keys were written and how many already held these bytes."""
         written = 0
         for w in writes:
-            obj = w.obj
-            if w.source:
-                wrote = self.backend.copy(w.source, w.key, content_type=obj.content_type, immutable=w.immutable, sha256=obj.sha256)
-            else:
-                wrote = self.backend.put(w.key, obj.data, content_type=obj.content_type, immutable=w.immutable, sha256=obj.sha256)
-            written += wrote
-            self.confirmed[w.key] = obj.sha256  # written, or there with these bytes (a different digest raises)
-            self.listing[w.key] = Listed(len(obj.data))
+            with _IN_FLIGHT.hold(len(w.obj.data)):
+                written += self._write(w)
+            self.confirmed[w.key] = w.obj.sha256  # written, or there with these bytes (a different digest raises)
+            self.listing[w.key] = Listed(len(w.obj.data))
         return written, len(writes) - written
+
+    def _write(self, w: _Write) -> bool:
+        obj = w.obj
+        if w.source:
+            return self.backend.copy(w.source, w.key, content_type=obj.content_type, immutable=w.immutable, sha256=obj.sha256)
+        return self.backend.put(w.key, obj.data, content_type=obj.content_type, immutable=w.immutable, sha256=obj.sha256)
+
+
+class _Budget:
+    """Bytes being written right now, across every writer of the process, held below ``limit`` (one object
+    bigger than the limit waits until nothing else is in flight, then goes alone)."""
+
+    def __init__(self, limit: int) -> None:
+        self.limit, self.used = limit, 0
+        self._changed = threading.Condition()
+
+    @contextmanager
+    def hold(self, size: int) -> Iterator[None]:
+        size = min(size, self.limit)
+        with self._changed:
+            self._changed.wait_for(lambda: self.used + size <= self.limit)
+            self.used += size
+        try:
+            yield
+        finally:
+            with self._changed:
+                self.used -= size
+                self._changed.notify_all()
+
+
+_IN_FLIGHT = _Budget(IN_FLIGHT)
