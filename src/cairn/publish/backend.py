@@ -304,41 +304,38 @@ class S3Backend:
     def put(self, key: str, data: bytes, *, content_type: str, immutable: bool, sha256: str = "") -> bool:
         """Write ``data`` (``sha256``: its digest when the caller already has it — never trusted blindly:
         S3 recomputes it from the bytes of a single PUT and refuses a mismatch)."""
-        digest = sha256 or sha256_hex(data)
-        headers = self._headers(content_type, immutable, digest)
-        try:
-            if len(data) >= MULTIPART_THRESHOLD:
-                view = memoryview(data)
-                self._multipart(key, headers, len(data), lambda offset, length: bytes(view[offset:offset + length]))
-            else:
-                headers["x-amz-checksum-sha256"] = base64.b64encode(bytes.fromhex(digest)).decode()
-                self._call("put", "PUT", key, headers=headers, body=data)
-        except S3Error as exc:
-            if self._already_there(exc, key, digest, "put"):
-                return False
-            return self.put(key, data, content_type=content_type, immutable=immutable, sha256=digest)
-        self.counters.puts += 1
-        return True
+        view = memoryview(data)
+        return self._put(key, len(data), data, lambda offset, length: bytes(view[offset:offset + length]),
+                         content_type=content_type, immutable=immutable, sha256=sha256 or sha256_hex(data))
 
     def put_file(self, key: str, path: Path, *, content_type: str, immutable: bool, sha256: str) -> bool:
         """``put`` of a file that is never read into memory whole (an action's output archive, gigabytes): one PUT
         that sends it from disk, or from ``MULTIPART_THRESHOLD`` parts read from it as they are sent (at most
         ``PART_THREADS`` of them in memory). ``sha256``: the file's digest, which S3 checks."""
-        headers = self._headers(content_type, immutable, sha256)
-        size = path.stat().st_size
-        try:
-            with open(path, "rb") as body:
+        with open(path, "rb") as body:
+            return self._put(key, os.fstat(body.fileno()).st_size, body,
+                             lambda offset, length: _pread(body, offset, length),
+                             content_type=content_type, immutable=immutable, sha256=sha256)
+
+    def _put(self, key: str, size: int, body: bytes | BinaryIO, read: Callable[[int, int], bytes], *,
+             content_type: str, immutable: bool, sha256: str) -> bool:
+        """The one write of new bytes: ``body`` in a single PUT that carries its checksum or, from
+        ``MULTIPART_THRESHOLD`` bytes, parts taken with ``read(offset, length)``. A refused conditional write is an
+        idempotent re-run, a concurrent write's conflict (written again) or a refused overwrite (``_already_there``)."""
+        while True:
+            headers = self._headers(content_type, immutable, sha256)
+            try:
                 if size >= MULTIPART_THRESHOLD:
-                    self._multipart(key, headers, size, lambda offset, length: _pread(body, offset, length))
+                    self._multipart(key, headers, size, read)
                 else:
                     headers["x-amz-checksum-sha256"] = base64.b64encode(bytes.fromhex(sha256)).decode()
                     self._call("put", "PUT", key, headers=headers, body=body)
-        except S3Error as exc:
-            if self._already_there(exc, key, sha256, "put"):
-                return False
-            return self.put_file(key, path, content_type=content_type, immutable=immutable, sha256=sha256)
-        self.counters.puts += 1
-        return True
+            except S3Error as exc:
+                if self._already_there(exc, key, sha256, "put"):
+                    return False
+                continue
+            self.counters.puts += 1
+            return True
 
     def get_file(self, key: str, dest: Path) -> bool:
         """Write ``key``'s bytes to the file ``dest`` as they arrive (never whole in memory); False when there is no

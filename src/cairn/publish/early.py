@@ -8,9 +8,10 @@ So the blobs are sent from a thread of their own, started by ``cairn publish`` a
 
 1. every artifact is read and checked against ``bundle.json`` (``read_blobs``): a modified bundle is refused
    with nothing written, as before;
-2. one LIST (made while step 1 runs, with the bucket's access settings: reads only). A repository that already has a first root must have exactly the keys' ``root.json``; where
-   that cannot be told here (no root file, or a pinned root later than version 1), nothing is written here
-   and the run's own check, under the signing libraries, decides as it always did;
+2. one LIST, made while step 1 runs together with the reads of the bucket's access settings (reads only). A
+   repository that already has a first root must have exactly the keys' ``root.json``; where that cannot be
+   told here (no root file, or a pinned root later than version 1), nothing is written here and the run's own
+   check, under the signing libraries, decides as it always did;
 3. the bucket policy, and the publish record marked in progress, as the run does before its first write;
 4. every blob whose key the LIST does not hold, with its content-addressed copy (conditional writes, as
    always). A listed key is left to the run, which judges it against the signed targets.
