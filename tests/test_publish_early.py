@@ -13,7 +13,8 @@ import pytest
 from cairn.names import hashed_name
 from cairn.publish.backend import S3Backend
 from cairn.publish.bundle import load_bundle
-from cairn.publish.early import EarlyBlobs, first_root_of
+from cairn.publish.early import EarlyBlobs
+from cairn.publish.look import first_root_of
 from cairn.publish.publisher import load_root, publish
 from cairn.publish.sample import write_sample_bundle
 from cairn.sign.keys import init_keys, load_keys, make_root

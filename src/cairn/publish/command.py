@@ -123,13 +123,17 @@ def run(args: argparse.Namespace) -> int:
         print_report(done, args.json)
         return 0
     from cairn.publish.backend import open_backend
+    from cairn.publish.look import first_root_of, start_look
+
+    backend, log = open_backend(to), (lambda _: None) if args.json else print
+    first_root = first_root_of(args.root or keys_dir / "root.json")
+    looked = start_look(backend, first_root, args.public_read, log)  # reads only, while the bundle is read
     from cairn.publish.bundle import load_bundle
-    from cairn.publish.early import EarlyBlobs, first_root_of
+    from cairn.publish.early import EarlyBlobs
 
     bundle = load_bundle(bundle_dir)  # a bad bundle is refused before keys are made or anything is written
-    backend, log = open_backend(to), (lambda _: None) if args.json else print
     # the blobs go up while the signing libraries load (cairn.publish.early says what is checked first)
-    early = EarlyBlobs(backend, bundle, first_root_of(args.root or keys_dir / "root.json"), args.public_read, log, prefetch)
+    early = EarlyBlobs(backend, bundle, first_root, args.public_read, log, prefetch, looked)
     from cairn.publish.publisher import publish
 
     keys, root = keys_and_root(args)
