@@ -185,3 +185,46 @@ def test_the_bytes_in_flight_stay_under_the_budget(tmp_path, monkeypatch):
     assert writer.uploaded == 2 * len(objs)  # each with its content-addressed copy
     assert most[0] == 5000 or most[0] <= 3000  # the big one alone; the rest three at a time at most
     assert most[0] <= 5000 and most[0] >= 2000
+
+
+def _broken_keys(keys, tmp_path, role: str, content: bytes | None):
+    """A copy of the key set with ``role``'s private key file replaced by ``content`` (None: removed)."""
+    import shutil
+
+    copy = tmp_path / "broken-keys"
+    shutil.copytree(keys, copy)
+    if content is None:
+        (copy / f"{role}.pem").unlink()
+    else:
+        (copy / f"{role}.pem").write_bytes(content)
+    return copy
+
+
+@pytest.mark.parametrize(("role", "content", "said"), [
+    ("targets", b"garbage\n", "targets.pem: not a PKCS#8 PEM private key"),
+    ("provenance", b"", "provenance.pem: not a PKCS#8 PEM private key"),
+    ("online", None, "no private key for 'online'"),
+])
+def test_keys_that_cannot_sign_stop_the_publish_before_its_first_write(s3, keys, tmp_path, role, content, said):  # noqa: F811
+    """The blobs go up before the keys are loaded; a key file that is damaged or missing must stop the run before
+    that, in one line naming the file — not with a traceback after unsigned blobs are in the bucket."""
+    broken = _broken_keys(keys, tmp_path, role, content)
+    bundle = write_sample_bundle(tmp_path / "b", version="6.6.0", families=("gfx90a",))
+    proc = cairn(["publish", str(bundle), "--to", f"s3://{BUCKET}/badkeys-{role}", "--keys", str(broken)], env(s3, tmp_path),
+                 check=False)
+    assert proc.returncode == 2
+    assert said in proc.stderr and "Traceback" not in proc.stderr and len(proc.stderr.strip().splitlines()) == 1
+    assert objects(s3["client"], f"badkeys-{role}") == {}
+
+
+def test_a_key_file_of_another_key_set_is_refused_by_name(keys, tmp_path):  # noqa: F811
+    """A well-formed PEM that is not the key ``public.json`` names for its role would sign metadata no client accepts."""
+    from cairn.errors import CairnError
+
+    other = init_keys(tmp_path / "other")
+    broken = _broken_keys(keys, tmp_path, "targets", (other.directory / "targets.pem").read_bytes())
+    with pytest.raises(CairnError, match=r"targets\.pem: holds another key than .*public\.json names for targets"):
+        load_keys(broken)
+    (broken / "public.json").write_text("{not json")
+    with pytest.raises(CairnError, match=r"public\.json: not a key set's public\.json"):
+        load_keys(broken)

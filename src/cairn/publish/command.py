@@ -128,6 +128,11 @@ def run(args: argparse.Namespace) -> int:
     backend, log = open_backend(to), (lambda _: None) if args.json else print
     first_root = first_root_of(args.root or keys_dir / "root.json")
     looked = start_look(backend, first_root, args.public_read, log)  # reads only, while the bundle is read
+    # cairn.sign imports securesystemslib: only once the reads are started
+    from cairn.sign.keyfiles import check_signing_keys
+
+    if first_root is not None:  # blobs may go up before the keys load: keys that cannot sign stop the run first
+        check_signing_keys(keys_dir)
     from cairn.publish.bundle import load_bundle
     from cairn.publish.early import EarlyBlobs
 

@@ -15,12 +15,14 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
+from cryptography.exceptions import UnsupportedAlgorithm
 from cryptography.hazmat.primitives import serialization
 from securesystemslib.signer import CryptoSigner, SSlibKey
 from tuf.api.metadata import Metadata, Root
 
 from cairn.errors import CairnError
 from cairn.io import atomic_write
+from cairn.sign.keyfiles import FIX, read_key_files
 
 ROOT_KEYS = 3
 ROOT_THRESHOLD = 2
@@ -78,20 +80,23 @@ def init_keys(directory: Path, *, force: bool = False) -> KeySet:
 
 
 def load_keys(directory: Path | None = None) -> KeySet:
-    """Load whatever private keys the directory holds (an online signer needs only some of them)."""
+    """Load whatever private keys the directory holds (an online signer needs only some of them). A key file that
+    cannot be loaded, or that holds another key than ``public.json`` names for its role, is refused in one line."""
     directory = Path(directory or default_keys_dir())
-    public_path = directory / "public.json"
-    if not public_path.is_file():
-        raise CairnError(f"no key set in {directory} — run cairn keys init --dir {directory} (or set CAIRN_KEYS)")
-    public = json.loads(public_path.read_text())
+    public, private = read_key_files(directory)
     signers: dict[str, CryptoSigner] = {}
-    for role, info in public.items():
-        pem = directory / f"{role}.pem"
-        if not pem.is_file():
-            continue
-        key = SSlibKey.from_dict(info["keyid"], {k: v for k, v in info.items() if k != "keyid"})
-        private = serialization.load_pem_private_key(pem.read_bytes(), password=None)
-        signers[role] = CryptoSigner(private, key)  # type: ignore[arg-type]
+    for role, pem in private.items():
+        info = public[role]
+        path = directory / f"{role}.pem"
+        try:
+            key = SSlibKey.from_dict(info["keyid"], {k: v for k, v in info.items() if k != "keyid"})
+            loaded = serialization.load_pem_private_key(pem, password=None)
+            derived = SSlibKey.from_crypto(loaded.public_key(), info["keyid"], info["scheme"])  # type: ignore[arg-type]
+        except (ValueError, TypeError, KeyError, UnsupportedAlgorithm) as exc:
+            raise CairnError(f"{path}: cannot be loaded as the {role} key ({exc}) — {FIX}") from None
+        if derived.keyval != key.keyval:
+            raise CairnError(f"{path}: holds another key than {directory / 'public.json'} names for {role} — {FIX}")
+        signers[role] = CryptoSigner(loaded, key)  # type: ignore[arg-type]
     return KeySet(directory, signers)
 
 
