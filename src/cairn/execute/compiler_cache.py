@@ -33,11 +33,11 @@ from urllib.parse import urlsplit
 
 from cairn.errors import CairnError
 from cairn.execute.egress import RELAY_PORT, RELAY_SOURCE
+from cairn.publish.backend import BUCKET_NAME
 
 EGRESS_IN_IMAGE = "/cairn-egress"
 _RELAY, _RELAY_OUT = "/tmp/cairn-egress-relay.py", "/tmp/cairn-egress-relay.out"
 _SCCACHE_LOG = "/tmp/sccache-error.log"
-_BUCKET = re.compile(r"[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]")
 _PREFIX_PART = re.compile(r"[A-Za-z0-9._-]+")
 _DIGEST = re.compile(r"@sha256:([0-9a-f]{64})$")
 _TARGET = re.compile(r"[a-z0-9-]+(:[a-z0-9+-]+)*")
@@ -58,7 +58,7 @@ class CompilerCache:
 
         parts = urlsplit(url)
         prefix = parts.path.strip("/")
-        if parts.scheme != "s3" or not _BUCKET.fullmatch(parts.netloc or ""):
+        if parts.scheme != "s3" or not BUCKET_NAME.fullmatch(parts.netloc or ""):
             raise CairnError(f"--compiler-cache {url!r} is not an S3 URL — use s3://BUCKET/PREFIX")
         if prefix and not all(_PREFIX_PART.fullmatch(p) and p not in (".", "..") for p in prefix.split("/")):
             raise CairnError(f"--compiler-cache {url!r}: the prefix may hold letters, digits, '.', '_', '-' and '/' only")

@@ -17,6 +17,7 @@ import builtins
 import contextlib
 import hashlib
 import os
+import re
 import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
@@ -40,6 +41,7 @@ MULTIPART_THRESHOLD = int(os.environ.get("CAIRN_MULTIPART_THRESHOLD", str(1 << 3
 PART_SIZE = max(5 << 20, int(os.environ.get("CAIRN_MULTIPART_PART", str(64 << 20))))
 PART_THREADS = 4
 COPY_MAX = 5 << 30  # CopyObject's limit; larger objects are uploaded again instead
+BUCKET_NAME = re.compile(r"[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]")  # S3's rule for new buckets
 
 
 class RefusedOverwrite(CairnError):
@@ -120,7 +122,15 @@ def s3_backend(bucket: str, prefix: str = "") -> S3Backend:
     region and credentials."""
     from cairn.publish.s3http import find_endpoint
 
-    return S3Backend(bucket, prefix.strip("/"), find_endpoint())
+    prefix = prefix.strip("/")
+    url = f"s3://{bucket}/{prefix}"
+    if not BUCKET_NAME.fullmatch(bucket):
+        raise CairnError(f"'{url}': {f'{bucket!r} is not an S3 bucket name' if bucket else 'no bucket'} (3 to 63 lowercase "
+                         "letters, digits, '.' and '-') — use s3://bucket/prefix")
+    problem = relpath_problem(prefix) if prefix else ""
+    if problem:  # '..' in a key is a path a server or proxy may normalize into another prefix, or bucket
+        raise CairnError(f"'{url}': the prefix {prefix!r} {problem} — a prefix is plain names joined by '/'")
+    return S3Backend(bucket, prefix, find_endpoint())
 
 
 def open_backend(url: str) -> Backend:
@@ -128,6 +138,8 @@ def open_backend(url: str) -> Backend:
     parsed = urlparse(url)
     if parsed.scheme == "s3":
         return s3_backend(parsed.netloc, parsed.path)
+    if parsed.scheme == "file" and parsed.netloc not in ("", "localhost"):  # file://dir/x is the file /x of host "dir"
+        raise CairnError(f"'{url}' names the host {parsed.netloc!r} — a local directory is file:///absolute/dir (three slashes) or a plain path")
     if parsed.scheme in ("", "file"):
         return FileBackend(Path(parsed.path if parsed.scheme == "file" else url))
     raise CairnError(f"cannot publish to '{url}' — use s3://bucket/prefix or file:///dir")
