@@ -187,12 +187,12 @@ def test_the_bytes_in_flight_stay_under_the_budget(tmp_path, monkeypatch):
     assert most[0] <= 5000 and most[0] >= 2000
 
 
-def _broken_keys(keys, tmp_path, role: str, content: bytes | None):
+def _broken_keys(key_dir, tmp_path, role: str, content: bytes | None):
     """A copy of the key set with ``role``'s private key file replaced by ``content`` (None: removed)."""
     import shutil
 
     copy = tmp_path / "broken-keys"
-    shutil.copytree(keys, copy)
+    shutil.copytree(key_dir, copy)
     if content is None:
         (copy / f"{role}.pem").unlink()
     else:
