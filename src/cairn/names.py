@@ -19,6 +19,7 @@ from pathlib import Path
 from cairn.errors import InputError, Location
 
 _CONTROL = re.compile(r"[\x00-\x1f\x7f]")
+BUCKET_NAME = re.compile(r"[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]")  # S3's rule for new buckets
 
 
 def name_problem(value: object) -> str:

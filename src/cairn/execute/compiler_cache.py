@@ -33,7 +33,7 @@ from urllib.parse import urlsplit
 
 from cairn.errors import CairnError
 from cairn.execute.egress import RELAY_PORT, RELAY_SOURCE
-from cairn.publish.backend import BUCKET_NAME
+from cairn.names import BUCKET_NAME
 
 EGRESS_IN_IMAGE = "/cairn-egress"
 _RELAY, _RELAY_OUT = "/tmp/cairn-egress-relay.py", "/tmp/cairn-egress-relay.out"

@@ -17,7 +17,6 @@ import builtins
 import contextlib
 import hashlib
 import os
-import re
 import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
@@ -29,7 +28,7 @@ from xml.sax.saxutils import escape
 
 from cairn.errors import CairnError
 from cairn.io import TEMP_PREFIX, atomic_write, link_or_copy
-from cairn.names import relpath_problem
+from cairn.names import BUCKET_NAME, relpath_problem
 from cairn.publish.s3http import ConnectionFailed, Response, S3Error, xml_text
 
 IMMUTABLE_CACHE = "public, max-age=31536000, immutable"
@@ -41,7 +40,6 @@ MULTIPART_THRESHOLD = int(os.environ.get("CAIRN_MULTIPART_THRESHOLD", str(1 << 3
 PART_SIZE = max(5 << 20, int(os.environ.get("CAIRN_MULTIPART_PART", str(64 << 20))))
 PART_THREADS = 4
 COPY_MAX = 5 << 30  # CopyObject's limit; larger objects are uploaded again instead
-BUCKET_NAME = re.compile(r"[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]")  # S3's rule for new buckets
 
 
 class RefusedOverwrite(CairnError):
