@@ -13,6 +13,7 @@ from __future__ import annotations
 import importlib
 import os
 import shutil
+import signal
 import sys
 from collections.abc import Iterator
 from pathlib import Path
@@ -69,6 +70,13 @@ def requires(condition: object, reason: str) -> pytest.MarkDecorator:
 
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", "requires(condition, reason): an external requirement, checked by conftest.need")
+    signal.signal(signal.SIGTERM, _interrupt)
+
+
+def _interrupt(signum: int, _frame: object) -> None:
+    """SIGTERM (``timeout``, a CI runner cancelling the job) ends the run as Ctrl-C does, so session fixtures are
+    torn down: without it the private dockerd and registry outlived pytest, with their GBs under /tmp."""
+    raise KeyboardInterrupt(f"{signal.Signals(signum).name}: the test run was told to stop")
 
 
 def pytest_runtest_setup(item: pytest.Item) -> None:
@@ -113,6 +121,7 @@ def services() -> Iterator[object]:
         yield state
     finally:
         stop(own)
+        shutil.rmtree(own, ignore_errors=True)  # the engine's images and layers: GBs a CI disk needs back
         if previous is None:
             os.environ.pop("CAIRN_SERVICES_DIR", None)
         else:
