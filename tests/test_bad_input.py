@@ -254,3 +254,45 @@ def test_a_container_recipe_syntax_error_has_a_line(checkout: Path) -> None:
     recipe.write_text("\n".join(lines) + "\n")
     line = one_line(cairn("plan", env={"CAIRN_ROOT": str(checkout)}))
     assert "recipes/containers/smoke.toml:4:" in line and "invalid TOML" in line, line
+
+
+@pytest.mark.parametrize("command", [("check",), ("plan",), ("pins", "check"), ("ci", "github")])
+def test_a_directory_given_as_a_manifest_is_one_line(tmp_path: Path, command: tuple[str, ...]) -> None:
+    (tmp_path / "manifests").mkdir()
+    line = one_line(cairn(*command, str(tmp_path / "manifests"), cwd=tmp_path))
+    assert f"{tmp_path / 'manifests'}: is a directory, not a TOML file — give the file's path" in line, line
+
+
+@pytest.mark.parametrize(("where", "what"), [
+    ("a-file", "is a file, not a directory"),
+    ("a-file/keys", "cannot make the key directory (Not a directory)"),
+])
+def test_keys_init_into_a_place_that_cannot_hold_keys_is_one_line(tmp_path: Path, where: str, what: str) -> None:
+    (tmp_path / "a-file").write_text("not a key directory\n")
+    line = one_line(cairn("keys", "init", "--dir", str(tmp_path / where)))
+    assert line.startswith(f"cairn keys: {tmp_path / where}: {what}"), line
+    assert (tmp_path / "a-file").read_text() == "not a key directory\n"
+
+
+@pytest.mark.parametrize(("command", "stores"), [(("plan",), ("a-file",)),  # plan opens only a store that exists
+                                                (("build", "--only", "fetch:nothing"), ("a-file", "a-file/store"))])
+def test_a_store_path_that_is_a_file_is_one_line(tmp_path: Path, command: tuple[str, ...], stores: tuple[str, ...],
+                                                 repo_root: Path) -> None:
+    (tmp_path / "a-file").write_text("x\n")
+    for store in (tmp_path / s for s in stores):
+        line = one_line(cairn(*command, str(repo_root / "manifests" / "releases" / "default.toml"), "--store", str(store)))
+        assert f"{store}: not a directory — give --store a directory" in line, line
+
+
+@pytest.mark.parametrize(("out", "what"), [("a-dir", "is a directory — give the path of a file to write"),
+                                          ("a-file/w.yml", "cannot be written — a part of")])
+def test_an_output_path_that_cannot_be_a_file_is_one_line_and_nothing_is_made(tmp_path: Path, out: str, what: str,
+                                                                               repo_root: Path) -> None:
+    (tmp_path / "a-dir").mkdir()
+    (tmp_path / "a-file").write_text("x\n")
+    manifest = str(repo_root / "manifests" / "releases" / "default.toml")
+    line = one_line(cairn("ci", "github", manifest, "--out", str(tmp_path / out)))
+    assert line.startswith(f"cairn ci: {tmp_path / out}: {what}"), line
+    line = one_line(cairn("keys", "init", "--dir", str(tmp_path / "keys"), "--root-out", str(tmp_path / out)))
+    assert line.startswith(f"cairn keys: {tmp_path / out}: {what}"), line
+    assert files_under(tmp_path) == {"a-dir", "a-file"}  # no key set whose root went nowhere

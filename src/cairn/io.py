@@ -40,10 +40,22 @@ def cache_dir(kind: str) -> Path:
 TEMP_PREFIX = ".tmp-"
 
 
+def output_place(path: Path) -> Path:
+    """Make ``path``'s directory, or refuse in one line a path that cannot become a file (a directory, or under
+    a file): checked before a command does work whose result would then have nowhere to go."""
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+    except (FileExistsError, NotADirectoryError):
+        raise CairnError(f"{path}: cannot be written — a part of {path.parent} is a file, not a directory") from None
+    if path.is_dir():
+        raise CairnError(f"{path}: is a directory — give the path of a file to write")
+    return path
+
+
 def atomic_write(path: Path, data: bytes | str, mode: int = 0o644, *, durable: bool = False) -> None:
     """Write ``data`` to ``path`` through a temp file in the same directory and ``os.replace``; ``durable``
     also flushes it to disk first (a record that must survive a power cut once its rename is seen)."""
-    path.parent.mkdir(parents=True, exist_ok=True)
+    output_place(path)
     fd, tmp = tempfile.mkstemp(prefix=f"{TEMP_PREFIX}{path.name}.", dir=path.parent)
     try:
         with os.fdopen(fd, "wb") as handle:

@@ -45,8 +45,12 @@ def load(path: Path, text: str | None = None) -> Document:
             text = path.read_text(encoding="utf-8")
         except FileNotFoundError:
             raise InputError(path, "file not found", "check the path") from None
+        except IsADirectoryError:
+            raise InputError(path, "is a directory, not a TOML file", "give the file's path") from None
         except UnicodeDecodeError as exc:
             raise InputError(path, f"not UTF-8 text ({exc.reason})", "save the file as UTF-8") from None
+        except OSError as exc:
+            raise InputError(path, f"cannot read ({exc.strerror or exc})", "check the path and its permissions") from None
     try:
         data = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:

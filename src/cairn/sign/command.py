@@ -7,6 +7,7 @@ from pathlib import Path
 
 from tuf.api.serialization.json import JSONSerializer
 
+from cairn.io import atomic_write, output_place
 from cairn.sign.keys import default_keys_dir, init_keys, make_root
 
 
@@ -20,12 +21,13 @@ def configure(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     directory = args.dir or default_keys_dir()
+    if args.root_out:
+        output_place(args.root_out)  # before any key is made: a key set whose root went nowhere is half a job
     keys = init_keys(directory, force=args.force)
     root = make_root(keys).to_bytes(JSONSerializer(compact=False))
-    (directory / "root.json").write_bytes(root)
+    atomic_write(directory / "root.json", root)
     print(f"keys written to {directory} (private: mode 0600; keep root-*.pem offline)")
     if args.root_out:
-        args.root_out.parent.mkdir(parents=True, exist_ok=True)
-        args.root_out.write_bytes(root)
+        atomic_write(args.root_out, root)
         print(f"public TUF root written to {args.root_out}")
     return 0

@@ -65,8 +65,14 @@ def init_keys(directory: Path, *, force: bool = False) -> KeySet:
     directory = Path(directory)
     if (directory / "public.json").exists() and not force:
         raise CairnError(f"{directory} already holds a key set — keep it, or pass --force to replace it (this invalidates the pinned root)")
-    directory.mkdir(parents=True, exist_ok=True)
-    os.chmod(directory, 0o700)
+    try:
+        directory.mkdir(parents=True, exist_ok=True)
+        os.chmod(directory, 0o700)
+    except FileExistsError:
+        raise CairnError(f"{directory}: is a file, not a directory — give --dir a directory for the key set") from None
+    except OSError as exc:
+        raise CairnError(f"{directory}: cannot make the key directory ({exc.strerror or exc}) — give --dir a "
+                         "directory you may write") from None
     signers: dict[str, CryptoSigner] = {}
     for role in ED25519_ROLES:
         signers[role] = CryptoSigner.generate_ed25519()

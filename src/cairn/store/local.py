@@ -34,8 +34,13 @@ from cairn.store.base import ActionRecord, tree_digest
 class LocalStore:
     def __init__(self, root: Path) -> None:
         self.root = Path(root).absolute()
-        for sub in ("trees", "ac", "logs", "tmp"):
-            (self.root / sub).mkdir(parents=True, exist_ok=True)
+        try:
+            for sub in ("trees", "ac", "logs", "tmp"):
+                (self.root / sub).mkdir(parents=True, exist_ok=True)
+        except (FileExistsError, NotADirectoryError):
+            raise CairnError(f"{root}: not a directory — give --store a directory (a new one, or a store cairn build made)") from None
+        except OSError as exc:
+            raise CairnError(f"{root}: cannot hold a store ({exc.strerror or exc}) — give --store a directory you may write") from None
         self._lock_handle: object | None = None
 
     # -- locking -----------------------------------------------------------------------------------
