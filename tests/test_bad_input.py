@@ -296,3 +296,20 @@ def test_an_output_path_that_cannot_be_a_file_is_one_line_and_nothing_is_made(tm
     line = one_line(cairn("keys", "init", "--dir", str(tmp_path / "keys"), "--root-out", str(tmp_path / out)))
     assert line.startswith(f"cairn keys: {tmp_path / out}: {what}"), line
     assert files_under(tmp_path) == {"a-dir", "a-file"}  # no key set whose root went nowhere
+
+
+@pytest.mark.parametrize(("where", "what"), [
+    ("https://", "'https://' names no host — give https://host/path"),
+    ("s3://", "'s3://' names no bucket — give s3://bucket/path"),
+    ("file://host/repo", "'file://host/repo' names the host 'host' — a local directory is file:///absolute/dir"),
+])
+def test_verify_of_a_url_that_names_no_place_is_one_line(tmp_path: Path, where: str, what: str) -> None:
+    """Such URLs were read as relative paths (``https:/``) or as another directory (``/repo``)."""
+    line = one_line(cairn("verify", where, "--cache", str(tmp_path / "cache")), code=2)
+    assert line.startswith(f"cairn verify: {what}"), line
+
+
+def test_services_with_a_file_as_their_directory_is_one_line(tmp_path: Path) -> None:
+    (tmp_path / "a-file").write_text("x\n")
+    line = one_line(cairn("services", "start", "--dir", str(tmp_path / "a-file")))
+    assert line == f"cairn services: {tmp_path / 'a-file'}: not a directory — give --dir a directory for the services' state and data"

@@ -85,6 +85,19 @@ def link_or_copy(source: Path, dest: Path) -> None:
 
 
 # -- reading a URL ----------------------------------------------------------------------------------------
+def check_url_place(url: str) -> None:
+    """Refuse a URL that names no place, before it is mistaken for another one: ``file://dir/x`` is the file
+    ``/x`` on host ``dir`` (a repository published or verified there would be ``/x``), and ``https://`` or
+    ``s3://`` with nothing after them would otherwise be read as a relative path."""
+    parsed = urlparse(url)
+    if parsed.scheme == "file" and parsed.netloc not in ("", "localhost"):
+        raise CairnError(f"'{url}' names the host {parsed.netloc!r} — a local directory is file:///absolute/dir "
+                         "(three slashes) or a plain path")
+    if parsed.scheme in ("http", "https", "s3") and not parsed.netloc:
+        what = "bucket" if parsed.scheme == "s3" else "host"
+        raise CairnError(f"'{url}' names no {what} — give {parsed.scheme}://{what}/path")
+
+
 _BUCKETS: dict[tuple[str | None, str, str, str], Any] = {}
 
 

@@ -27,7 +27,7 @@ from urllib.parse import quote, urlparse
 from xml.sax.saxutils import escape
 
 from cairn.errors import CairnError
-from cairn.io import TEMP_PREFIX, atomic_write, link_or_copy
+from cairn.io import TEMP_PREFIX, atomic_write, check_url_place, link_or_copy
 from cairn.names import BUCKET_NAME, relpath_problem
 from cairn.publish.s3http import ConnectionFailed, Response, S3Error, xml_text
 
@@ -136,8 +136,8 @@ def open_backend(url: str) -> Backend:
     parsed = urlparse(url)
     if parsed.scheme == "s3":
         return s3_backend(parsed.netloc, parsed.path)
-    if parsed.scheme == "file" and parsed.netloc not in ("", "localhost"):  # file://dir/x is the file /x of host "dir"
-        raise CairnError(f"'{url}' names the host {parsed.netloc!r} — a local directory is file:///absolute/dir (three slashes) or a plain path")
+    if parsed.scheme == "file":
+        check_url_place(url)
     if parsed.scheme in ("", "file"):
         return FileBackend(Path(parsed.path if parsed.scheme == "file" else url))
     raise CairnError(f"cannot publish to '{url}' — use s3://bucket/prefix or file:///dir")

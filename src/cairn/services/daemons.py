@@ -47,7 +47,10 @@ def free_port() -> int:
 def start(directory: Path | None = None) -> tuple[ServicesState, list[str]]:
     """Start whatever is not running; returns the state and the names of the services started now."""
     root = (directory or services_dir()).absolute()
-    root.mkdir(parents=True, exist_ok=True)
+    try:
+        root.mkdir(parents=True, exist_ok=True)
+    except (FileExistsError, NotADirectoryError):
+        raise CairnError(f"{root}: not a directory — give --dir a directory for the services' state and data") from None
     previous = read_state(root)
     up = alive(previous) if previous else {"dockerd": False, "registry": False}
     started: list[str] = []

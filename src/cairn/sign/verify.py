@@ -73,8 +73,10 @@ def cache_dir_for(url: str) -> Path:
 
 
 def repository_url(url: str) -> str:
+    """The repository's base URL with one trailing slash; a plain path becomes a ``file://`` URL."""
     if "://" not in url:
         url = Path(url).absolute().as_uri()
+    io.check_url_place(url)
     return url.rstrip("/") + "/"
 
 
