@@ -51,3 +51,21 @@ def test_no_command_module_declares_store_or_json_itself() -> None:
     offenders = [str(p.relative_to(SRC)) for p in SRC.rglob("*.py")
                  if p.name != "cli_options.py" and declared.search(p.read_text())]
     assert offenders == []
+
+
+def _refused(*argv: str) -> str:
+    import subprocess
+    import sys
+
+    done = subprocess.run([sys.executable, "-m", "cairn.cli", *argv], capture_output=True, text=True)
+    assert done.returncode == 2 and "Traceback" not in done.stderr, done.stderr
+    return done.stderr.strip().splitlines()[-1]
+
+
+def test_a_count_below_one_or_an_empty_runner_label_is_refused_before_any_work() -> None:
+    """``--jobs 0`` and ``--jobs -2`` ran the build anyway; ``--runs-on ''`` wrote a workflow GitHub refuses."""
+    assert _refused("build", "--jobs", "0").endswith("argument --jobs/-j: 0 is less than 1 — give at least 1")
+    assert _refused("build", "-j", "-2").endswith("argument --jobs/-j: -2 is less than 1 — give at least 1")
+    assert _refused("build", "-j", "two").endswith("argument --jobs/-j: 'two' is not a whole number")
+    assert _refused("ci", "github", "--runs-on", "").endswith("argument --runs-on: '' is empty or holds whitespace — give one label")
+    assert _refused("ci", "github", "--runs-on", "self hosted").endswith("'self hosted' is empty or holds whitespace — give one label")

@@ -24,3 +24,21 @@ def add_store(parser: argparse._ActionsContainer, help: str | None = None, defau
 def add_json(parser: argparse._ActionsContainer, help: str | None = None) -> None:
     """``--json``: print the machine-readable document instead of tables or text."""
     parser.add_argument("--json", action="store_true", help=help)
+
+
+def positive_int(text: str) -> int:
+    """An argparse ``type`` for counts that must be at least one (``--jobs 0`` ran nothing at once)."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"'{text}' is not a whole number") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"{value} is less than 1 — give at least 1")
+    return value
+
+
+def label(text: str) -> str:
+    """An argparse ``type`` for a name that may not be empty or hold spaces (a runner label, a registry)."""
+    if not text.strip() or any(c.isspace() for c in text):
+        raise argparse.ArgumentTypeError(f"{text!r} is empty or holds whitespace — give one label")
+    return text

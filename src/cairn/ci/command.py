@@ -13,7 +13,7 @@ import re
 import sys
 from pathlib import Path
 
-from cairn.cli_options import add_json, add_store
+from cairn.cli_options import add_json, add_store, label
 from cairn.errors import InputError
 from cairn.io import atomic_write
 from cairn.names import relpath_problem
@@ -35,7 +35,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
                        help="the build image the jobs run in, pinned by digest")
     add_store(image, "read the build image's digest from this store's last build (push:toolchain)", default=None)
     github.add_argument("--cache-prefix", default="cairn", help="prefix inside the cache bucket (default: cairn)")
-    github.add_argument("--runs-on", default="ubuntu-24.04", help="runner label of every job (default: ubuntu-24.04)")
+    github.add_argument("--runs-on", type=label, default="ubuntu-24.04", help="runner label of every job (default: ubuntu-24.04)")
     add_json(github, "print the shards as JSON (and still write --out)")
 
 

@@ -19,7 +19,7 @@ from pathlib import Path
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-from cairn.cli_options import add_json, add_store
+from cairn.cli_options import add_json, add_store, positive_int
 from cairn.errors import CairnError
 from cairn.execute.compiler_cache import CompilerCache
 from cairn.execute.executor import BuildReport, Outcome, closure, execute
@@ -33,7 +33,7 @@ from cairn.store.shared import CachedStore, SharedCache
 def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("manifest", nargs="?", help="release manifest path or name (default: the default release)")
     parser.add_argument("--family", action="append", default=[], help="limit to this gfx family (repeatable)")
-    parser.add_argument("--jobs", "-j", type=int, default=os.cpu_count() or 2, help="actions to run at once")
+    parser.add_argument("--jobs", "-j", type=positive_int, default=os.cpu_count() or 2, help="actions to run at once")
     add_store(parser, "content-addressed store (default .cairn/)")
     parser.add_argument("--only", action="append", default=[], metavar="ACTION",
                         help="run only this action and what it depends on (repeatable), e.g. assemble:sdk")
