@@ -116,7 +116,7 @@ def services() -> Iterator[object]:
     own = Path(tempfile.mkdtemp(prefix="cairn-svc-", dir="/tmp"))
     previous = os.environ.get("CAIRN_SERVICES_DIR")
     os.environ["CAIRN_SERVICES_DIR"] = str(own)
-    state, _ = start(own)
+    state, _ = start(own, die_with_parent=True)  # a SIGKILLed or OOM-killed session takes them along
     try:
         yield state
     finally:

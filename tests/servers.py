@@ -98,7 +98,7 @@ def registry_at(address: str, root: Path) -> Iterator[str]:
     from conftest import need_tool
 
     need_tool("docker-registry", "docker-registry")
-    _, pid = start_registry(root, address)
+    _, pid = start_registry(root, address, die_with_parent=True)
     try:
         yield address
     finally:

@@ -85,9 +85,23 @@ def run(
     return proc
 
 
-def spawn(argv: Sequence[str], log: Path) -> subprocess.Popen[bytes]:
+def spawn(argv: Sequence[str], log: Path, *, die_with_parent: bool = False) -> subprocess.Popen[bytes]:
     """Start a daemon (dockerd, the registry) in its own session, detached from the terminal, its output
-    appended to ``log``: it keeps running after this process exits, and its log says why when it did not."""
+    appended to ``log``: it keeps running after this process exits, and its log says why when it did not.
+
+    ``die_with_parent``: the kernel sends it SIGTERM when this process dies, however it dies (Linux
+    ``PR_SET_PDEATHSIG``) — for daemons that belong to one run, such as a test session's, which a SIGKILL or
+    the OOM killer would otherwise leave running with their data."""
     with open(log, "ab") as out:
         return subprocess.Popen(list(argv), stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT,
-                                start_new_session=True, close_fds=True)
+                                start_new_session=True, close_fds=True,
+                                preexec_fn=_term_with_parent if die_with_parent else None)
+
+
+def _term_with_parent() -> None:
+    """In the child, before exec: ask for SIGTERM when the parent dies (prctl option 1, PR_SET_PDEATHSIG)."""
+    import ctypes
+    import signal
+
+    if ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGTERM, 0, 0, 0) != 0:
+        raise OSError(ctypes.get_errno(), "prctl(PR_SET_PDEATHSIG) failed")

@@ -44,8 +44,9 @@ def free_port() -> int:
         return int(sock.getsockname()[1])
 
 
-def start(directory: Path | None = None) -> tuple[ServicesState, list[str]]:
-    """Start whatever is not running; returns the state and the names of the services started now."""
+def start(directory: Path | None = None, *, die_with_parent: bool = False) -> tuple[ServicesState, list[str]]:
+    """Start whatever is not running; returns the state and the names of the services started now.
+    ``die_with_parent``: the services end when this process does (``proc.spawn``), for a test session's own."""
     root = (directory or services_dir()).absolute()
     try:
         root.mkdir(parents=True, exist_ok=True)
@@ -57,12 +58,12 @@ def start(directory: Path | None = None) -> tuple[ServicesState, list[str]]:
     if previous and up["dockerd"]:
         docker_host, dockerd_pid = previous.docker_host, previous.dockerd_pid
     else:
-        docker_host, dockerd_pid = _start_dockerd(root)
+        docker_host, dockerd_pid = _start_dockerd(root, die_with_parent)
         started.append("dockerd")
     if previous and up["registry"]:
         registry, registry_pid = previous.registry, previous.registry_pid
     else:
-        registry, registry_pid = start_registry(root)
+        registry, registry_pid = start_registry(root, die_with_parent=die_with_parent)
         started.append("registry")
     state = ServicesState(str(root), docker_host, registry, _registry_id(root), dockerd_pid, registry_pid)
     write_state(state)
@@ -104,7 +105,7 @@ def storage_driver(root: Path) -> str:
         shutil.rmtree(probe, ignore_errors=True)
 
 
-def _start_dockerd(root: Path) -> tuple[str, int]:
+def _start_dockerd(root: Path, die_with_parent: bool) -> tuple[str, int]:
     dockerd = require_tool("dockerd", "docker.io")
     sock = root / "docker.sock"
     if len(str(sock)) > 100:
@@ -117,12 +118,12 @@ def _start_dockerd(root: Path) -> tuple[str, int]:
         "--config-file", str(root / "daemon.json"), "-H", f"unix://{sock}",
     ]
     log = root / "dockerd.log"
-    child = spawn(argv, log)
+    child = spawn(argv, log, die_with_parent=die_with_parent)
     _wait(lambda: engine_ready(sock), child, "dockerd", log)
     return f"unix://{sock}", child.pid
 
 
-def start_registry(root: Path, address: str = "") -> tuple[str, int]:
+def start_registry(root: Path, address: str = "", *, die_with_parent: bool = False) -> tuple[str, int]:
     """Debian's docker-registry with its storage under ``root`` (new storage = an empty registry), at
     ``address`` or a free loopback port; returns the address and the process id once it answers."""
     binary = require_tool("docker-registry", "docker-registry")
@@ -137,7 +138,7 @@ def start_registry(root: Path, address: str = "") -> tuple[str, int]:
     }
     (root / "registry.yml").write_text(json.dumps(config, indent=2) + "\n")  # JSON is YAML
     log = root / "registry.log"
-    child = spawn([binary, "serve", str(root / "registry.yml")], log)
+    child = spawn([binary, "serve", str(root / "registry.yml")], log, die_with_parent=die_with_parent)
     _wait(lambda: registry_ready(address), child, "docker-registry", log)
     return address, child.pid
 
