@@ -326,6 +326,38 @@ def test_pack_then_unpack_gives_the_same_tree_and_the_same_bytes(tmp_path) -> No
     assert pack(src) == pack(out)
 
 
+def test_an_archive_stores_compressed_bytes_deflates_text_and_any_tar_reads_it(tmp_path) -> None:
+    """A library-like file (compressible symbols around random "code objects"), a deb-like random file and
+    headers: GNU tar and gzip read the archive (a run of gzip members) and give back the same tree; the random
+    bytes cost no more than stored, the text shrinks; packing twice gives the same bytes."""
+    import random
+    import shutil
+
+    from cairn.store.base import tree_digest
+
+    rng = random.Random(7)
+    noise = rng.randbytes(3 << 20)
+    text = "".join(f"template <typename T{i}> struct kernel_{i} {{ T{i} value; }};\n" for i in range(60000)).encode()
+    src = tmp_path / "src"
+    (src / "include").mkdir(parents=True)
+    (src / "include" / "kernels.hpp").write_bytes(text)
+    (src / "lib.so").write_bytes(text[: 2 << 20] + noise + text[-(1 << 20):])
+    (src / "pkg.deb").write_bytes(noise)
+    archive = tmp_path / "tree.tar.gz"
+    archive.write_bytes(pack(src))
+    assert pack(src) == archive.read_bytes()
+    size = archive.stat().st_size
+    assert size < len(noise) * 2 + len(text) // 4  # the noise twice, stored, and the text deflated
+    for tool in ("tar", "gzip"):
+        if not shutil.which(tool):
+            pytest.fail(f"{tool} is not installed (apt-get install {tool})")
+    assert subprocess.run(["gzip", "-t", str(archive)]).returncode == 0
+    out = tmp_path / "out"
+    out.mkdir()
+    subprocess.run(["tar", "-xzf", str(archive), "-C", str(out)], check=True)
+    assert tree_digest(out) == tree_digest(src)
+
+
 @pytest.mark.slow
 @pytest.mark.docker
 def test_two_machines_share_the_default_release_sdk(s3, prefix, tmp_path, default_slice) -> None:
