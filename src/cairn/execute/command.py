@@ -59,8 +59,12 @@ def run(args: argparse.Namespace) -> int:
     store: LocalStore | CachedStore = CachedStore(local, cache) if cache else local
     store.lock()
     try:
-        report = _execute_with_progress(plan, store, args.jobs, quiet=args.json, only=set(args.only) or None,
-                                        compiler_cache=compiler_cache)
+        try:
+            report = _execute_with_progress(plan, store, args.jobs, quiet=args.json, only=set(args.only) or None,
+                                            compiler_cache=compiler_cache)
+        finally:
+            if cache:
+                cache.finish()  # every upload in the bucket (or reported failed) before the report and the unlock
     finally:
         store.unlock()
     sdk = report.outcomes.get("assemble:sdk")

@@ -80,7 +80,7 @@ def execute(plan: Plan, store: Store, *, jobs: int = 2, only: set[str] | None = 
                 if action.kind in ONE_AT_A_TIME and any(a.kind == action.kind for a in running.values()):
                     continue  # waits for the running one; it stays pending
                 pending.remove(action)
-                outcome = _precheck(action, report, store)
+                outcome = _precheck(action, report)
                 if outcome:
                     report.outcomes[action.id] = outcome
                     notify("done", outcome)
@@ -118,23 +118,24 @@ def closure(plan: Plan, only: set[str]) -> set[str]:
     return result
 
 
-def _precheck(action: Action, report: BuildReport, store: Store) -> Outcome | None:
-    """Blocked, skipped (a dependency failed) or cached — anything that needs no work."""
+def _precheck(action: Action, report: BuildReport) -> Outcome | None:
+    """Blocked or skipped (a dependency failed): known without asking the store."""
     if action.blocked:
         return Outcome(action.id, "blocked", detail=action.blocked)
     bad = next((d for d in action.deps if report.outcomes[d].status != "cached" and report.outcomes[d].status != "ran"), None)
     if bad:
         return Outcome(action.id, "skipped", detail=f"{bad} {report.outcomes[bad].status}")
-    key = action.key({d: report.outcomes[d].output for d in action.deps})
-    record = store.lookup(key)
-    if record:
-        return Outcome(action.id, "cached", key=key, output=record.output)
     return None
 
 
 def _run(action: Action, report: BuildReport, store: Store, compiler_cache: CompilerCache | None = None) -> Outcome:
+    """Cached when the store has the key, else run. The lookup is on a worker too: with a shared cache behind
+    the store it downloads and unpacks a tree, and two of those at once (or one beside a compile) use both cores."""
     dep_outputs = {d: report.outcomes[d].output for d in action.deps}
     key = action.key(dep_outputs)
+    record = store.lookup(key)
+    if record:
+        return Outcome(action.id, "cached", key=key, output=record.output)
     log_path = store.log_path(key)
     started = time.monotonic()
     workdir = store.workdir(action.id)

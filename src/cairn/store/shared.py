@@ -8,7 +8,10 @@ Layout under ``s3://bucket/prefix`` (endpoint from ``$CAIRN_S3_ENDPOINT``, as fo
 Action keys never name a machine or a path, so a key computed on one machine finds the work of another.
 
 Writing (after the local commit, so the local build never waits on a half-made upload): the tree first, the
-record last, both with ``If-None-Match: *``. A machine killed between the two leaves a tree nobody points at
+record last, both with ``If-None-Match: *``. A build hands its uploads to a small pool and goes on with the
+next action (packing and sending a tree of GBs took longer than making it from a local hit); ``finish`` waits
+for every one before the build reports, so the report lists them all and a build's end means its work is in
+the bucket. A machine killed between the two leaves a tree nobody points at
 (harmless); a record is only ever written once its tree is in the bucket. Two machines racing on one action
 both upload, the second record PUT is refused, and the first record stays: one record per key, never
 overwritten. A local hit that the cache lacks is uploaded too, so a store built before the cache seeds it.
@@ -36,6 +39,7 @@ import sys
 import threading
 import uuid
 from collections.abc import Callable
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from urllib.parse import urlparse
@@ -46,6 +50,7 @@ from cairn.store.base import ActionRecord
 from cairn.store.local import LocalStore
 
 _HEX64 = re.compile(r"[0-9a-f]{64}")
+UPLOADS_AT_ONCE = 2  # each packs one tree (zlib and hashing free the GIL) while the other one's bytes are sent
 
 
 @dataclass
@@ -88,6 +93,8 @@ class SharedCache:
         # (sha256, executable) -> a file of a tree this build fetched: later fetched trees hard-link to it, as
         # trees built locally share files, instead of holding one copy per tree
         self._content: dict[tuple[str, bool], Path] = {}
+        self._uploads: ThreadPoolExecutor | None = None  # made at the first push_later
+        self._pending: list[Future[None]] = []
         try:
             self.backend.list("ac/~probe")  # one cheap request: a wrong bucket or endpoint fails here, not per action
         except CairnError as exc:
@@ -226,6 +233,25 @@ class SharedCache:
         except (CairnError, OSError) as exc:  # OSError: writing the archive here (a full disk)
             self._note("failed", f"{record.action}: upload failed: {exc} — the local build is unaffected")
 
+    def push_later(self, record: ActionRecord, local: LocalStore) -> None:
+        """``push`` in the background; the tree must stay in ``local`` until ``finish`` returns."""
+        if self.read_only or self.report.offline:
+            return
+        if self._uploads is None:
+            self._uploads = ThreadPoolExecutor(max_workers=UPLOADS_AT_ONCE, thread_name_prefix="cairn-cache-upload")
+        self._pending.append(self._uploads.submit(self.push, record, local))
+
+    def finish(self) -> None:
+        """Wait for every upload handed to ``push_later`` (``push`` reports its own failures; an exception here
+        is a bug and is raised)."""
+        try:
+            for upload in self._pending:
+                upload.result()
+        finally:
+            if self._uploads is not None:
+                self._uploads.shutdown(cancel_futures=True)  # interrupted: what has not started never starts
+            self._uploads, self._pending = None, []
+
     def _put_tree(self, name: str, tree: Path, local: LocalStore) -> None:
         """The tree's archive, written to a file in the store's work area and sent from there (an output of
         gigabytes never sits in memory: a build sharing a whole release keeps to the machine's RAM)."""
@@ -305,12 +331,15 @@ class CachedStore:
         if record is None:
             return self.cache.fetch(key, self.local)
         if not self.cache.read_only and not self.cache.has_record(key):
-            self.cache.push(record, self.local)  # built before this cache was used: seed it
+            self.cache.push_later(record, self.local)  # built before this cache was used: seed it
         return record
 
     def record(self, record: ActionRecord) -> None:
         self.local.record(record)
-        self.cache.push(record, self.local)
+        self.cache.push_later(record, self.local)
+
+    def finish(self) -> None:
+        self.cache.finish()
 
     def has_tree(self, digest: str) -> bool:
         return self.local.has_tree(digest)
