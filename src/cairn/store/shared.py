@@ -8,13 +8,13 @@ Layout under ``s3://bucket/prefix`` (endpoint from ``$CAIRN_S3_ENDPOINT``, as fo
 Action keys never name a machine or a path, so a key computed on one machine finds the work of another.
 
 Writing (after the local commit, so the local build never waits on a half-made upload): the tree first, the
-record last, both with ``If-None-Match: *``. A build hands its uploads to a small pool and goes on with the
-next action (packing and sending a tree of GBs took longer than making it from a local hit); ``finish`` waits
-for every one before the build reports, so the report lists them all and a build's end means its work is in
-the bucket. A machine killed between the two leaves a tree nobody points at
+record last, both with ``If-None-Match: *``. A machine killed between the two leaves a tree nobody points at
 (harmless); a record is only ever written once its tree is in the bucket. Two machines racing on one action
 both upload, the second record PUT is refused, and the first record stays: one record per key, never
 overwritten. A local hit that the cache lacks is uploaded too, so a store built before the cache seeds it.
+A build hands its uploads to a small pool and goes on with the next action (packing and sending a tree of GBs
+took longer than making it from a local hit); ``finish`` waits for every one before the build reports, so the
+report lists them all and a build's end means its work is in the bucket.
 
 Reading (before an action would run, when the local store has no record): the record, then its tree, unpacked
 into the local store's work area and digested there. A tree whose digest is not the one its name and record
@@ -337,9 +337,6 @@ class CachedStore:
     def record(self, record: ActionRecord) -> None:
         self.local.record(record)
         self.cache.push_later(record, self.local)
-
-    def finish(self) -> None:
-        self.cache.finish()
 
     def has_tree(self, digest: str) -> bool:
         return self.local.has_tree(digest)
