@@ -328,7 +328,7 @@ def test_pack_then_unpack_gives_the_same_tree_and_the_same_bytes(tmp_path) -> No
 
 def test_an_archive_stores_compressed_bytes_deflates_text_and_any_tar_reads_it(tmp_path) -> None:
     """A library-like file (compressible symbols around random "code objects"), a deb-like random file and
-    headers: GNU tar and gzip read the archive (a run of gzip members) and give back the same tree; the random
+    headers: GNU tar and gzip read the archive (one gzip stream of stored and deflated chunks) and give back the same tree; the random
     bytes cost no more than stored, the text shrinks; packing twice gives the same bytes."""
     import random
 
@@ -346,7 +346,7 @@ def test_an_archive_stores_compressed_bytes_deflates_text_and_any_tar_reads_it(t
     archive.write_bytes(pack(src))
     assert pack(src) == archive.read_bytes()
     size = archive.stat().st_size
-    assert size < len(noise) * 2 + len(text) // 4  # the noise twice, stored, and the text deflated
+    assert size < len(noise) * 2 + len(text) // 2  # the noise twice, stored, and the text (7 MB of it) deflated
     assert subprocess.run([need_tool("gzip"), "-t", str(archive)]).returncode == 0
     out = tmp_path / "out"
     out.mkdir()

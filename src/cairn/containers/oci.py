@@ -4,8 +4,9 @@ Whatever produced a layer (mmdebstrap, ``docker save``), ``normalize_layer`` rew
 entries sorted by path, mtimes clamped to ``SOURCE_DATE_EPOCH``, owner names dropped (numeric ids kept),
 permission bits kept, PAX extras (xattrs, atime) dropped, hard links pointing at the first name in sort
 order, volatile files removed. Normalizing a normalized layer gives the same bytes, so parent layers
-that come back from the engine keep their DiffIDs. Layers are gzip-compressed with a header written here
-(no name, no mtime, OS 255) and zlib level 6; the zlib version is recorded in ``image.json``.
+that come back from the engine keep their DiffIDs. Layers are gzip-compressed at zlib level 6 by
+``cairn.deflate`` (no name, no mtime, chunks deflated in parallel); the zlib version is part of every image's
+action key, as it is of every wheel's.
 """
 
 from __future__ import annotations
@@ -22,11 +23,13 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import IO, Any
 
+from cairn.deflate import CHUNK, Deflater
 from cairn.errors import CairnError
 from cairn.io import atomic_write, link_or_copy
 from cairn.names import relpath_problem
 
-LAYOUT_VERSION = 1
+LAYOUT_VERSION = 2  # 2: layers deflated by cairn.deflate
+ZLIB_VERSION = zlib.ZLIB_RUNTIME_VERSION
 GZIP_LEVEL = 6
 MANIFEST_TYPE = "application/vnd.oci.image.manifest.v1+json"
 CONFIG_TYPE = "application/vnd.oci.image.config.v1+json"
@@ -141,17 +144,11 @@ def _hardlink_heads(members: Mapping[str, tarfile.TarInfo]) -> dict[str, str]:
 
 
 def gzip_file(src: Path, dest: Path, level: int = GZIP_LEVEL) -> str:
-    """gzip with a fixed header (no name, no mtime, OS 255); returns the compressed digest."""
-    crc, size = 0, 0
-    compressor = zlib.compressobj(level, zlib.DEFLATED, -15, 9)
-    with open(src, "rb") as inp, open(dest, "wb") as out:
-        out.write(b"\x1f\x8b\x08\x00\x00\x00\x00\x00\x00\xff")
-        while chunk := inp.read(1 << 20):
-            crc = zlib.crc32(chunk, crc)
-            size += len(chunk)
-            out.write(compressor.compress(chunk))
-        out.write(compressor.flush())
-        out.write((crc & 0xFFFFFFFF).to_bytes(4, "little") + (size & 0xFFFFFFFF).to_bytes(4, "little"))
+    """gzip ``src`` into ``dest`` on every core (``cairn.deflate``: no name, no mtime, the same bytes whatever
+    the core count); returns the compressed digest."""
+    with open(src, "rb") as inp, open(dest, "wb") as out, Deflater(out, level) as gz:
+        while chunk := inp.read(CHUNK):
+            gz.write(chunk)
     return sha256_file(dest)
 
 

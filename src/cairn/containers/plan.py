@@ -18,7 +18,7 @@ from pathlib import Path
 
 from cairn.containers.frameworks import blocked_reason as framework_blocked
 from cairn.containers.linkage import plan_linkage
-from cairn.containers.oci import LAYOUT_VERSION, rfc3339
+from cairn.containers.oci import LAYOUT_VERSION, ZLIB_VERSION, rfc3339
 from cairn.containers.recipes import BaseRecipe, ImageRecipe, containers_dir, load_base, load_recipes
 from cairn.containers.render import TEMPLATE_SUFFIX, dockerfiles_dir
 from cairn.plan.context import StageContext
@@ -176,7 +176,7 @@ def _base_action(context: StageContext, base: BaseRecipe) -> Action:
     tag = f"{base.name}-{release.source_date_epoch}"
     return Action(
         id="image:base", kind="image-base", blocked=blocked,
-        inputs={"layout": LAYOUT_VERSION, "recipe": base.to_json(), "recipe_file": release.base,
+        inputs={"layout": LAYOUT_VERSION, "zlib": ZLIB_VERSION, "recipe": base.to_json(), "recipe_file": release.base,
                 "epoch": release.source_date_epoch, "tag": tag,
                 "labels": {**labels_for(context, None, "", "", f"{base.repo}:{tag}"),
                            "org.opencontainers.image.version": base.name},
@@ -198,7 +198,8 @@ def _image_action(context: StageContext, recipe: ImageRecipe, target: str, famil
     return Action(
         id=f"image:{recipe.name}@{target}", kind="image-build", deps=tuple(deps), family=family, blocked=blocked,
         inputs={
-            "layout": LAYOUT_VERSION, "recipe": recipe.to_json(), "template": template_digest(recipe.template),
+            "layout": LAYOUT_VERSION, "zlib": ZLIB_VERSION, "recipe": recipe.to_json(),
+            "template": template_digest(recipe.template),
             "scripts": scripts_digest(), "target": target, "family": family, "release": release.name,
             "rocm": release.version, "version": version, "python": python, "epoch": release.source_date_epoch,
             "tags": tags, "labels": labels_for(context, recipe, target, family, f"{recipe.repo}:{tags[0]}"),

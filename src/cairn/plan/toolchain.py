@@ -9,7 +9,7 @@ Pure: what the host has (engine, registry, mmdebstrap) comes from the host snaps
 
 from __future__ import annotations
 
-from cairn.containers.oci import LAYOUT_VERSION, rfc3339
+from cairn.containers.oci import LAYOUT_VERSION, ZLIB_VERSION, rfc3339
 from cairn.containers.recipes import load_base
 from cairn.model.manifest import Manifest
 from cairn.plan.graph import Action
@@ -44,7 +44,7 @@ def toolchain_actions(manifest: Manifest, host: Host) -> list[Action]:
     }
     image = Action(
         id=IMAGE_ID, kind="image-base", blocked=blocked,
-        inputs={"layout": LAYOUT_VERSION, "recipe": recipe.to_json(), "recipe_file": name, "epoch": epoch,
+        inputs={"layout": LAYOUT_VERSION, "zlib": ZLIB_VERSION, "recipe": recipe.to_json(), "recipe_file": name, "epoch": epoch,
                 "tag": tag, "labels": labels, "tool": host.mmdebstrap_version})
     push_blocked = "" if host.registry else f"needs an OCI registry to hand the build image to the engine — {START_HINT}"
     push = Action(id=PUSH_ID, kind="image-push", deps=(IMAGE_ID,), blocked=push_blocked,

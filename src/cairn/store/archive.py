@@ -2,10 +2,9 @@
 
 ``pack`` writes entries sorted by path with owner, group and times zeroed and modes normalized, so the same
 tree gives the same bytes with the same zlib. Most of a ROCm tree is bytes that are already compressed (debs,
-offload bundles): deflating them costs about 20× more CPU than storing them here and saves nothing, so each chunk
-is sampled and the archive is a run of gzip members, stored or deflated at level 1 (any gzip reader, tar's
-included, reads concatenated members as one stream; the choice depends on the bytes alone, so it is as
-reproducible as the rest). ``unpack`` reads an archive that came from a bucket and so is
+offload bundles): deflating them costs about 20× more CPU than storing them here and saves nothing, so each 1 MiB
+chunk is sampled and stored or deflated at level 1, in one gzip stream written on every core by
+``cairn.deflate`` (the choice depends on the bytes alone, so it is as reproducible as the rest). ``unpack`` reads an archive that came from a bucket and so is
 not trusted: only directories, regular files and symlinks; every name relative, without ``..`` or empty
 parts; every parent a directory the archive itself created earlier (never a symlink, so nothing is written
 through a link to outside the destination). Anything else raises ``DamagedArchive``. Link targets are kept
@@ -23,6 +22,7 @@ import zlib
 from pathlib import Path
 from typing import BinaryIO
 
+from cairn.deflate import CHUNK, Deflater
 from cairn.store.base import tree_entries
 
 
@@ -40,9 +40,10 @@ def pack(root: Path) -> bytes:
 def pack_to(root: Path, out: BinaryIO) -> str:
     """Write the archive of ``root`` to ``out`` as it is made (a tree of gigabytes never sits in memory);
     returns the sha256 of the bytes written, which the upload's checksum needs before it starts."""
-    members = _Members(_Hashing(out))
-    with tarfile.open(fileobj=members, mode="w", format=tarfile.PAX_FORMAT) as tar:  # type: ignore[call-overload]
-        tar.copybufsize = _CHUNK  # not 16 KiB: a GB tree was 65,000 calls into zlib and sha256 per GB
+    hashed = _Hashing(out)
+    with Deflater(hashed, DEFLATED, choose=_level_for) as members, \
+            tarfile.open(fileobj=members, mode="w", format=tarfile.PAX_FORMAT) as tar:  # type: ignore[call-overload]
+        tar.copybufsize = CHUNK  # not 16 KiB: a GB tree was 65,000 calls into zlib and sha256 per GB
         for rel, kind, _ in tree_entries(root, digests=False):
             path = root / rel
             info = tarfile.TarInfo(rel)
@@ -57,12 +58,11 @@ def pack_to(root: Path, out: BinaryIO) -> str:
                 info.mode, info.size = (0o755 if kind == "exec" else 0o644), path.stat().st_size
                 with open(path, "rb") as handle:
                     tar.addfile(info, handle)
-    members.close()
-    return members.out.sha256.hexdigest()
+    hashed.flush()
+    return hashed.sha256.hexdigest()
 
 
 STORED, DEFLATED = 0, 1  # zlib levels: level 1 deflates text 2.5× faster than 6 for an archive about 1.5× bigger
-_CHUNK = 1 << 20  # what tar hands over per write of a file's bytes (``copybufsize``)
 _SAMPLE = 8 << 10
 
 
@@ -75,36 +75,6 @@ def _level_for(data: bytes) -> int:
     middle = len(data) // 2
     sample = data[:_SAMPLE] + data[middle:middle + _SAMPLE]
     return STORED if len(zlib.compress(sample, 1)) > 0.9 * len(sample) else DEFLATED
-
-
-class _Members:
-    """What tar writes to: each write is deflated, or stored, in a gzip member of its level; a change of level
-    closes the member and starts another. Each member's header is zlib's own (mtime 0, no file name)."""
-
-    def __init__(self, out: _Hashing) -> None:
-        self.out, self.written = out, 0
-        self.level = DEFLATED
-        self.zipper = _gzip_member(DEFLATED)
-
-    def write(self, data: bytes) -> int:
-        level = _level_for(data)
-        if level != self.level:
-            self.out.write(self.zipper.flush())
-            self.level, self.zipper = level, _gzip_member(level)
-        self.out.write(self.zipper.compress(data))
-        self.written += len(data)
-        return len(data)
-
-    def tell(self) -> int:
-        return self.written  # tarfile asks where the archive starts
-
-    def close(self) -> None:
-        self.out.write(self.zipper.flush())
-        self.out.flush()
-
-
-def _gzip_member(level: int) -> zlib._Compress:
-    return zlib.compressobj(level, zlib.DEFLATED, 16 + zlib.MAX_WBITS)  # 16+: gzip framing, not zlib's
 
 
 class _Hashing:

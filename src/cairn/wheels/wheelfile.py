@@ -6,7 +6,8 @@ What varies between naive builds, and what this writer fixes (see docs/wheels.md
 - timestamps: every member gets ``SOURCE_DATE_EPOCH`` (floored at 1980-01-01, the ZIP epoch);
 - permissions: 0644, or 0755 when the source is executable; ``create_system`` is always 3 (Unix);
 - compression: deflate at level 6 for members under 16 MiB, level 1 above (GPU fat binaries are large and
-  compress about as well at level 1, four times faster); the zlib version is part of every action key;
+  compress about as well at level 1, four times faster), on every core (``cairn.deflate``: the same bytes
+  whatever the core count); the zlib version is part of every action key;
 - metadata: Metadata 2.1 with a fixed field order, ``WHEEL`` with a fixed generator, ``RECORD`` in member
   order with urlsafe-base64 sha256 digests.
 """
@@ -30,12 +31,13 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from email.parser import HeaderParser
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
+from cairn.deflate import CHUNK, Deflater
 from cairn.errors import CairnError
 from cairn.wheels.versions import dist_name
 
-LAYOUT = 1  # bump when this module changes what it writes
+LAYOUT = 2  # bump when this module changes what it writes (2: big members deflated by cairn.deflate)
 GENERATOR = f"cairn-wheels {LAYOUT}"
 ZIP_EPOCH = 315532800
 BIG_MEMBER = 16 << 20
@@ -223,19 +225,45 @@ def _add(archive: zipfile.ZipFile, member: Member, date_time: tuple[int, ...]) -
     info.external_attr = ((0o755 if member.executable else 0o644) | stat.S_IFREG) << 16
     info.compress_type = zipfile.ZIP_DEFLATED
     size = len(member.data) if member.data is not None else os.stat(member.source).st_size  # type: ignore[arg-type]
-    level = 1 if size >= BIG_MEMBER else 6
-    if hasattr(zipfile.ZipInfo, "compress_level"):
-        info.compress_level = level  # type: ignore[attr-defined]  # 3.13+
-    else:
-        info._compresslevel = level  # type: ignore[attr-defined]  # 3.11/3.12 spelling
-    info.file_size = size
     digest = hashlib.sha256()
     source = io.BytesIO(member.data) if member.data is not None else open(member.source, "rb")  # type: ignore[arg-type]  # noqa: SIM115
-    with source, archive.open(info, "w", force_zip64=size >= (1 << 31)) as dest:
-        while chunk := source.read(1 << 20):
-            digest.update(chunk)
-            dest.write(chunk)
+    with source:
+        if size >= BIG_MEMBER:
+            _add_big(archive, info, source, size, digest)
+        else:
+            if hasattr(zipfile.ZipInfo, "compress_level"):
+                info.compress_level = 6  # type: ignore[attr-defined]  # 3.13+
+            else:
+                info._compresslevel = 6  # type: ignore[attr-defined]  # 3.11/3.12 spelling
+            with archive.open(info, "w") as dest:
+                while chunk := source.read(1 << 20):
+                    digest.update(chunk)
+                    dest.write(chunk)
     return f"{member.path},sha256={base64.urlsafe_b64encode(digest.digest()).rstrip(b'=').decode()},{size}"
+
+
+def _add_big(archive: zipfile.ZipFile, info: zipfile.ZipInfo, source: IO[bytes], size: int, digest: Any) -> None:
+    """A member of ``BIG_MEMBER`` or more, deflated at level 1 on every core (``cairn.deflate``) straight into the
+    archive, as ``ZipFile.open(…, "w")`` writes a member: the local header, the data, then the header again with
+    the CRC and sizes (the file is seekable, so there is no data descriptor)."""
+    assert archive.fp is not None
+    zip64 = size * 1.05 > zipfile.ZIP64_LIMIT  # ZipFile's own rule: room for the sizes before they are known
+    archive.fp.seek(archive.start_dir)  # type: ignore[attr-defined]
+    info.header_offset = archive.fp.tell()
+    info.CRC = info.compress_size = info.file_size = 0  # for now
+    archive.fp.write(info.FileHeader(zip64))
+    with Deflater(archive.fp, 1, gzip=False) as deflater:
+        while chunk := source.read(CHUNK):
+            digest.update(chunk)
+            deflater.write(chunk)
+    info.CRC, info.compress_size, info.file_size = deflater.crc, deflater.compressed, deflater.size
+    archive.start_dir = archive.fp.tell()  # type: ignore[attr-defined]  # where the next member goes
+    archive.fp.seek(info.header_offset)
+    archive.fp.write(info.FileHeader(zip64))
+    archive.fp.seek(archive.start_dir)  # type: ignore[attr-defined]
+    archive.filelist.append(info)
+    archive.NameToInfo[info.filename] = info
+    archive._didModify = True  # type: ignore[attr-defined]
 
 
 # -- reading ----------------------------------------------------------------------------------------------
