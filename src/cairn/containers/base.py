@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import IO, Any
 
 from cairn import proc
-from cairn.containers.oci import Layout, image_config
+from cairn.containers.oci import GZIP_LEVEL, Layout, image_config
 from cairn.containers.recipes import BaseRecipe
 from cairn.errors import CairnError
 from cairn.sources.debian import resolve_mirror
@@ -67,7 +67,7 @@ def installed_packages(rootfs_tar: Path) -> list[str]:
 
 
 def build_base(recipe: BaseRecipe, out: Path, epoch: int, labels: dict[str, str], tag: str, log: IO[str],
-               recipe_name: str = "base") -> dict[str, Any]:
+               recipe_name: str = "base", gzip_level: int = GZIP_LEVEL) -> dict[str, Any]:
     """Write the base image's OCI layout into ``out/oci`` and return its record (also ``out/image.json``)."""
     with tempfile.TemporaryDirectory(prefix="cairn-base-", dir=out.parent) as scratch_dir:
         scratch = Path(scratch_dir)
@@ -77,7 +77,7 @@ def build_base(recipe: BaseRecipe, out: Path, epoch: int, labels: dict[str, str]
         packages = installed_packages(rootfs)
         check_lock(recipe, packages, recipe_name)
         layout = Layout(out / "oci")
-        layer = layout.add_layer_tar(rootfs, epoch, scratch)
+        layer = layout.add_layer_tar(rootfs, epoch, scratch, gzip_level=gzip_level)
         rootfs.unlink()
     runtime = {"Env": ["PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin", "LANG=C.UTF-8", *recipe.env],
                "Cmd": ["/bin/bash"]}

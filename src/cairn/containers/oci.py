@@ -181,7 +181,8 @@ class Layout:
             path.write_bytes(data)
         return digest
 
-    def add_layer_tar(self, tar: Path, epoch: int, scratch: Path, cache: Path | None = None) -> Layer:
+    def add_layer_tar(self, tar: Path, epoch: int, scratch: Path, cache: Path | None = None,
+                      gzip_level: int = GZIP_LEVEL) -> Layer:
         """Normalize and compress one layer tar into the layout.
 
         ``cache`` (the store's ``layers/``) keeps each compressed layer by the DiffID of its normalized tar:
@@ -201,7 +202,7 @@ class Layout:
                 normal.unlink()
                 return layer
         compressed = scratch / f"{tar.name}.gz"
-        digest = gzip_file(normal, compressed)
+        digest = gzip_file(normal, compressed, gzip_level)
         layer = Layer(digest, diff_id, compressed.stat().st_size, normal.stat().st_size)
         os.replace(compressed, self.blob(digest)) if not self.blob(digest).exists() else compressed.unlink()
         normal.unlink()

@@ -18,6 +18,7 @@ from cairn.containers import publish
 from cairn.containers import wheels as index_wheels
 from cairn.containers.linkage import blocked_by as linkage_blocked
 from cairn.containers.linkage import image_blocked, run_linkage, write_blocked
+from cairn.containers.oci import GZIP_LEVEL
 from cairn.containers.plan import SCRIPTS, SCRIPTS_DIR
 from cairn.containers.recipes import BaseRecipe
 from cairn.containers.render import render_dockerfile
@@ -32,7 +33,7 @@ def run_base(ctx: Any) -> None:
     fields: dict[str, Any] = {k: tuple(v) if isinstance(v, list) else v for k, v in inputs["recipe"].items()}
     recipe = BaseRecipe(**fields)
     base_image.build_base(recipe, ctx.out, inputs["epoch"], inputs["labels"], inputs["tag"], ctx.log,
-                          inputs.get("recipe_file", "base"))
+                          inputs.get("recipe_file", "base"), inputs.get("gzip_level", GZIP_LEVEL))
 
 
 def run_push(ctx: Any) -> None:

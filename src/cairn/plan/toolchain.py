@@ -17,6 +17,9 @@ from cairn.plan.probe import Host
 
 IMAGE_ID, PUSH_ID = "image:toolchain", "push:toolchain"
 START_HINT = "run: cairn services start"
+# The build image is pulled by build jobs, never by users: its GB of LLVM is deflated for speed (level 1: 20 s
+# here, against 68 s at the level 6 of the images users pull, for a layer 11% bigger).
+BUILD_IMAGE_GZIP_LEVEL = 1
 # where the toolchain recipe's device libraries live inside the image (Debian's clang-22 resource dir)
 DEVICE_LIBS_IN_IMAGE = "/usr/lib/llvm-22/lib/clang/22/amdgcn/bitcode"
 
@@ -44,7 +47,8 @@ def toolchain_actions(manifest: Manifest, host: Host) -> list[Action]:
     }
     image = Action(
         id=IMAGE_ID, kind="image-base", blocked=blocked,
-        inputs={"layout": LAYOUT_VERSION, "zlib": ZLIB_VERSION, "recipe": recipe.to_json(), "recipe_file": name, "epoch": epoch,
+        inputs={"layout": LAYOUT_VERSION, "zlib": ZLIB_VERSION, "gzip_level": BUILD_IMAGE_GZIP_LEVEL,
+                "recipe": recipe.to_json(), "recipe_file": name, "epoch": epoch,
                 "tag": tag, "labels": labels, "tool": host.mmdebstrap_version})
     push_blocked = "" if host.registry else f"needs an OCI registry to hand the build image to the engine — {START_HINT}"
     push = Action(id=PUSH_ID, kind="image-push", deps=(IMAGE_ID,), blocked=push_blocked,
