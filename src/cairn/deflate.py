@@ -1,7 +1,7 @@
 """Deflate on every core, with the same bytes whatever the core count: gzip streams and raw deflate for zip.
 
 zlib compresses one stream on one core, and compression is most of the time it takes to write an image layer,
-a cache archive or a wheel of ROCm libraries (a GB of LLVM in the build image: 68 s at level 6 here). The input is
+a cache archive or a wheel of ROCm libraries (the build image is a GB of LLVM). The input is
 cut into fixed 1 MiB chunks, each deflated on its own by a thread pool (zlib lets go of the GIL), primed with
 the 32 KiB before it as a dictionary and ended with a sync flush, then written in order: the concatenation is
 one valid deflate stream, a single gzip member any reader takes (pigz makes its streams the same way). The

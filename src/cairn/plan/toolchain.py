@@ -17,8 +17,8 @@ from cairn.plan.probe import Host
 
 IMAGE_ID, PUSH_ID = "image:toolchain", "push:toolchain"
 START_HINT = "run: cairn services start"
-# The build image is pulled by build jobs, never by users: its GB of LLVM is deflated for speed (level 1: 20 s
-# here, against 68 s at the level 6 of the images users pull, for a layer 11% bigger).
+# The build image is pulled by build jobs, never by users: its GB of LLVM is deflated for speed (level 1 takes
+# about a third of the time of the level 6 that images users pull get, for a bigger layer: bench/results/deflate.json).
 BUILD_IMAGE_GZIP_LEVEL = 1
 # where the toolchain recipe's device libraries live inside the image (Debian's clang-22 resource dir)
 DEVICE_LIBS_IN_IMAGE = "/usr/lib/llvm-22/lib/clang/22/amdgcn/bitcode"
