@@ -2,13 +2,14 @@
 
 ``pack`` writes entries sorted by path with owner, group and times zeroed and modes normalized, so the same
 tree gives the same bytes with the same zlib. Most of a ROCm tree is bytes that are already compressed (debs,
-offload bundles): deflating them costs about 20× more CPU than storing them here and saves nothing, so each 1 MiB
-chunk is sampled and stored or deflated at level 1, in one gzip stream written on every core by
-``cairn.deflate`` (the choice depends on the bytes alone, so it is as reproducible as the rest). ``unpack`` reads an archive that came from a bucket and so is
-not trusted: only directories, regular files and symlinks; every name relative, without ``..`` or empty
-parts; every parent a directory the archive itself created earlier (never a symlink, so nothing is written
-through a link to outside the destination). Anything else raises ``DamagedArchive``. Link targets are kept
-verbatim and never followed. The caller still digests what was unpacked: the archive's own claims prove nothing.
+offload bundles): deflating them costs about 20× more CPU than storing them here and saves nothing, so each
+1 MiB chunk is sampled and stored or deflated at level 1, in one gzip stream written on every core by
+``cairn.deflate`` (the choice depends on the bytes alone, so it is as reproducible as the rest).
+
+``unpack`` reads an archive that came from a bucket and so is not trusted: only directories, regular files
+and symlinks; every name relative, without ``..`` or empty parts; every parent a directory the archive itself
+created earlier (never a symlink, so nothing is written through a link to outside the destination). Anything
+else raises ``DamagedArchive``. Link targets are kept verbatim and never followed. The caller still digests what was unpacked: the archive's own claims prove nothing.
 """
 
 from __future__ import annotations
