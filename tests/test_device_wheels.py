@@ -129,8 +129,8 @@ def test_a_split_that_loses_the_targets_code_fails_the_build(family_wheel: Path,
 
     real = splitting.split_audited
 
-    def lose_everything(source, dest, devices, before, registry):  # type: ignore[no-untyped-def]
-        return real(source, dest, splitting.parse_devices("gfx942", registry), before, registry)
+    def lose_everything(source, dest, devices, before, registry, **options):  # type: ignore[no-untyped-def]
+        return real(source, dest, splitting.parse_devices("gfx942", registry), before, registry, **options)
 
     monkeypatch.setattr(splitting, "split_audited", lose_everything)
     with pytest.raises(CheckFailed, match=r"rocm-sdk-device-gfx1100: the split lost gfx1100 code of lib/libblas\.so\.5"):

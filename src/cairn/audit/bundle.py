@@ -16,7 +16,7 @@ from __future__ import annotations
 import hashlib
 import struct
 import zlib
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 
 from cairn.audit.model import Bundle, CodeObject, Entry
@@ -389,24 +389,34 @@ def zstd_frame_size(buf: memoryview | bytes, base: int = 0) -> int:
 
 
 # -- whole bundles, for rewriting ------------------------------------------------------------------------
-def plain_bytes(region: memoryview | bytes, bundle: Bundle, path: str) -> bytes | bytearray:
-    """The complete plain bundle that ``region`` (the bundle's ``bundle.size`` bytes) holds: the bytes
-    themselves for a plain bundle, the inflated payload for a CCOB one (already checked by ``read_bundles``,
-    checked again here: size and MD5 prefix)."""
+def entry_bytes(region: memoryview | bytes, bundle: Bundle, wanted: Sequence[Entry], path: str) -> list[bytes]:
+    """The code objects of ``wanted`` (entries of ``bundle``), read from ``region`` (the bundle's ``bundle.size``
+    bytes). A CCOB bundle is inflated in pieces and only the wanted ranges are kept — a split keeps one target of
+    fourteen, so holding the whole inflated bundle (a GB for rocBLAS) would be copying for nothing. The inflated
+    size and the MD5 prefix are checked again, as ``read_bundles`` checked them: the bytes kept must be the
+    bytes audited."""
     view = memoryview(region)
     if bundle.format == "plain":
-        return bytes(view[: bundle.size])
+        return [bytes(view[e.offset : e.offset + e.size]) for e in wanted]
     version = int(bundle.format.removeprefix("ccob-v"))
     header_size, layout = CCOB_LAYOUT[version]
     (method,) = struct.unpack_from("<H", view, 6)
     stored_hash = struct.unpack_from(layout, view, 8)[-1]
     pieces, _ = _pieces(METHODS[method], view[header_size : bundle.size], header_size)
-    data = bytearray()  # grown in place: a list of pieces plus their join would hold the bundle twice
+    kept = [bytearray() for _ in wanted]
+    md5 = hashlib.md5()
+    done = 0
     try:
         for piece in pieces:
-            data += piece
+            md5.update(piece)
+            end = done + len(piece)
+            for entry, out in zip(wanted, kept, strict=True):
+                lo, hi = max(entry.offset, done), min(entry.offset + entry.size, end)
+                if lo < hi:
+                    out += piece[lo - done : hi - done]
+            done = end
     except _Bad as bad:
         raise CorruptBundle(path, f"{bundle.label}: {bad.what}") from None
-    if len(data) != bundle.uncompressed_size or hashlib.md5(data).digest()[:8] != struct.pack("<Q", stored_hash):
+    if done != bundle.uncompressed_size or md5.digest()[:8] != struct.pack("<Q", stored_hash):
         raise CorruptBundle(path, f"{bundle.label}: inflated bundle changed since it was read (size or MD5 prefix differ)")
-    return data
+    return [bytes(out) for out in kept]

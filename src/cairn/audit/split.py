@@ -25,12 +25,12 @@ import mmap
 import os
 import shutil
 import time
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 from cairn.audit.binary import audit_file
-from cairn.audit.bundle import plain_bytes
+from cairn.audit.bundle import entry_bytes
 from cairn.audit.bundle_write import alignment_of, write_like, write_plain
 from cairn.audit.model import FATBIN, KPACK, BinaryAudit, Bundle, Entry
 from cairn.audit.report import parse_device
@@ -85,6 +85,8 @@ class SplitReport:
     targets_after: tuple[str, ...]
     bundles: tuple[BundleSplit, ...]
     seconds: float
+    # the rewritten file's own audit, read back to check it: callers that record it need not read it again
+    after: BinaryAudit = field(compare=False, repr=False)
 
     @property
     def device_bytes_before(self) -> int:
@@ -145,9 +147,10 @@ def split_file(src: Path | str, dest: Path | str, target: str, *, registry: Regi
 
 
 def split_audited(src: Path, dest: Path, devices: tuple[TargetId, ...], audit: BinaryAudit,
-                  registry: Registry) -> SplitReport:
+                  registry: Registry, *, display: str | None = None) -> SplitReport:
     """``split_file`` for a file already audited (``split_tree`` audits each ELF once to know its kind);
-    ``seconds`` counts the rewrite and its check, not that first audit."""
+    ``seconds`` counts the rewrite and its check, not that first audit. The check's audit of the copy, named
+    ``display`` (default: the destination path), is the report's ``after``."""
     started = time.monotonic()
     if audit.kind == KPACK:
         raise InputError(src, "kpack-split binary: its device code is in an external .kpack, not in .hip_fatbin",
@@ -164,13 +167,13 @@ def split_audited(src: Path, dest: Path, devices: tuple[TargetId, ...], audit: B
         shutil.copyfile(src, tmp)
         shutil.copymode(src, tmp)
         results = _rewrite(src, tmp, plans, _slots(audit))
-        after = audit_file(tmp, display=str(dest), registry=registry)
+        after = audit_file(tmp, display=display or str(dest), registry=registry)
         _check(after, plans, src)
         os.replace(tmp, dest)
     finally:
         tmp.unlink(missing_ok=True)
     return SplitReport(str(src), str(dest), devices_text(devices), dest.stat().st_size, audit.targets, after.targets,
-                       tuple(results), time.monotonic() - started)
+                       tuple(results), time.monotonic() - started, after)
 
 
 def _slots(audit: BinaryAudit) -> dict[int, int]:
@@ -205,11 +208,10 @@ def _rewrite(src: Path, tmp: Path, plans: list[tuple[Bundle, list[Entry]]], slot
                 with memoryview(mapped) as view:
                     region = view[bundle.file_offset : bundle.file_offset + bundle.size]
                     try:
-                        plain = plain_bytes(region, bundle, str(src))
+                        blobs = entry_bytes(region, bundle, kept, str(src))
                     finally:
                         region.release()
-                new_plain = write_plain([(e.id, plain[e.offset : e.offset + e.size]) for e in kept], alignment_of(bundle))
-                del plain
+                new_plain = write_plain([(e.id, blob) for e, blob in zip(kept, blobs, strict=True)], alignment_of(bundle))
                 new = write_like(bundle, new_plain)
                 room = slots[bundle.index]
                 if len(new) > room or any(mapped[bundle.file_offset + bundle.size : bundle.file_offset + len(new)]):

@@ -209,9 +209,9 @@ class FamilySplit:
         before = audit_file(source, display=rel, registry=self.registry)
         if before.kind != FATBIN or not before.bundles:
             return False
-        report = split_audited(source, copy, self.devices, before, self.registry)
+        report = split_audited(source, copy, self.devices, before, self.registry, display=rel)
         self.before.append(before)
-        self.after.append(audit_file(copy, display=rel, registry=self.registry))
+        self.after.append(report.after)
         self.log.write(f"split {rel} for {self.family}: device code {report.device_bytes_before} → "
                        f"{report.device_bytes_after} bytes ({', '.join(report.targets_after) or 'host only'})\n")
         return True
