@@ -441,3 +441,48 @@ def test_a_framework_image_whose_wheels_lack_sonames_is_blocked_naming_them(buil
     cell = next(c for c in loaded.cells if c.framework == "jax")
     for result in loaded.gates_for(cell):
         assert result.status == "not-run" and "libamdhip64.so.7" in result.reason, result
+
+
+def test_new_layers_read_from_the_engine_store_are_the_bytes_docker_save_exports(built: Path, tmp_path: Path) -> None:
+    """The build reads a new image's own layers from the engine's store (tar-split replayed over overlay2's
+    files) instead of ``docker save``: the same config, the same tar bytes, the parent's layers not read at
+    all — and a file changed behind the engine's back is caught by the DiffID and falls back to the save."""
+    from cairn.containers import engine_store
+    from cairn.containers.image import engine_build, remove_created, save
+
+    client = docker_client()
+    push = json.loads((built / "trees" / _actions(built)["push:base"]["output"] / "push.json").read_text())
+    base_tree = built / "trees" / _actions(built)["image:base"]["output"]
+    parent = set(read_image(base_tree / "oci")[1]["rootfs"]["diff_ids"])
+    context = tmp_path / "context"
+    (context / "files" / "odd name é").mkdir(parents=True)
+    (context / "files" / "a.txt").write_text("probe\n")
+    (context / "files" / "odd name é" / "big.bin").write_bytes(os.urandom(3 << 20))
+    (context / "Dockerfile").write_text(f"FROM {current().registry}/{push['reference']}\n"  # type: ignore[union-attr]
+                                        "RUN rm /etc/debian_version\nCOPY files/ /opt/probe/\n")
+    log = io.StringIO()
+    tag = "cairn-test/engine-store:probe"
+    created = engine_build(client, context, tag, {}, log)
+    try:
+        fast, slow = tmp_path / "fast", tmp_path / "slow"
+        fast.mkdir(), slow.mkdir()
+        read = engine_store.read_new_layers(client, tag, fast, parent, log)
+        assert read is not None, log.getvalue()[-2000:]
+        config, tars = read
+        saved_config, saved_tars = save(client, tag, slow)
+        assert config == saved_config
+        assert [t is None for t in tars] == [True] * len(parent) + [False, False]  # the RUN's whiteout, the COPY
+        for mine, theirs in zip(tars, saved_tars, strict=True):
+            assert mine is None or mine.read_bytes() == theirs.read_bytes()
+        with tarfile.open(tars[-2]) as tar:  # type: ignore[arg-type]
+            assert tar.getnames() == ["etc", "etc/.wh.debian_version"]
+        # the engine's copy of the COPY layer changed after the build: not used, docker save instead
+        upper = Path(client.images.get(tag).attrs["GraphDriver"]["Data"]["UpperDir"])
+        (upper / "opt" / "probe" / "a.txt").write_text("Probe\n")  # same size: only the DiffID can tell
+        again = tmp_path / "again"
+        again.mkdir()
+        assert engine_store.read_new_layers(client, tag, again, parent, log) is None
+        assert "does not match its DiffID" in log.getvalue().splitlines()[-1]
+    finally:
+        client.api.remove_image(tag, force=True, noprune=True)
+        remove_created(client, created, log)

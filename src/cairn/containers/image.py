@@ -1,9 +1,10 @@
 """Build one image through the Docker Engine API, then normalize what the engine made into OCI.
 
 The engine does the work a user would (``FROM`` the parent by digest, ``COPY`` a prepared context); the
-result is saved (``docker save``) and every layer is normalized (oci.py) so its digest depends only on
-content. Parent layers come back from the engine byte-identical (tar-split), so they are recognised by
-DiffID and their blobs are reused from the parent's layout instead of being compressed again.
+new layers are read back (from the engine's own store, ``engine_store.py``, or else by ``docker save``) and
+normalized (oci.py) so their digests depend only on content. Parent layers keep their DiffIDs in the engine
+(tar-split), so they are recognised by DiffID and their blobs are reused from the parent's layout instead of
+being read and compressed again.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import IO, Any
 
+from cairn.containers import engine_store
 from cairn.containers.oci import Layer, Layout, image_config, sha256_file
 from cairn.errors import ActionFailed, InputError
 from cairn.names import inside, safe_relpath
@@ -111,6 +113,11 @@ def save(client: Any, tag: str, dest: Path) -> tuple[dict[str, Any], list[Path]]
     return read_saved(dest / "saved")
 
 
+def _saved(client: Any, tag: str, dest: Path) -> tuple[dict[str, Any], list[Path | None]]:
+    config, tars = save(client, tag, dest)
+    return config, list(tars)
+
+
 def read_saved(saved: Path) -> tuple[dict[str, Any], list[Path]]:
     """The config and layer tars a ``docker save`` tree's ``manifest.json`` names — names that must stay inside it."""
     where = saved / "manifest.json"
@@ -129,17 +136,25 @@ def read_saved(saved: Path) -> tuple[dict[str, Any], list[Path]]:
     return config, [saved / layer for layer in names[1:]]
 
 
-def normalize_saved(config: Mapping[str, Any], layer_tars: list[Path], layout: Layout, epoch: int, scratch: Path,
-                    parent_blobs: Mapping[str, tuple[Layer, Path]], labels: Mapping[str, str],
+def normalize_saved(config: Mapping[str, Any], layer_tars: list[Path | None], layout: Layout, epoch: int,
+                    scratch: Path, parent_blobs: Mapping[str, tuple[Layer, Path]], labels: Mapping[str, str],
                     layer_cache: Path | None = None) -> tuple[list[Layer], dict[str, Any]]:
-    """Layers and OCI config of a saved image; known parent layers are linked, new ones normalized."""
+    """Layers and OCI config of a saved image; known parent layers are linked, new ones normalized. A layer
+    given as ``None`` was not read at all (``engine_store``): the config's DiffID names the parent's."""
     layers = []
-    for tar in layer_tars:
-        known = parent_blobs.get(sha256_file(tar))
+    diff_ids = config.get("rootfs", {}).get("diff_ids") or []
+    for index, tar in enumerate(layer_tars):
+        if tar is None:
+            known = parent_blobs.get(diff_ids[index]) if index < len(diff_ids) else None
+            if not known:
+                raise ActionFailed(f"layer {index} of the built image was left unread as the parent's, "
+                                   "but the parent has no such layer")
+        else:
+            known = parent_blobs.get(sha256_file(tar))
         if known:
             layout.link_layer(known[0], known[1])
             layers.append(known[0])
-        else:
+        elif tar is not None:
             layers.append(layout.add_layer_tar(tar, epoch, scratch, layer_cache))
     return layers, image_config(config.get("config") or {}, layers, config.get("history") or [], epoch, labels)
 
@@ -175,10 +190,11 @@ def build_image(*, out: Path, context: Path, dockerfile: str, parent_tree: Path,
     try:
         with tempfile.TemporaryDirectory(prefix="cairn-save-", dir=out.parent) as scratch_dir:
             scratch = Path(scratch_dir)
-            config, tars = save(client, local_tag, scratch)
+            parent = parent_layers(parent_tree)
+            read = engine_store.read_new_layers(client, local_tag, scratch, set(parent), log)
+            config, tars = read if read is not None else _saved(client, local_tag, scratch)
             layout = Layout(out / "oci")
-            layers, oci_config = normalize_saved(config, tars, layout, epoch, scratch, parent_layers(parent_tree), labels,
-                                                 layer_cache)
+            layers, oci_config = normalize_saved(config, tars, layout, epoch, scratch, parent, labels, layer_cache)
     finally:  # vfs keeps a full copy per layer: free the image and every stage image now
         client.api.remove_image(local_tag, force=True, noprune=True)
         remove_created(client, created, log)
