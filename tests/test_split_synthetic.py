@@ -423,3 +423,36 @@ def test_a_family_libraries_wheel_is_cut_to_the_family_and_names_what_it_lacks(t
         metadata = zf.read(next(n for n in names if n.endswith(".dist-info/METADATA"))).decode()
     assert set(audit_file(blas).targets) == {"gfx1100", "gfx1101"}  # the gfx942 code is gone
     assert "— partial" in metadata and "gfx1101: no code in libccl.so.1, rocblas kernel files" in metadata
+
+
+@pytest.mark.parametrize("fmt", [f for f in FORMATS if f != "plain"])
+@pytest.mark.parametrize("audited", ["crc32", "json"])
+def test_a_bundle_changed_between_the_audit_and_the_rewrite_is_refused(lib, tmp_path: Path, fmt: str,
+                                                                      audited: str) -> None:
+    """The split reuses the audit that chose what to keep: if the file's bundle changed after it, the rewrite
+    must not keep bytes nobody audited. A fresh audit knows the stored bytes' CRC-32; one read back from JSON
+    does not, and the inflated MD5 prefix is checked again instead."""
+    from cairn.audit.bundle import CorruptBundle
+    from cairn.audit.model import audit_from_json
+    from cairn.audit.split import parse_devices, split_audited
+
+    registry = load_registry()
+    path = lib([encode(bundle_for(["gfx1100", "gfx90a"]), fmt)])
+    audit = audit_file(path)
+    if audited == "json":
+        audit = audit_from_json(json.loads(json.dumps(audit.to_json())))
+    bundle = audit.bundles[0]
+    assert (bundle.crc32 is not None) == (audited == "crc32")
+    # a byte of the gfx90a code object, re-compressed into a stream of the same size where the format allows
+    plain, _ = inflate(path.read_bytes()[bundle.file_offset : bundle.file_offset + bundle.size])
+    changed = bytearray(plain)
+    changed[-1] ^= 0xFF
+    region = encode(bytes(changed), fmt)
+    data = bytearray(path.read_bytes())
+    data[bundle.file_offset : bundle.file_offset + len(region)] = region
+    path.write_bytes(bytes(data))
+    # from JSON, the change is found when inflating: as a different MD5, or a stream that no longer ends in place
+    expected = "the stored bundle changed since it was audited" if audited == "crc32" else r"bundle 0 at \+0x0: "
+    with pytest.raises(CorruptBundle, match=expected):
+        split_audited(path, tmp_path / "out.so", parse_devices("gfx1100", registry), audit, registry)
+    assert not (tmp_path / "out.so").exists()

@@ -7,7 +7,7 @@ launch failure. ``to_json()`` is the stable format documented in docs/audit.md.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 SCHEMA_VERSION = 1
@@ -81,6 +81,9 @@ class Bundle:
     compression: str | None  # None, "zlib", "zstd"
     uncompressed_size: int
     entries: tuple[Entry, ...]
+    # CRC-32 of a CCOB bundle's stored bytes as the audit read them (None when not known, e.g. read from JSON):
+    # a split checks it before inflating again, where re-hashing the inflated GB with MD5 would cost seconds
+    crc32: int | None = field(default=None, compare=False)
 
     @property
     def targets(self) -> tuple[str, ...]:
