@@ -15,12 +15,12 @@ import shutil
 import tarfile
 import tempfile
 import uuid
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import IO, Any
 
 from cairn.containers import engine_store
-from cairn.containers.oci import Layer, Layout, image_config, sha256_file
+from cairn.containers.oci import Layer, Layout, image_config
 from cairn.errors import ActionFailed, InputError
 from cairn.names import inside, safe_relpath
 from cairn.services import docker_client, registry_address
@@ -113,11 +113,6 @@ def save(client: Any, tag: str, dest: Path) -> tuple[dict[str, Any], list[Path]]
     return read_saved(dest / "saved")
 
 
-def _saved(client: Any, tag: str, dest: Path) -> tuple[dict[str, Any], list[Path | None]]:
-    config, tars = save(client, tag, dest)
-    return config, list(tars)
-
-
 def read_saved(saved: Path) -> tuple[dict[str, Any], list[Path]]:
     """The config and layer tars a ``docker save`` tree's ``manifest.json`` names — names that must stay inside it."""
     where = saved / "manifest.json"
@@ -136,25 +131,24 @@ def read_saved(saved: Path) -> tuple[dict[str, Any], list[Path]]:
     return config, [saved / layer for layer in names[1:]]
 
 
-def normalize_saved(config: Mapping[str, Any], layer_tars: list[Path | None], layout: Layout, epoch: int,
+def normalize_saved(config: Mapping[str, Any], layer_tars: Sequence[Path | None], layout: Layout, epoch: int,
                     scratch: Path, parent_blobs: Mapping[str, tuple[Layer, Path]], labels: Mapping[str, str],
                     layer_cache: Path | None = None) -> tuple[list[Layer], dict[str, Any]]:
-    """Layers and OCI config of a saved image; known parent layers are linked, new ones normalized. A layer
-    given as ``None`` was not read at all (``engine_store``): the config's DiffID names the parent's."""
+    """Layers and OCI config of a built image: a layer whose DiffID (from the engine's config) is the parent's
+    is linked from the parent's layout, its tar never read or hashed (``engine_store`` does not even write it:
+    ``None``); every other layer is normalized from its tar."""
+    diff_ids = list(config.get("rootfs", {}).get("diff_ids") or [])
+    if len(diff_ids) != len(layer_tars):
+        raise ActionFailed(f"the engine's config names {len(diff_ids)} layers, but {len(layer_tars)} were read")
     layers = []
-    diff_ids = config.get("rootfs", {}).get("diff_ids") or []
-    for index, tar in enumerate(layer_tars):
-        if tar is None:
-            known = parent_blobs.get(diff_ids[index]) if index < len(diff_ids) else None
-            if not known:
-                raise ActionFailed(f"layer {index} of the built image was left unread as the parent's, "
-                                   "but the parent has no such layer")
-        else:
-            known = parent_blobs.get(sha256_file(tar))
+    for index, (diff_id, tar) in enumerate(zip(diff_ids, layer_tars, strict=True)):
+        known = parent_blobs.get(diff_id)
         if known:
             layout.link_layer(known[0], known[1])
             layers.append(known[0])
-        elif tar is not None:
+        elif tar is None:
+            raise ActionFailed(f"layer {index} of the built image was left unread, but the parent has no such layer")
+        else:
             layers.append(layout.add_layer_tar(tar, epoch, scratch, layer_cache))
     return layers, image_config(config.get("config") or {}, layers, config.get("history") or [], epoch, labels)
 
@@ -192,7 +186,7 @@ def build_image(*, out: Path, context: Path, dockerfile: str, parent_tree: Path,
             scratch = Path(scratch_dir)
             parent = parent_layers(parent_tree)
             read = engine_store.read_new_layers(client, local_tag, scratch, set(parent), log)
-            config, tars = read if read is not None else _saved(client, local_tag, scratch)
+            config, tars = read if read is not None else save(client, local_tag, scratch)
             layout = Layout(out / "oci")
             layers, oci_config = normalize_saved(config, tars, layout, epoch, scratch, parent, labels, layer_cache)
     finally:  # vfs keeps a full copy per layer: free the image and every stage image now
