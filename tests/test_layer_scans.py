@@ -8,6 +8,8 @@ import io
 import json
 import subprocess
 import tarfile
+import threading
+import time
 from pathlib import Path
 
 import pytest
@@ -149,7 +151,7 @@ def test_an_unreadable_cached_scan_is_made_again_and_never_used(images, scanned,
     _, _, c = images
     cache = tmp_path / "layer-scans"
     first = static_gate(c, TARGET, "7.2.4", cache=cache)
-    (kept,) = cache.iterdir()
+    (kept,) = cache.glob("*.json.gz")
     kept.write_bytes(gzip.compress(b'{"schema": 1, "members": [["x", "file"'))  # cut short, as by a full disk
     scanned.clear()
     assert static_gate(c, TARGET, "7.2.4", cache=cache) == first
@@ -167,4 +169,37 @@ def test_a_scan_is_kept_per_version_of_the_code_that_made_it(images, scanned, tm
     scanned.clear()
     static_gate(c, TARGET, "7.2.4", cache=cache)
     assert len(scanned) == 1
-    assert sorted(p.name.split(".")[1] for p in cache.iterdir()) == sorted([before, "f" * 16])
+    assert sorted(p.name.split(".")[1] for p in cache.glob("*.json.gz")) == sorted([before, "f" * 16])
+
+
+def test_gates_that_start_together_scan_a_shared_layer_once(images, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Once a target's runtime image is built, its gates start at the same moment and read the same layers: the
+    first to reach a layer scans it, the others wait for that scan instead of making their own."""
+    a, b, _ = images
+    alone = [static_gate(image, TARGET, "7.2.4") for image in (a, b)]
+    reads: list[str] = []
+    real = layers.scan_blob
+
+    def slow(blob: Path, audit: layers.Auditor) -> layers.LayerScan:
+        reads.append(blob.name)
+        time.sleep(0.5)  # a big layer: long enough for the other gate to reach the same one meanwhile
+        return real(blob, audit)
+
+    monkeypatch.setattr(layers, "scan_blob", slow)
+    cache = tmp_path / "layer-scans"
+    start = threading.Barrier(2)
+    answers: dict[Path, tuple[str, str, dict]] = {}
+
+    def gate(image: Path) -> None:
+        start.wait()
+        answers[image] = static_gate(image, TARGET, "7.2.4", cache=cache)
+
+    threads = [threading.Thread(target=gate, args=(image,)) for image in (a, b)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=60)
+    base = _layers_of(a)[0]
+    assert reads.count(base) == 1, reads
+    assert sorted(reads) == sorted([base, _layers_of(a)[1], _layers_of(b)[1]])
+    assert [_ours(answers[image]) for image in (a, b)] == [_ours(r) for r in alone]

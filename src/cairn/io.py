@@ -11,6 +11,7 @@ connection: the registry client of ``cairn.sign.cosign`` and the package index c
 
 from __future__ import annotations
 
+import fcntl
 import http.client
 import os
 import shutil
@@ -68,6 +69,18 @@ def atomic_write(path: Path, data: bytes | str, mode: int = 0o644, *, durable: b
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
+
+
+@contextmanager
+def exclusive(lock_file: Path) -> Iterator[None]:
+    """Hold ``lock_file`` (made if absent) exclusively while the block runs; another holder, a thread or another
+    process, waits. Why: two actions that would make the same cached file at once (two gates reading one image's
+    layers) make it once, the second one reading what the first wrote. The lock goes with the process, so a
+    killed holder never leaves it held."""
+    output_place(lock_file)
+    with open(lock_file, "a") as handle:  # each open is its own lock: threads of one process exclude each other too
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        yield
 
 
 def link_or_copy(source: Path, dest: Path) -> None:

@@ -12,6 +12,8 @@ as reading the layer: the replays (``cairn.audit.sources``, ``cairn.gates.imagef
 replacements exactly as they did on the tar stream.
 
 A cache file that cannot be read is made again, never trusted and never an error: the cache only saves time.
+A scan is made under a lock of its own (``<scan>.lock`` beside it), so gates that reach one layer at the same
+moment, as a target's gates do once its runtime image is built, make it once.
 """
 
 from __future__ import annotations
@@ -34,7 +36,7 @@ from elftools.elf.elffile import ELFFile
 
 from cairn.audit.bundle import ELF_MAGIC
 from cairn.audit.model import BinaryAudit, audit_from_json
-from cairn.io import atomic_write
+from cairn.io import atomic_write, exclusive
 
 Auditor = Callable[[Path, str], BinaryAudit]  # (file, path to show) → its audit
 
@@ -180,13 +182,26 @@ def cached_scan(blob: Path, digest: str, cache: Path | None) -> LayerScan:
     if cache is None or not (algorithm.isalnum() and value.isalnum()):  # a digest never walks out of the cache
         return scan_blob(blob, default_auditor())
     path = cache / f"{algorithm}-{value}.{scanner_digest()[:16]}.json.gz"
+    kept = _kept_scan(path)
+    if kept is not None:
+        return kept
+    # the gates of one target start together once its runtime image is built, and read the same layers: the
+    # first to get here scans, the others wait and read its scan instead of making their own
+    with exclusive(path.with_name(path.name + ".lock")):
+        kept = _kept_scan(path)
+        if kept is not None:
+            return kept
+        scan = scan_blob(blob, default_auditor())
+        atomic_write(path, gzip.compress(json.dumps(scan.to_json(), separators=(",", ":")).encode(), compresslevel=1, mtime=0))
+    return scan
+
+
+def _kept_scan(path: Path) -> LayerScan | None:
+    """The scan kept at ``path``; None when it is absent or unreadable (then it is made again)."""
     try:
         return LayerScan.from_json(json.loads(gzip.decompress(path.read_bytes())))
     except (OSError, EOFError, ValueError, KeyError, TypeError):
-        pass  # absent or unreadable: make it again
-    scan = scan_blob(blob, default_auditor())
-    atomic_write(path, gzip.compress(json.dumps(scan.to_json(), separators=(",", ":")).encode(), compresslevel=1, mtime=0))
-    return scan
+        return None
 
 
 def image_scans(layout: Path, manifest: dict[str, Any], cache: Path | None) -> list[LayerScan]:
