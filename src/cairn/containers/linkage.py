@@ -62,7 +62,8 @@ def check(parent_layout: Path, wheels: list[Path], env: dict[str, str], site: st
     added: list[str] = []
     for wheel in wheels:
         added += fs.add_wheel(wheel, site)
-    checked = sum(1 for p in added if p in fs.elf_files())
+    elves = fs.elf_files()  # once: it sorts every node of the image, and a framework's wheels add thousands of files
+    checked = sum(1 for p in added if p in elves)
     return unresolved(fs, {**image_env(config), **env}, added), checked
 
 
