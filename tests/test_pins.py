@@ -54,6 +54,52 @@ def test_packages_index_parse_keeps_declared_gpu_targets() -> None:
     assert debian.newest(entries).version == "7.2.4-1~exp1"
 
 
+def _archive(root: Path, packages: str, *, list_plain: bool = True) -> str:
+    """A one-suite archive (sid, amd64) under ``root``; its InRelease lists Packages.xz and, if asked, Packages."""
+    import hashlib
+    import lzma
+
+    folder = root / "dists" / "sid" / "main" / "binary-amd64"
+    folder.mkdir(parents=True)
+    plain = packages.encode()
+    (folder / "Packages.xz").write_bytes(lzma.compress(plain))
+    listed = [("main/binary-amd64/Packages", plain)] if list_plain else []
+    listed.append(("main/binary-amd64/Packages.xz", (folder / "Packages.xz").read_bytes()))
+    lines = "".join(f" {hashlib.sha256(data).hexdigest()} {len(data)} {name}\n" for name, data in listed)
+    (root / "dists" / "sid" / "InRelease").write_text(f"Suite: sid\nSHA256:\n{lines}")
+    return root.as_uri()
+
+
+def test_a_cached_index_the_signed_release_does_not_name_is_never_used(tmp_path: Path,
+                                                                         monkeypatch: pytest.MonkeyPatch) -> None:
+    """The decompressed Packages kept in the cache is checked against the digest the signed InRelease lists for
+    it on every read: edited, it is made again from Packages.xz, and the entries are the archive's."""
+    monkeypatch.setattr(debian, "KEYRING", tmp_path / "no-keyring")  # the stanzas are ours, so is the InRelease
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    good, evil = "a" * 64, "e" * 64
+    text = (f"Package: librocblas5\nVersion: 7.2.4-1\nFilename: pool/x.deb\nSize: 10\nSHA256: {good}\n\n"
+            "Package: rocm-smi\nVersion: 7.2.0-1\nFilename: pool/y.deb\nSize: 9\nDescription: no digest\n")
+    mirror = _archive(tmp_path / "archive", text)
+    debian._suite_index.cache_clear()
+    try:
+        index = debian.suite_index("sid", mirror)
+        assert [e.sha256 for e in index["librocblas5"]] == [good]
+        assert "rocm-smi" not in index and index.get("rocm-smi", []) == [] and list(index) == ["librocblas5"]
+        (kept,) = (tmp_path / "cache").rglob("Packages")
+        assert kept.read_text() == text
+        kept.write_text(text.replace(good, evil))  # same size, another deb's digest
+        debian._suite_index.cache_clear()
+        assert [e.sha256 for e in debian.suite_index("sid", mirror)["librocblas5"]] == [good]
+        assert kept.read_text() == text  # made again from the signed Packages.xz
+
+        other = _archive(tmp_path / "older", text, list_plain=False)  # an InRelease naming only Packages.xz
+        debian._suite_index.cache_clear()
+        assert [e.sha256 for e in debian.suite_index("sid", other)["librocblas5"]] == [good]
+        assert len(list((tmp_path / "cache").rglob("Packages"))) == 1  # nothing the signature cannot vouch for is kept
+    finally:
+        debian._suite_index.cache_clear()
+
+
 def _stale_copy(tmp_path: Path) -> tuple[Path, str, str]:
     """The release manifest with rocm-core pinned to a version experimental does not serve."""
     text = MANIFEST.read_text()

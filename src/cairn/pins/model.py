@@ -8,7 +8,7 @@ never refreshed silently: somebody must look at why.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass
 
 from cairn.model.manifest import Manifest
@@ -31,7 +31,7 @@ class PinStatus:
         return {**asdict(self), "declared_targets": list(self.declared_targets)}
 
 
-def check_pins(manifest: Manifest, index_of: Callable[[str], dict[str, list[DebEntry]]]) -> list[PinStatus]:
+def check_pins(manifest: Manifest, index_of: Callable[[str], Mapping[str, list[DebEntry]]]) -> list[PinStatus]:
     """Every suite-pinned deb of ``manifest`` against ``index_of(suite)`` (host-fetched, passed in)."""
     results = []
     for comp in manifest.components:
