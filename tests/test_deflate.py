@@ -41,21 +41,11 @@ def test_the_stream_is_the_same_on_any_number_of_threads_and_gzip_reads_it(tmp_p
     assert stream[:10] == b"\x1f\x8b\x08\x00\x00\x00\x00\x00\x00\xff"  # no name, no time, no host
 
 
-def test_raw_deflate_for_zip_and_a_level_per_chunk() -> None:
+def test_raw_deflate_for_zip() -> None:
     data = _data()
     raw, _ = _deflate(data, 2, gzip=False, level=1)
     assert zlib.decompress(raw, -zlib.MAX_WBITS) == data
-    chosen: list[int] = []
-
-    def store_noise(chunk: bytes) -> int:
-        level = 0 if len(zlib.compress(chunk[:8192], 1)) > 8000 else 1
-        chosen.append(level)
-        return level
-
-    mixed, _ = _deflate(data, 2, level=1, choose=store_noise)
-    assert gzip.decompress(mixed) == data
-    assert 0 in chosen and 1 in chosen
-    assert mixed == _deflate(data, 1, level=1, choose=store_noise)[0]
+    assert _deflate(data, 1, gzip=False, level=1)[0] == raw
 
 
 def test_empty_input_is_an_empty_gzip_file() -> None:

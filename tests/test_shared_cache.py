@@ -92,7 +92,7 @@ def _assert_every_record_has_its_tree(s3: dict, prefix: str) -> None:
     objects = _objects(s3, prefix)
     for key in [k for k in objects if k.startswith("ac/")]:
         record = json.loads(s3["client"].get_object(Bucket=BUCKET, Key=f"{prefix}/{key}")["Body"].read())
-        assert f"trees/{record['output']}.tar.gz" in objects, f"{key} points at a tree the bucket lacks"
+        assert f"trees/{record['output']}.tar.zst" in objects, f"{key} points at a tree the bucket lacks"
 
 
 def _distinct_files(store: Path) -> int:
@@ -231,7 +231,7 @@ def test_a_tampered_tree_is_reported_never_used_and_rebuilt(s3, manifest, prefix
     cache = ["--cache", f"s3://{BUCKET}/{prefix}"]
     first, _ = _build(_machine(tmp_path, "a", s3), manifest, *cache)
     digest = first["actions"]["assemble:sdk"]["output"]  # the one tree no other action also produces
-    key = f"{prefix}/trees/{digest}.tar.gz"
+    key = f"{prefix}/trees/{digest}.tar.zst"
     original = s3["client"].get_object(Bucket=BUCKET, Key=key)["Body"].read()
     if damage == "truncated":
         forged = original[: len(original) // 2]
@@ -246,10 +246,30 @@ def test_a_tampered_tree_is_reported_never_used_and_rebuilt(s3, manifest, prefix
     assert _ran(second) == {"assemble:sdk"}
     assert _sdk_text(second, "part2.txt") == "payload 2\n"
     assert len(second["cache"]["damaged"]) == 1 and "assemble:sdk" in second["cache"]["damaged"][0]
-    assert f"trees/{digest}.tar.gz failed verification" in stderr and "not used" in stderr
+    assert f"trees/{digest}.tar.zst failed verification" in stderr and "not used" in stderr
 
     third, _ = _build(_machine(tmp_path, "c", s3), manifest, *cache)  # the rebuild put the right tree back
     assert third["counts"]["ran"] == 0 and third["cache"]["damaged"] == []
+
+
+def test_a_tree_an_earlier_version_stored_gzipped_is_fetched(s3, manifest, prefix, tmp_path) -> None:
+    """A bucket filled before trees were zstd: the record names the digest, the tree is ``trees/<digest>.tar.gz``."""
+    import gzip
+
+    import zstandard
+
+    cache = ["--cache", f"s3://{BUCKET}/{prefix}"]
+    first, _ = _build(_machine(tmp_path, "a", s3), manifest, *cache)
+    digest = first["actions"]["assemble:sdk"]["output"]
+    key = f"{prefix}/trees/{digest}.tar.zst"
+    tar = zstandard.ZstdDecompressor().decompressobj().decompress(s3["client"].get_object(Bucket=BUCKET, Key=key)["Body"].read())
+    s3["client"].put_object(Bucket=BUCKET, Key=f"{prefix}/trees/{digest}.tar.gz", Body=gzip.compress(tar))
+    s3["client"].delete_object(Bucket=BUCKET, Key=key)
+
+    second, _ = _build(_machine(tmp_path, "b", s3), manifest, *cache)
+    assert second["counts"]["ran"] == 0 and second["cache"]["damaged"] == []
+    assert "assemble:sdk" in second["cache"]["fetched"]
+    assert _sdk_text(second, "part2.txt") == "payload 2\n"
 
 
 def test_a_damaged_record_is_reported_removed_and_written_again(s3, manifest, prefix, tmp_path) -> None:
@@ -326,10 +346,10 @@ def test_pack_then_unpack_gives_the_same_tree_and_the_same_bytes(tmp_path) -> No
     assert pack(src) == pack(out)
 
 
-def test_an_archive_stores_compressed_bytes_deflates_text_and_any_tar_reads_it(tmp_path) -> None:
+def test_an_archive_costs_compressed_bytes_no_more_than_stored_shrinks_text_and_any_tar_reads_it(tmp_path) -> None:
     """A library-like file (compressible symbols around random "code objects"), a deb-like random file and
-    headers: GNU tar and gzip read the archive (one gzip stream of stored and deflated chunks) and give back the same tree; the random
-    bytes cost no more than stored, the text shrinks; packing twice gives the same bytes."""
+    headers: GNU tar with the zstd tool reads the archive and gives back the same tree; the random bytes cost no
+    more than stored, the text shrinks; packing twice gives the same bytes."""
     import random
 
     from cairn.store.base import tree_digest
@@ -342,16 +362,40 @@ def test_an_archive_stores_compressed_bytes_deflates_text_and_any_tar_reads_it(t
     (src / "include" / "kernels.hpp").write_bytes(text)
     (src / "lib.so").write_bytes(text[: 2 << 20] + noise + text[-(1 << 20):])
     (src / "pkg.deb").write_bytes(noise)
-    archive = tmp_path / "tree.tar.gz"
+    archive = tmp_path / "tree.tar.zst"
     archive.write_bytes(pack(src))
     assert pack(src) == archive.read_bytes()
     size = archive.stat().st_size
-    assert size < len(noise) * 2 + len(text) // 2  # the noise twice, stored, and the text (7 MB of it) deflated
-    assert subprocess.run([need_tool("gzip"), "-t", str(archive)]).returncode == 0
+    assert size < len(noise) * 2 + len(text) // 2  # the noise twice, stored, and the text (7 MB of it) compressed
+    assert subprocess.run([need_tool("zstd"), "-tq", str(archive)]).returncode == 0
     out = tmp_path / "out"
     out.mkdir()
-    subprocess.run([need_tool("tar"), "-xzf", str(archive), "-C", str(out)], check=True)
+    subprocess.run([need_tool("tar"), "--zstd", "-xf", str(archive), "-C", str(out)], check=True)
     assert tree_digest(out) == tree_digest(src)
+
+
+def test_a_tree_an_earlier_version_put_in_the_cache_as_a_gzipped_tar_is_still_used(tmp_path) -> None:
+    """Before zstd, trees went to ``trees/<digest>.tar.gz``; a record written then names only the digest, so the
+    reader still unpacks such an archive, checked like any other."""
+    import io
+    import tarfile
+
+    from cairn.store.base import tree_digest
+
+    src = tmp_path / "src"
+    (src / "lib").mkdir(parents=True)
+    (src / "lib" / "libx.so").write_bytes(b"\x7fELF" + bytes(range(256)) * 40)
+    (src / "lib" / "libx.so.1").symlink_to("libx.so")
+    buffer = io.BytesIO()
+    with tarfile.open(fileobj=buffer, mode="w:gz", format=tarfile.PAX_FORMAT) as tar:
+        for path in sorted(src.rglob("*")):
+            tar.add(path, arcname=path.relative_to(src).as_posix(), recursive=False)
+    out = tmp_path / "out"
+    out.mkdir()
+    files = unpack(buffer.getvalue(), out)
+    assert tree_digest(out) == tree_digest(src) and [f[0] for f in files] == ["lib/libx.so"]
+    with pytest.raises(DamagedArchive, match="neither zstd nor gzip"):
+        unpack(b"PK\x03\x04 a zip is not an archive pack wrote", tmp_path / "other")
 
 
 @pytest.mark.slow

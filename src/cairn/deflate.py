@@ -1,16 +1,12 @@
 """Deflate on every core, with the same bytes whatever the core count: gzip streams and raw deflate for zip.
 
-zlib compresses one stream on one core, and compression is most of the time it takes to write an image layer,
-a cache archive or a wheel of ROCm libraries (the build image is a GB of LLVM). The input is
+zlib compresses one stream on one core, and compression is most of the time it takes to write an image layer
+or a wheel of ROCm libraries (the build image is a GB of LLVM). The input is
 cut into fixed 1 MiB chunks, each deflated on its own by a thread pool (zlib lets go of the GIL), primed with
 the 32 KiB before it as a dictionary and ended with a sync flush, then written in order: the concatenation is
 one valid deflate stream, a single gzip member any reader takes (pigz makes its streams the same way). The
 chunks and their dictionaries depend on the input alone, so the output depends only on the input, the level
 and the zlib version, never on how many threads ran.
-
-``choose`` may pick a level per chunk: the cache archive stores chunks that do not compress (debs, offload
-bundles) and deflates the rest, inside the same stream. (Choosing per 256 KiB made the archive of an SDK
-tree both bigger and slower to write.)
 """
 
 from __future__ import annotations
@@ -18,7 +14,6 @@ from __future__ import annotations
 import os
 import zlib
 from collections import deque
-from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Protocol
 
@@ -41,10 +36,9 @@ def workers() -> int:
     return max(1, min(cores, 8))
 
 
-def _deflate(level: int | Callable[[bytes], int], chunk: bytes, window: bytes) -> bytes:
-    """One chunk as deflate blocks that end on a byte boundary and refer to nothing before ``window``. A
-    ``choose`` function for ``level`` runs here, on the worker: choosing is compressing a sample."""
-    compressor = zlib.compressobj(level(chunk) if callable(level) else level, zlib.DEFLATED, -zlib.MAX_WBITS, 9,
+def _deflate(level: int, chunk: bytes, window: bytes) -> bytes:
+    """One chunk as deflate blocks that end on a byte boundary and refer to nothing before ``window``."""
+    compressor = zlib.compressobj(level, zlib.DEFLATED, -zlib.MAX_WBITS, 9,
                                   zlib.Z_DEFAULT_STRATEGY, **({"zdict": window} if window else {}))
     return compressor.compress(chunk) + compressor.flush(zlib.Z_SYNC_FLUSH)
 
@@ -56,9 +50,8 @@ class Deflater:
     ``compressed`` are the CRC-32 and length of the input and the length of the output, as zip headers need them.
     """
 
-    def __init__(self, out: Sink, level: int = 6, *, gzip: bool = True,
-                 choose: Callable[[bytes], int] | None = None, threads: int = 0) -> None:
-        self.out, self.level, self.gzip, self.choose = out, level, gzip, choose
+    def __init__(self, out: Sink, level: int = 6, *, gzip: bool = True, threads: int = 0) -> None:
+        self.out, self.level, self.gzip = out, level, gzip
         self.crc = self.size = self.compressed = 0
         self._buffer = bytearray()
         self._window = b""
@@ -108,9 +101,9 @@ class Deflater:
     def _submit(self, chunk: bytes) -> None:
         window, self._window = self._window, chunk[-WINDOW:]
         if self._pool is None:
-            self._emit(_deflate(self.choose or self.level, chunk, window))
+            self._emit(_deflate(self.level, chunk, window))
             return
-        self._pending.append(self._pool.submit(_deflate, self.choose or self.level, chunk, window))
+        self._pending.append(self._pool.submit(_deflate, self.level, chunk, window))
         while len(self._pending) > 2 * self._threads:  # a bounded queue: a GB input never sits in memory
             self._emit(self._pending.popleft().result())
 

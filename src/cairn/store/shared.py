@@ -2,7 +2,8 @@
 
 Layout under ``s3://bucket/prefix`` (endpoint from ``$CAIRN_S3_ENDPOINT``, as for publishing)::
 
-    trees/<digest>.tar.gz    one output tree (``cairn.store.archive``), named by its tree digest
+    trees/<digest>.tar.zst   one output tree (``cairn.store.archive``), named by its tree digest
+                             (``trees/<digest>.tar.gz``: the same, as earlier versions wrote it; still read)
     ac/<key>.json            action record: key → output digest, the same JSON as the local ``ac/``
 
 Action keys never name a machine or a path, so a key computed on one machine finds the work of another.
@@ -107,6 +108,11 @@ class SharedCache:
 
     @staticmethod
     def tree_key(digest: str) -> str:
+        return f"trees/{digest}.tar.zst"
+
+    @staticmethod
+    def legacy_tree_key(digest: str) -> str:
+        """Where earlier versions put the tree (a gzip'd tar): a record they wrote names only the digest."""
         return f"trees/{digest}.tar.gz"
 
     # -- reading ----------------------------------------------------------------------------------------------
@@ -138,6 +144,8 @@ class SharedCache:
         try:
             try:
                 present = self.backend.get_file(name, archive)
+                if not present and self.backend.get_file(self.legacy_tree_key(record.output), archive):
+                    name, present = self.legacy_tree_key(record.output), True
             except (CairnError, OSError) as exc:  # OSError: writing it here (a full disk)
                 self._note("failed", f"{record.action}: download of {name} failed: {exc} — running the action")
                 return None
@@ -261,9 +269,9 @@ class SharedCache:
         try:
             with open(archive, "xb") as out:
                 sha256 = pack_to(tree, out)
-            # refused: another machine's archive of this tree with other bytes (another zlib); verified on download
+            # refused: another machine's archive of this tree with other bytes (another zstd); verified on download
             with contextlib.suppress(RefusedOverwrite):
-                self.backend.put_file(name, archive, content_type="application/gzip", immutable=True, sha256=sha256)
+                self.backend.put_file(name, archive, content_type="application/zstd", immutable=True, sha256=sha256)
         finally:
             archive.unlink(missing_ok=True)
 
