@@ -135,7 +135,8 @@ def static_gate(layout: Path, target: str, rocm: str, partial: tuple[str, ...] =
     fs = ImageFS.from_scans(scans)
     missing = unresolved_needed(fs, image_env(config))
     wheels = wheel_mismatches(fs, rocm)
-    evidence = {"coverage": evidence, "elf_files_checked": len(fs.elf_files()), "unresolved": missing[:50],
+    elf_count = len(fs.elf_files())
+    evidence = {"coverage": evidence, "elf_files_checked": elf_count, "unresolved": missing[:50],
                 "unresolved_count": len(missing), "wheels": wheel_rocm_versions(fs), "wheel_mismatches": wheels}
     failures = []
     if not covered:
@@ -146,5 +147,5 @@ def static_gate(layout: Path, target: str, rocm: str, partial: tuple[str, ...] =
         failures.append(wheels[0] + (f" (+{len(wheels) - 1} more)" if len(wheels) > 1 else ""))
     if failures:
         return "failed", "; ".join(failures), evidence
-    return "passed", f"{coverage_reason}; all DT_NEEDED of {len(fs.elf_files())} ELF files resolve; " \
+    return "passed", f"{coverage_reason}; all DT_NEEDED of {elf_count} ELF files resolve; " \
                      f"{len(evidence['wheels'])} ROCm wheels match {rocm}", evidence
