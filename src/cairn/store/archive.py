@@ -2,10 +2,10 @@
 
 ``pack`` writes entries sorted by path with owner, group and times zeroed and modes normalized, so the same
 tree gives the same bytes with the same zstd. Why zstd at level 1, on one thread: a ROCm tree is gigabytes of
-uncompressed libraries next to bytes compressed already (debs, compressed offload bundles); the archives this
-module wrote before, deflated at level 1 on every core, took three times the CPU to make and about as much to
-read, for an archive of the same size (``build:rocsolver``, 1.4 GB: 4.7 s to pack on two cores against 1.7 s on
-one). One thread keeps the bytes a function of the tree and the zstd version alone.
+uncompressed libraries next to bytes compressed already (debs, compressed offload bundles). The gzip'd tars
+this module wrote before, deflated at level 1 on every core, came out the same size but took several times the
+CPU to make and to read back, and on a shared build machine packing and unpacking were most of the time a
+cache hit or upload took. One thread keeps the bytes a function of the tree and the zstd version alone.
 
 ``unpack`` reads an archive that came from a bucket and so is not trusted: only directories, regular files
 and symlinks; every name relative, without ``..`` or empty parts; every parent a directory the archive itself
