@@ -130,7 +130,21 @@ def test_two_releases_of_a_published_repository(repository) -> None:
     [cell] = diff["cells"]["changed"]
     assert cell["gates"] == [{"gate": "static-coverage", "from": "passed", "to": "failed"}]
     assert [w["to"]["file"] for w in cell["wheels"]] == ["cairn_smoke-5.2.4-py3-none-linux_x86_64.whl"]
-    assert any(line.startswith("component pins:") for line in diff["not_compared"])  # a repository records no pins
+    assert diff["components"] == {"added": [], "removed": [], "changed": []}  # the staging records keep the pins
+
+
+def test_a_repository_published_before_records_kept_pins_does_not_compare_them(repository, tmp_path) -> None:
+    import shutil
+
+    copy = tmp_path / "repo"
+    shutil.copytree(repository, copy)
+    record = copy / "staging" / "5.2.3" / "release.json"
+    doc = json.loads(record.read_text())
+    del doc["release"]["pins"]
+    record.write_text(json.dumps(doc))
+    diff = _json(f"{copy}@5.2.3", f"{copy}@5.2.4")
+    assert "components" not in diff
+    assert any(line.startswith("component pins:") and "@5.2.3 does not record them" in line for line in diff["not_compared"])
 
 
 def test_bad_input_is_one_line(tmp_path, repository) -> None:

@@ -2,18 +2,20 @@
 
 A release manifest knows its pins, families and targets but nothing that was built; a bundle knows its
 cells, wheels, images, gate results and the pins it was built from; a published repository knows its cells
-with wheels, images and gate results (``staging/<version>/matrix.json``) but not the pins. A facet the
-input does not carry is ``None``, and the comparison says it could not compare it rather than guessing.
+with wheels, images and gate results (``staging/<version>/matrix.json``) and, when a Cairn that records them
+published it, the pins (``staging/<version>/release.json``). A facet the input does not carry is ``None``, and
+the comparison says it could not compare it rather than guessing.
 
 Nothing here checks signatures: ``cairn verify`` does. A repository is read as it lies on disk or in the bucket.
 """
 
 from __future__ import annotations
 
+import json
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from cairn.errors import InputError
 from cairn.names import name_problem
@@ -104,7 +106,9 @@ def _repository(root: Path, version: str, arg: str) -> ReleaseView:
 
     staged = sorted(p.parent.name for p in (root / "staging").glob("*/matrix.json"))
     version = _pick(str(root), staged, version)
-    return _matrix_view(load_matrix(root / "staging" / version / "matrix.json"), arg)
+    record = root / "staging" / version / "release.json"
+    view = _matrix_view(load_matrix(root / "staging" / version / "matrix.json"), arg)
+    return _with_pins(view, record.read_bytes() if record.is_file() else None, str(record))
 
 
 def _s3_repository(arg: str) -> ReleaseView:
@@ -117,7 +121,37 @@ def _s3_repository(arg: str) -> ReleaseView:
     staged = sorted(key.split("/")[1] for key in backend.list("staging/") if re.fullmatch(r"staging/[^/]+/matrix\.json", key))
     version = _pick(url, staged, version)
     where = f"{url}/staging/{version}/matrix.json"
-    return _matrix_view(parse_matrix(backend.get(f"staging/{version}/matrix.json") or b"", where, "republish the release"), arg)
+    view = _matrix_view(parse_matrix(backend.get(f"staging/{version}/matrix.json") or b"", where, "republish the release"), arg)
+    return _with_pins(view, backend.get(f"staging/{version}/release.json"), f"{url}/staging/{version}/release.json")
+
+
+def staged_view(record: dict[str, Any], gates: dict[str, Any], label: str) -> ReleaseView:
+    """A staged release as ``cairn publish`` keeps it (``staging/<version>/release.json`` and ``gates.json``, as
+    dicts): the cells of its staging matrix, and its pins — what the repository view of it reads."""
+    from cairn.matrix.build import build_matrix
+
+    rel = record["release"]
+    matrix = build_matrix(record, record["cells"], gates, rel["channel"], f"staging/{rel['version']}")
+    return _pins_of(_matrix_view(matrix, label), record)
+
+
+def _with_pins(view: ReleaseView, raw: bytes | None, where: str) -> ReleaseView:
+    """``view`` with the pins of the staging record ``raw`` (``None``: no record, the pins are not compared)."""
+    if raw is None:
+        return view
+    try:
+        record = json.loads(raw)
+    except ValueError as exc:
+        raise InputError(where, f"is not JSON ({exc})", "republish the release") from None
+    return _pins_of(view, record)
+
+
+def _pins_of(view: ReleaseView, record: Any) -> ReleaseView:
+    rel = record.get("release") if isinstance(record, dict) else None
+    pins = rel.get("pins") if isinstance(rel, dict) else None
+    if not isinstance(pins, dict):  # published before staging records kept the pins
+        return view
+    return replace(view, components={str(name): {"pin": str(pin)} for name, pin in sorted(pins.items())})
 
 
 def _pick(where: str, staged: list[str], version: str) -> str:

@@ -68,11 +68,12 @@ def record_gates(stage: dict[str, Any], gates: dict[str, Any], results: list[tup
 
 
 def build_matrix(stage: dict[str, Any], cells: list[dict[str, Any]], gates: dict[str, Any], channel: str,
-                 index_prefix: str) -> model.Matrix:
+                 index_prefix: str, previous: model.Previous | None = None) -> model.Matrix:
     """The matrix of ``cells`` (staged cells, possibly with wheels left off) as ``channel`` shows them.
 
     ``index_prefix`` is where the pip index of these cells is (``staging/<version>`` or ``channels/<channel>``);
     every gate a channel of the release requires is listed for every cell, ``not-run`` where it has no result.
+    ``previous``: a channel's matrix names the release the channel served before (``cairn.publish.changes``).
     """
     rel = stage["release"]
     out = []
@@ -92,5 +93,5 @@ def build_matrix(stage: dict[str, Any], cells: list[dict[str, Any]], gates: dict
             requirements=model.Requirements(model.VersionRange(**req["driver"]), model.VersionRange(**req["kernel"]), req["driver_name"]),
         ))
     release = model.Release(rel["name"], rel["version"], channel, rel["source_date_epoch"], rel.get("manifest_sha256", ""),
-                            tuple((ch, tuple(g)) for ch, g in sorted(rel["required_gates"].items())))
+                            tuple((ch, tuple(g)) for ch, g in sorted(rel["required_gates"].items())), previous)
     return model.Matrix(release, tuple(out))

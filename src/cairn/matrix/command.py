@@ -14,6 +14,7 @@ root pip reads (default: the repository the matrix was read from, when pip can r
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import sys
 from pathlib import Path
@@ -69,6 +70,27 @@ def read_matrix(source: str, channel: str, root: Path | None):  # type: ignore[n
     return parse_matrix(data, repo + path if repo else file)
 
 
+def read_changes(source: str, matrix, root: Path | None) -> list[str]:  # type: ignore[no-untyped-def]
+    """The text of the diff the matrix names (``release.previous``), read from the repository beside it (and
+    verified like the matrix with ``--root``); [] without one, or when the matrix was read from a file."""
+    previous = matrix.release.previous
+    repo, _ = locate(source)
+    if previous is None or not repo:
+        return []
+    from cairn.diff.compare import render
+    from cairn.sign.verify import fetch, load_pinned_root, verify_target
+
+    data = fetch(repo + previous.diff)
+    if data is None:
+        raise CairnError(f"{repo}{previous.diff} does not exist, but the channel's matrix names it — publish the release again")
+    if root is not None:
+        verify_target(repo, load_pinned_root(root), previous.diff, data)
+    try:
+        return render(json.loads(data))
+    except (ValueError, KeyError, TypeError, AttributeError) as exc:
+        raise CairnError(f"{repo}{previous.diff} is not a cairn diff ({type(exc).__name__}: {exc}) — publish the release again") from None
+
+
 def public_registry(option: str | None) -> str | None:
     """The configured public registry (``--registry``, else ``$CAIRN_PUBLIC_REGISTRY``), checked; None if neither."""
     if option is not None:
@@ -95,9 +117,9 @@ def run(args: argparse.Namespace) -> int:
     if args.format == "json":
         text = matrix.to_json()
     elif args.format == "html":
-        text = to_html(matrix, registry_products(), registry, base)
+        text = to_html(matrix, registry_products(), registry, base, read_changes(source, matrix, args.root))
     else:
-        text = to_markdown(matrix, registry)
+        text = to_markdown(matrix, registry, read_changes(source, matrix, args.root))
     if args.out is None:
         sys.stdout.write(text)
         return 0

@@ -144,6 +144,19 @@ class Cell:
 
 
 @dataclass(frozen=True)
+class Previous:
+    """The release a channel served before this one, and the repository key of ``cairn diff`` between the two."""
+
+    version: str
+    diff: str  # staging/<version>/diff-from-<previous>.json (``diff_key``)
+
+
+def diff_key(version: str, previous: str) -> str:
+    """Where the diff from ``previous`` to ``version`` is published, relative to the repository root."""
+    return f"staging/{version}/diff-from-{previous}.json"
+
+
+@dataclass(frozen=True)
 class Release:
     name: str
     version: str
@@ -151,6 +164,7 @@ class Release:
     source_date_epoch: int
     manifest_sha256: str = ""
     required_gates: tuple[tuple[str, tuple[str, ...]], ...] = ()  # channel -> gates that must pass
+    previous: Previous | None = None  # a channel's matrix, once the channel served an earlier release
 
 
 @dataclass(frozen=True)
@@ -166,15 +180,14 @@ class Matrix:
         return tuple(c for c in self.cells if c.gfx_target == gfx_target)
 
     def to_dict(self) -> dict[str, Any]:
-        return {
-            "schema": self.schema,
-            "release": {
-                "name": self.release.name, "version": self.release.version, "channel": self.release.channel,
-                "source_date_epoch": self.release.source_date_epoch, "manifest_sha256": self.release.manifest_sha256,
-                "required_gates": {ch: list(g) for ch, g in self.release.required_gates},
-            },
-            "cells": [_cell_dict(c) for c in sorted(self.cells, key=lambda c: c.id)],
+        release: dict[str, Any] = {
+            "name": self.release.name, "version": self.release.version, "channel": self.release.channel,
+            "source_date_epoch": self.release.source_date_epoch, "manifest_sha256": self.release.manifest_sha256,
+            "required_gates": {ch: list(g) for ch, g in self.release.required_gates},
         }
+        if self.release.previous is not None:
+            release["previous"] = {"version": self.release.previous.version, "diff": self.release.previous.diff}
+        return {"schema": self.schema, "release": release, "cells": [_cell_dict(c) for c in sorted(self.cells, key=lambda c: c.id)]}
 
     def to_json(self) -> str:
         """Canonical bytes (sorted keys, fixed indent, trailing newline): a TUF target hashes these."""
@@ -243,6 +256,8 @@ MATRIX = Table({
         "name": _TEXT, "version": _TEXT, "channel": _CHANNEL, "source_date_epoch": Field("integer", required=True),
         "manifest_sha256": Field("string"),
         "required_gates": Field("table", table=Table({ch: Field("strings") for ch in CHANNELS})),
+        "previous": Field("table", table=Table({"version": _TEXT, "diff": _TEXT}, what="release.previous"),
+                          doc="the release this channel served before, and where the diff from it is published"),
     })),
     "cells": Field("tables", table=CELL),
 }, what="matrix")
@@ -264,8 +279,22 @@ def from_dict(data: Any, where: str = "<matrix>", fix: str = FIX) -> Matrix:
         name=rel.string("name"), version=_version(rel, "version"), channel=rel.string("channel"),
         source_date_epoch=rel.integer("source_date_epoch"), manifest_sha256=rel.string("manifest_sha256"),
         required_gates=tuple((ch, gates.strings(ch)) for ch in sorted(gates)),
+        previous=_previous(rel),
     )
     return Matrix(release, tuple(_cell(c) for c in top.tables("cells")))
+
+
+def _previous(rel: json_reader.JsonSection) -> Previous | None:
+    """``release.previous``: its diff must be the one key ``diff_key`` gives (a link on the matrix page, fetched
+    by ``cairn matrix``), never a path of the document's choosing."""
+    if "previous" not in rel:
+        return None
+    prev = rel.table("previous")
+    previous = Previous(_version(prev, "version"), prev.string("diff"))
+    expected = diff_key(rel.string("version"), previous.version)
+    if previous.diff != expected:
+        raise prev.fail("diff", f"is {previous.diff!r}, not {expected!r}", "regenerate the matrix")
+    return previous
 
 
 def _cell(c: json_reader.JsonSection) -> Cell:

@@ -147,12 +147,26 @@ def _row(row: grid.Row, registry: str | None, base_url: str | None) -> str:
             f"<td><b>{_e(row.gfx_target)}</b><br><small>{_e(row.family)}</small></td>{squares}</tr>")
 
 
+def _changes_html(matrix: Matrix, base_url: str | None, changes: Sequence[str]) -> str:
+    """What changed since the release the channel served before: a link to the published diff, and its lines."""
+    previous = matrix.release.previous
+    if previous is None:
+        return ""
+    where = (f'<a href="{_e(base_url + previous.diff)}">{_e(previous.diff)}</a>' if base_url
+             else f"<code>{_e(previous.diff)}</code> (relative to the repository root)")
+    text = "\n".join(changes)
+    lines = f"<details><summary>What changed</summary><pre>{_e(text)}</pre></details>" if changes else ""
+    return (f'<div id="changes"><p>Changes since {_e(previous.version)}, the release this channel served before: '
+            f"{where} — <code>cairn diff</code> of the two releases.</p>{lines}</div>\n")
+
+
 def to_html(matrix: Matrix, products_by_target: Mapping[str, Sequence[str]], registry: str | None = None,
-            base_url: str | None = None) -> str:
+            base_url: str | None = None, changes: Sequence[str] = ()) -> str:
     """The whole page: header, filter controls, the grid (one row per product of every target shipped).
 
     ``registry`` is the public registry loopback image references are shown on (``commands.public_image``);
-    ``base_url`` is the repository root the cells' relative index URLs hang off (no pip command without one).
+    ``base_url`` is the repository root the cells' relative index URLs hang off (no pip command without one);
+    ``changes``: the text of the diff from the channel's previous release (``release.previous``), when read.
     """
     rel = matrix.release
     catalog = product_targets(products_by_target)
@@ -169,6 +183,7 @@ def to_html(matrix: Matrix, products_by_target: Mapping[str, Sequence[str]], reg
         f"<h1>{_e(rel.name)} {_e(rel.version)} <small>({_e(rel.channel)})</small></h1>\n"
         f"<p>Generated from the signed <code>matrix.json</code> (schema {_e(matrix.schema)}). "
         f"Required gates per channel — {_e(required)}. Click a square for why, and the commands to install it.</p>\n"
+        f"{_changes_html(matrix, base_url, changes)}"
         f'<p class="legend">{legend}</p>\n'
         '<div id="controls"><label>GPU product or gfx target: <input id="q" type="search" placeholder="e.g. 7900 XTX or gfx1100"></label> '
         f'<label>Product: <select id="product"><option value="">any</option>{options}</select></label> '
@@ -188,12 +203,15 @@ def _md_image(image: ImageRef, registry: str | None) -> str:
     return f"`{ref}`" if ref else f"`{local_image(image)}` (local registry only)"
 
 
-def to_markdown(matrix: Matrix, registry: str | None = None) -> str:
+def to_markdown(matrix: Matrix, registry: str | None = None, changes: Sequence[str] = ()) -> str:
     """A docs table: one row per cell, gates with status and reason, wheels and images by digest (on the
-    public ``registry`` where the reference is a loopback one, as on the page)."""
+    public ``registry`` where the reference is a loopback one, as on the page); ``changes`` as for ``to_html``."""
     rel = matrix.release
     lines = [f"# {rel.name} {rel.version} ({rel.channel}) — compatibility matrix", "",
              "Generated from the signed `matrix.json`; do not edit by hand.", ""]
+    if rel.previous is not None:
+        lines += [f"Changes since {rel.previous.version}, the release this channel served before: `{rel.previous.diff}`", ""]
+        lines += (["```", *changes, "```", ""] if changes else [])
     for ch, gates in rel.required_gates:
         lines.append(f"- required on **{ch}**: {', '.join(gates) or 'none'}")
     lines += ["", "| gfx target | Products | OS | Python | Framework | Wheels | Images | Gates | Requirements |",

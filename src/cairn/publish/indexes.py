@@ -10,6 +10,7 @@ import posixpath
 from typing import Any
 
 from cairn.matrix.build import build_matrix, cell_gates, cell_id
+from cairn.matrix.model import Previous
 from cairn.publish import pages
 from cairn.publish.backend import sha256_hex
 from cairn.publish.objects import JSON, Obj
@@ -17,8 +18,10 @@ from cairn.publish.report import Report
 from cairn.wheels import variants
 
 
-def promotion(stage: dict[str, Any], gates: dict[str, Any], channel: str, report: Report) -> list[Obj]:
-    """The channel's pages and matrix: the cells whose required gates passed (``report`` says which were held)."""
+def promotion(stage: dict[str, Any], gates: dict[str, Any], channel: str, report: Report,
+              previous: Previous | None = None) -> list[Obj]:
+    """The channel's pages and matrix: the cells whose required gates passed (``report`` says which were held);
+    ``previous``: the release the channel served before, which its matrix names (``cairn.publish.changes``)."""
     required = stage["release"]["required_gates"].get(channel, [])
     passing, failing = [], set()
     for cell in stage["cells"]:
@@ -37,12 +40,13 @@ def promotion(stage: dict[str, Any], gates: dict[str, Any], channel: str, report
     # a wheel of a cell that *failed* a required gate is held everywhere: a channel never serves bytes a required
     # gate rejected; a wheel of a cell whose gate did not run is served only through the cells that passed
     shown = [{**c, "wheels": [w for w in c["wheels"] if w not in failing]} for c in passing]
-    return index_objects(f"channels/{channel}", stage, shown, gates, channel)
+    return index_objects(f"channels/{channel}", stage, shown, gates, channel, previous)
 
 
-def index_objects(prefix: str, stage: dict[str, Any], cells: list[dict[str, Any]], gates: dict[str, Any], channel: str) -> list[Obj]:
+def index_objects(prefix: str, stage: dict[str, Any], cells: list[dict[str, Any]], gates: dict[str, Any], channel: str,
+                  previous: Previous | None = None) -> list[Obj]:
     """The pip index of ``cells`` under ``prefix`` (project pages, then family root pages) and its ``matrix.json``."""
-    matrix = build_matrix(stage, cells, gates, channel, index_prefix=prefix)
+    matrix = build_matrix(stage, cells, gates, channel, index_prefix=prefix, previous=previous)
     return [*_pages(prefix, stage, cells), Obj(f"{prefix}/matrix.json", matrix.to_json().encode(), JSON, False)]
 
 

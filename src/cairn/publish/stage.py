@@ -67,7 +67,8 @@ def stage_objects(bundle: Bundle, signing: SigningSession, blobs: list[Blob]) ->
         "schema": "cairn.staged/v1",
         "release": {"name": bundle.release, "version": bundle.version, "channel": bundle.channel,
                     "source_date_epoch": bundle.source_date_epoch, "manifest_sha256": bundle.manifest_sha256,
-                    "required_gates": {ch: list(g) for ch, g in bundle.required_gates}},
+                    "required_gates": {ch: list(g) for ch, g in bundle.required_gates},
+                    "pins": dict(bundle.facts.pins)},  # what `cairn diff` compares between published releases
         "cells": cells, "files": files,
     }
     objs.append(Obj(f"staging/{bundle.version}/release.json", json_bytes(record), JSON, True))

@@ -1,0 +1,60 @@
+"""What changed since the release a channel served before, published with the promotion that replaces it.
+
+When ``cairn publish`` or ``cairn promote`` moves a channel from release A to release B, the ``cairn diff`` of
+A's staging record against B's (pins, cells, wheels, images, gate results: ``cairn.diff``) goes up as
+``staging/<B>/diff-from-<A>.json``, a TUF target like every object outside ``metadata/``, and the channel's
+matrix names it (``release.previous``). The matrix page links it, so a bug report against the channel can name
+exactly which build changed what. A channel's first release names nothing. Publishing B to a channel that
+already serves B (a re-run, or gate results recorded later) keeps the A it named and writes the diff again from
+the current gate results: the same bytes when nothing changed, so a re-run writes nothing.
+
+What is read here is checked against the signed targets first: a diff is only ever made from the bytes the
+repository's metadata vouches for.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from typing import Any
+
+from cairn.diff.compare import compare
+from cairn.diff.views import staged_view
+from cairn.errors import CairnError
+from cairn.matrix.model import Previous, diff_key, parse_matrix
+from cairn.publish.objects import JSON, Obj, json_bytes
+from cairn.publish.upload import Run
+
+
+def since_previous(run: Run, channel: str, record: dict[str, Any], gates: dict[str, Any]) -> tuple[Previous | None, list[Obj]]:
+    """The release ``channel`` served before ``record``'s and the diff object to upload with the promotion;
+    ``(None, [])`` when the channel served nothing before it."""
+    version = record["release"]["version"]
+    served = _signed(run, f"channels/{channel}/matrix.json")
+    if served is None:
+        return None, []
+    where = f"{run.backend.url}/channels/{channel}/matrix.json"
+    current = parse_matrix(served, where, "republish the channel's release").release
+    previous = current.version if current.version != version else (current.previous.version if current.previous else "")
+    if not previous:
+        return None, []
+    old_record, old_gates = _signed(run, f"staging/{previous}/release.json"), _signed(run, f"staging/{previous}/gates.json")
+    if old_record is None:
+        raise CairnError(f"{where} names release {previous}, but staging/{previous}/release.json is not a signed target of "
+                         f"{run.backend.url} — run cairn verify on it")
+    diff = compare(staged_view(json.loads(old_record), json.loads(old_gates or b"{}"), f"staging/{previous}"),
+                   staged_view(record, gates, f"staging/{version}"))
+    key = diff_key(version, previous)
+    return Previous(previous, key), [Obj(key, json_bytes(diff), JSON, False)]
+
+
+def _signed(run: Run, key: str) -> bytes | None:
+    """``key``'s bytes when the signed targets list it (``None`` when they do not), refused when they differ."""
+    expected = run.known.get(key)
+    if not expected:
+        return None
+    data = run.backend.get(key)
+    if data is None or hashlib.sha256(data).hexdigest() != expected:
+        raise CairnError(f"{run.backend.url}/{key} is not the file its signed targets list (sha256 {expected[:12]}…) — "
+                         "run cairn verify on the repository")
+    return data
