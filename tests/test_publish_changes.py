@@ -146,3 +146,18 @@ def test_a_matrix_whose_diff_is_not_its_own_key_is_refused_in_one_line(published
     proc = _cairn("matrix", "--from", str(path), "--format", "html")
     lines = proc.stderr.strip().splitlines()
     assert proc.returncode != 0 and len(lines) == 1 and "release.previous.diff" in lines[0] and proc.stdout == "", proc.stderr
+
+
+def test_the_page_in_headless_chromium_links_the_diff_it_names(published, tmp_path) -> None:
+    from test_matrix_page import chromium, dom
+
+    repo, page = published["repo"], tmp_path / "matrix.html"
+    proc = _cairn("matrix", "--from", str(repo), "--channel", "dev", "--format", "html", "--out", str(page))
+    assert proc.returncode == 0, proc.stderr
+    html = dom(page, "", tmp_path)
+    link = re.search(r'<div id="changes"><p>Changes since ([^,]+),[^<]*<a href="([^"]+)">', html)
+    assert link and link[1] == OLD and link[2] == f"{repo.as_uri()}/{DIFF}"
+    assert json.loads(Path(link[2].removeprefix("file://")).read_text())["b"]["version"] == NEW  # the link opens the diff
+    shot = tmp_path / "matrix-changes.png"
+    assert chromium(tmp_path, f"--screenshot={shot}", "--window-size=1400,700", page.as_uri()).returncode == 0
+    assert shot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
