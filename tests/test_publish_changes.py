@@ -27,6 +27,12 @@ OLD, NEW = "5.2.3", "5.2.4"
 DIFF = f"staging/{NEW}/diff-from-{OLD}.json"
 
 
+def _targets(repo: Path) -> dict:
+    """The newest signed targets of a file repository."""
+    newest = max((repo / "metadata").glob("*.targets.json"), key=lambda p: int(p.name.split(".")[0]))
+    return json.loads(newest.read_text())["signed"]["targets"]
+
+
 def _cairn(*args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run([sys.executable, "-m", "cairn.cli", *args], capture_output=True, text=True, timeout=120)
 
@@ -124,9 +130,21 @@ def test_gate_results_recorded_later_are_written_into_the_diff(published, tmp_pa
     assert "gates" not in cell and cell["wheels"]  # passed before, passed now: only the rebuilt wheel changed
 
 
+def test_a_page_a_killed_run_left_unsigned_is_not_what_the_diff_is_made_from(published) -> None:
+    """A publish killed after writing the channel's new matrix but before signing it leaves the plain name ahead of
+    the metadata; the next run diffs from the release the signed matrix names."""
+    repo, keys, root = published["repo"], published["keys"], published["root"]
+    (repo / "channels" / "dev" / "matrix.json").write_text("{ left by a killed run")
+    later = write_sample_bundle(published["base"] / "later", version="5.2.5", families=("gfx90a",), seed="again")
+    publish(load_bundle(later), FileBackend(repo), keys, root)
+    matrix = json.loads((repo / "channels" / "dev" / "matrix.json").read_text())
+    assert matrix["release"]["previous"] == {"version": NEW, "diff": "staging/5.2.5/diff-from-5.2.4.json"}
+
+
 def test_a_diff_is_never_made_from_bytes_the_signed_targets_do_not_list(published) -> None:
     repo, keys, root = published["repo"], published["keys"], published["root"]
-    record = repo / "staging" / NEW / "release.json"
+    sha = next(t["hashes"]["sha256"] for k, t in _targets(repo).items() if k == f"staging/{NEW}/release.json")
+    record = repo / "staging" / NEW / f"{sha}.release.json"  # the signed copy a diff is read from
     record.write_bytes(record.read_bytes().replace(b"cairn-default", b"cairn-defaulx"))
     before = (repo / "channels" / "dev" / "matrix.json").read_bytes()
     later = write_sample_bundle(published["base"] / "later", version="5.2.5", families=("gfx90a",), seed="again")

@@ -8,8 +8,9 @@ exactly which build changed what. A channel's first release names nothing. Publi
 already serves B (a re-run, or gate results recorded later) keeps the A it named and writes the diff again from
 the current gate results: the same bytes when nothing changed, so a re-run writes nothing.
 
-What is read here is checked against the signed targets first: a diff is only ever made from the bytes the
-repository's metadata vouches for.
+What is read here is the signed version of each file (its content-addressed copy, checked against the signed
+targets): a diff is only ever made from what the repository's metadata vouches for, never from a page a killed
+run left behind unsigned.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from cairn.diff.compare import compare
 from cairn.diff.views import staged_view
 from cairn.errors import CairnError
 from cairn.matrix.model import Previous, diff_key, parse_matrix
+from cairn.names import hashed_name
 from cairn.publish.objects import JSON, Obj, json_bytes
 from cairn.publish.upload import Run
 
@@ -49,11 +51,13 @@ def since_previous(run: Run, channel: str, record: dict[str, Any], gates: dict[s
 
 
 def _signed(run: Run, key: str) -> bytes | None:
-    """``key``'s bytes when the signed targets list it (``None`` when they do not), refused when they differ."""
+    """``key``'s bytes as the signed targets list them (``None`` when they do not list it), read from its
+    content-addressed copy: the plain name may already hold a newer version that a killed run wrote and never
+    signed. Refused when neither copy holds the signed bytes."""
     expected = run.known.get(key)
     if not expected:
         return None
-    data = run.backend.get(key)
+    data = run.backend.get(hashed_name(key, expected))
     if data is None or hashlib.sha256(data).hexdigest() != expected:
         raise CairnError(f"{run.backend.url}/{key} is not the file its signed targets list (sha256 {expected[:12]}…) — "
                          "run cairn verify on the repository")
