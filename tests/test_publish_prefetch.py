@@ -44,15 +44,19 @@ def test_only_plain_paths_under_files_are_read_ahead(tmp_path):
     assert ahead.take("../secret") is None and ahead.take("/etc/hostname") is None
 
 
-def test_reading_ahead_stops_at_its_budget(tmp_path, monkeypatch):
+def test_reading_ahead_stops_at_its_budget_and_leaves_big_files(tmp_path, monkeypatch):
     root = write_sample_bundle(tmp_path / "b", version="7.0.2", families=("gfx90a", "gfx1030"))
-    monkeypatch.setattr(prefetch_module, "BUDGET", 1)
     monkeypatch.setattr(prefetch_module, "THREADS", 1)
     bundle = load_bundle(root)
-    ahead = Prefetch(root)
     wanted = [a for a in bundle.artifacts if a.kind != "metadata"]
-    assert ahead.take(wanted[0].path) is not None
-    assert [ahead.take(a.path) for a in wanted[1:]] == [None] * (len(wanted) - 1)
+    sizes = [(root / "files" / a.path).stat().st_size for a in wanted]
+    monkeypatch.setattr(prefetch_module, "BUDGET", sizes[0] + sizes[1])  # room for the first two files, then none
+    ahead = Prefetch(root)
+    assert [ahead.take(a.path) is not None for a in wanted] == [True, True] + [False] * (len(wanted) - 2)
+
+    monkeypatch.setattr(prefetch_module, "LARGEST", min(sizes) - 1)  # every file is too big to read ahead
+    ahead = Prefetch(root)
+    assert [ahead.take(a.path) for a in wanted] == [None] * len(wanted)
     assert len(read_blobs(bundle, Prefetch(root))) == len(wanted)  # the rest is read as before
 
 

@@ -9,8 +9,8 @@ whole read (about 30 ms) off the path to the first request.
 Nothing here decides anything: ``bundle.json`` is read loosely, only for the files to read, and every digest is
 still checked by ``read_blobs`` against the strict reader's ``bundle.json``. A path that is not a plain
 relative name under ``files/`` is skipped (the strict reader refuses it later, with its line). The threads are
-daemons and stop at ``BUDGET`` bytes: when the release is already published the command exits at once, and
-what they read is dropped with them.
+daemons, skip every file bigger than ``LARGEST`` and stop at ``BUDGET`` bytes: when the release is already
+published the command exits at once, and what they read is dropped with them.
 """
 
 from __future__ import annotations
@@ -22,7 +22,9 @@ from pathlib import Path
 
 from cairn.names import relpath_problem
 
-BUDGET = 256 << 20  # read ahead at most this much: a big release's remaining files are read by ``read_blobs``
+BUDGET = 64 << 20  # read ahead at most this much: a big release's remaining files are read by ``read_blobs``
+LARGEST = 16 << 20  # and no file bigger than this: reading a 137 MB wheel ahead kept an unchanged re-publish of
+#                     the release, which exits after two GETs, waiting 0.1 s on it for nothing
 THREADS = 2  # hashlib and file reads release the GIL: two at a time, as ``read_blobs`` does
 
 
@@ -53,8 +55,11 @@ class Prefetch:
                 if not self._queue or self._budget <= 0:
                     return
                 relpath = self._queue.pop(0)
+            path = self._files / relpath
             try:
-                data = (self._files / relpath).read_bytes()
+                if path.stat().st_size > min(LARGEST, self._budget):
+                    continue  # ``read_blobs`` reads it when the upload needs it
+                data = path.read_bytes()
             except OSError:
                 continue  # missing or unreadable: ``read_blobs`` says so
             digest = hashlib.sha256(data).hexdigest()
