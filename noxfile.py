@@ -124,7 +124,7 @@ def install_llama_cpp(session: nox.Session) -> None:
                     env={"CMAKE_ARGS": "-DGGML_NATIVE=OFF -DLLAMA_BUILD_TESTS=OFF"})
 
 
-BENCHMARKS = ["audit", "wheels", "containers", "publish", "split", "llama_gate", "compiler_cache", "release_build", "two_machines", "gates", "deflate",
+BENCHMARKS = ["audit", "wheels", "containers", "publish", "split", "llama_gate", "compiler_cache", "release_build", "gates", "deflate",
               "device_wheels"]
 
 
