@@ -50,8 +50,21 @@ def locate(source: str) -> tuple[str, str]:
     return repository_url(source), ""
 
 
-def read_matrix(source: str, channel: str, root: Path | None):  # type: ignore[no-untyped-def]
-    from cairn.sign.verify import fetch, load_pinned_root, verify_target
+def signed_targets(source: str, root: Path | None):  # type: ignore[no-untyped-def]
+    """With ``--root``: the repository's signed targets after one TUF refresh (the matrix and the diff it names
+    are both checked against them); None without it."""
+    if root is None:
+        return None
+    repo, _ = locate(source)
+    if not repo:
+        raise CairnError("--root needs the repository the matrix came from: pass --from DIR|URL, not a file")
+    from cairn.sign.verify import SignedTargets, load_pinned_root
+
+    return SignedTargets.of(repo, load_pinned_root(root))
+
+
+def read_matrix(source: str, channel: str, signed=None):  # type: ignore[no-untyped-def]
+    from cairn.sign.verify import fetch
 
     repo, file = locate(source)
     path = f"channels/{channel}/matrix.json"
@@ -63,28 +76,26 @@ def read_matrix(source: str, channel: str, root: Path | None):  # type: ignore[n
         from cairn.matrix.model import _read
 
         data = _read(file).encode()
-    if root is not None:
-        if not repo:
-            raise CairnError("--root needs the repository the matrix came from: pass --from DIR|URL, not a file")
-        verify_target(repo, load_pinned_root(root), path, data)
+    if signed is not None:
+        signed.check(path, data)
     return parse_matrix(data, repo + path if repo else file)
 
 
-def read_changes(source: str, matrix, root: Path | None) -> list[str]:  # type: ignore[no-untyped-def]
+def read_changes(source: str, matrix, signed=None) -> list[str]:  # type: ignore[no-untyped-def]
     """The text of the diff the matrix names (``release.previous``), read from the repository beside it (and
-    verified like the matrix with ``--root``); [] without one, or when the matrix was read from a file."""
+    checked against ``signed``, as the matrix was); [] without one, or when the matrix was read from a file."""
     previous = matrix.release.previous
     repo, _ = locate(source)
     if previous is None or not repo:
         return []
     from cairn.diff.compare import render
-    from cairn.sign.verify import fetch, load_pinned_root, verify_target
+    from cairn.sign.verify import fetch
 
     data = fetch(repo + previous.diff)
     if data is None:
         raise CairnError(f"{repo}{previous.diff} does not exist, but the channel's matrix names it — publish the release again")
-    if root is not None:
-        verify_target(repo, load_pinned_root(root), previous.diff, data)
+    if signed is not None:
+        signed.check(previous.diff, data)
     try:
         return render(json.loads(data))
     except (ValueError, KeyError, TypeError, AttributeError) as exc:
@@ -113,13 +124,14 @@ def run(args: argparse.Namespace) -> int:
     source = args.source or str(Path(args.store) / "publish")
     registry = public_registry(args.registry)
     base = base_url(args.base_url, source)
-    matrix = read_matrix(source, args.channel, args.root)
+    signed = signed_targets(source, args.root)
+    matrix = read_matrix(source, args.channel, signed)
     if args.format == "json":
         text = matrix.to_json()
     elif args.format == "html":
-        text = to_html(matrix, registry_products(), registry, base, read_changes(source, matrix, args.root))
+        text = to_html(matrix, registry_products(), registry, base, read_changes(source, matrix, signed))
     else:
-        text = to_markdown(matrix, registry, read_changes(source, matrix, args.root))
+        text = to_markdown(matrix, registry, read_changes(source, matrix, signed))
     if args.out is None:
         sys.stdout.write(text)
         return 0

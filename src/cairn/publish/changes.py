@@ -24,8 +24,17 @@ from cairn.diff.views import staged_view
 from cairn.errors import CairnError
 from cairn.matrix.model import Previous, diff_key, parse_matrix
 from cairn.names import hashed_name
+from cairn.publish.indexes import promotion
 from cairn.publish.objects import JSON, Obj, json_bytes
+from cairn.publish.report import Report
 from cairn.publish.upload import Run
+
+
+def channel_objects(run: Run, channel: str, record: dict[str, Any], gates: dict[str, Any], report: Report) -> list[Obj]:
+    """What a promotion writes for ``channel``: the diff from the release it served before (if any), then its
+    pages and matrix (``indexes.promotion``), the matrix naming that release."""
+    previous, diff = since_previous(run, channel, record, gates)
+    return [*diff, *promotion(record, gates, channel, report, previous)]
 
 
 def since_previous(run: Run, channel: str, record: dict[str, Any], gates: dict[str, Any]) -> tuple[Previous | None, list[Obj]]:

@@ -41,9 +41,9 @@ from cairn.matrix.model import CHANNELS
 from cairn.publish import fastpath
 from cairn.publish.backend import Backend
 from cairn.publish.bundle import Bundle
-from cairn.publish.changes import since_previous
+from cairn.publish.changes import channel_objects
 from cairn.publish.early import EarlyBlobs
-from cairn.publish.indexes import index_objects, promotion
+from cairn.publish.indexes import index_objects
 from cairn.publish.objects import JSON, Obj, json_bytes
 from cairn.publish.report import Report
 from cairn.publish.stage import stage_objects
@@ -63,9 +63,9 @@ def publish(bundle: Bundle, backend: Backend, keys: KeySet, root: Metadata[Root]
     while the attestations were signed: ``cairn publish`` starts it before the signing libraries load), the
     attestations, and the content-addressed copies of the staging record, gates, pages and matrices (nothing
     links those until the metadata is signed);
-    (2) the plain names of the record, gates, project pages and matrices, which link the blobs of (1), and the diff
-from the release the channel served before (``cairn.publish.changes``); (3) the
-    family root pages, which link the project pages; then the signed metadata, timestamp last. Image signatures
+    (2) the plain names of the record, gates, project pages and matrices, which link the blobs of (1), and the
+    diff from the release the channel served before (``cairn.publish.changes``); (3) the family root pages,
+    which link the project pages; then the signed metadata, timestamp last. Image signatures
     are pushed to their registry meanwhile.
     """
     channel = channel or bundle.channel
@@ -90,8 +90,7 @@ from the release the channel served before (``cairn.publish.changes``); (3) the
         indexes = [record, *[o for o in staged if not o.immutable],
                    *index_objects(f"staging/{bundle.version}", stage, stage["cells"], gates, channel)]
         if not stage_only:
-            previous, diff = since_previous(run, channel, stage, gates)
-            indexes += [*diff, *promotion(stage, gates, channel, report, previous)]
+            indexes += channel_objects(run, channel, stage, gates, report)
         run.upload_in_order([o for o in staged if o.immutable], indexes)
         report.images = images.result()
     run.commit(report, publish_fingerprint(bundle, channel, stage_only, signing, public_read))
@@ -142,8 +141,7 @@ def promote(backend: Backend, keys: KeySet, root: Metadata[Root], version: str, 
                     Obj(f"staging/{as_version}/gates.json", json_bytes(gates), JSON, False)]
         version = as_version
     report = Report(backend.url, version, channel)
-    previous, diff = since_previous(run, channel, stage, gates)
-    indexes += [*diff, *promotion(stage, gates, channel, report, previous)]
+    indexes += channel_objects(run, channel, stage, gates, report)
     run.upload_in_order([], indexes)
     run.commit(report)
     return report

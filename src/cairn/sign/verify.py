@@ -16,6 +16,7 @@ import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 from urllib.parse import urlparse
 
 from securesystemslib.signer import SSlibKey
@@ -207,14 +208,28 @@ def verify_file(url: str, root_bytes: bytes, file: Path, cache: Path | None = No
 
 def verify_target(url: str, root_bytes: bytes, path: str, data: bytes, cache: Path | None = None) -> None:
     """``data`` are exactly the bytes the signed targets list for ``path`` (e.g. ``channels/dev/matrix.json``)."""
-    base = repository_url(url)
-    _updater, cache = trusted_updater(base, root_bytes, cache)
-    targets = json.loads((cache / "targets.json").read_bytes())["signed"]["targets"]
-    if path not in targets:
-        raise CheckFailed(f"{path}: not a signed target of {base} — do not trust it")
-    info = targets[path]
-    if len(data) != info["length"] or hashlib.sha256(data).hexdigest() != info["hashes"]["sha256"]:
-        raise CheckFailed(f"{path}: bytes do not match the signed sha256 {info['hashes']['sha256'][:16]}… — do not trust it")
+    SignedTargets.of(url, root_bytes, cache).check(path, data)
+
+
+class SignedTargets:
+    """The targets of one refreshed TUF client, for checking several files against a single refresh."""
+
+    def __init__(self, base: str, targets: dict[str, Any]) -> None:
+        self.base, self.targets = base, targets
+
+    @classmethod
+    def of(cls, url: str, root_bytes: bytes, cache: Path | None = None) -> SignedTargets:
+        base = repository_url(url)
+        _updater, cache = trusted_updater(base, root_bytes, cache)
+        return cls(base, json.loads((cache / "targets.json").read_bytes())["signed"]["targets"])
+
+    def check(self, path: str, data: bytes) -> None:
+        """``data`` are exactly the bytes the signed targets list for ``path``; CheckFailed otherwise."""
+        if path not in self.targets:
+            raise CheckFailed(f"{path}: not a signed target of {self.base} — do not trust it")
+        info = self.targets[path]
+        if len(data) != info["length"] or hashlib.sha256(data).hexdigest() != info["hashes"]["sha256"]:
+            raise CheckFailed(f"{path}: bytes do not match the signed sha256 {info['hashes']['sha256'][:16]}… — do not trust it")
 
 
 def _provenance_key(base: str, targets: dict[str, dict[str, object]]) -> SSlibKey:
