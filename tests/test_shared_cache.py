@@ -7,6 +7,7 @@ Every build is ``python -m cairn.cli build`` in its own process, read through it
 
 from __future__ import annotations
 
+import hashlib
 import io
 import json
 import os
@@ -88,11 +89,30 @@ def _objects(s3: dict, prefix: str) -> dict[str, int]:
     return out
 
 
+def _current(s3: dict, prefix: str) -> set[str]:
+    """The keys (below the prefix) a reader finds now: deleted ones are only old versions in this bucket."""
+    pages = s3["client"].get_paginator("list_objects_v2").paginate(Bucket=BUCKET, Prefix=prefix + "/")
+    return {o["Key"][len(prefix) + 1:] for page in pages for o in page.get("Contents", [])}
+
+
 def _assert_every_record_has_its_tree(s3: dict, prefix: str) -> None:
-    objects = _objects(s3, prefix)
+    """Every record's tree is in the bucket, and so is every blob that tree names."""
+    objects = _current(s3, prefix)
     for key in [k for k in objects if k.startswith("ac/")]:
         record = json.loads(s3["client"].get_object(Bucket=BUCKET, Key=f"{prefix}/{key}")["Body"].read())
-        assert f"trees/{record['output']}.tar.zst" in objects, f"{key} points at a tree the bucket lacks"
+        tree = f"trees/{record['output']}.v2.tar.zst"
+        assert tree in objects, f"{key} points at a tree the bucket lacks"
+        for blob in _blobs_named(s3["client"].get_object(Bucket=BUCKET, Key=f"{prefix}/{tree}")["Body"].read()):
+            assert f"blobs/{blob.sha256}.zst" in objects, f"{tree} names {blob.path}, a blob the bucket lacks"
+
+
+def _blobs_named(archive: bytes) -> list:
+    import tempfile
+
+    with tempfile.TemporaryDirectory() as scratch:
+        blobs: list = []
+        unpack(archive, Path(scratch), blobs=blobs)
+        return blobs
 
 
 def _distinct_files(store: Path) -> int:
@@ -231,7 +251,7 @@ def test_a_tampered_tree_is_reported_never_used_and_rebuilt(s3, manifest, prefix
     cache = ["--cache", f"s3://{BUCKET}/{prefix}"]
     first, _ = _build(_machine(tmp_path, "a", s3), manifest, *cache)
     digest = first["actions"]["assemble:sdk"]["output"]  # the one tree no other action also produces
-    key = f"{prefix}/trees/{digest}.tar.zst"
+    key = f"{prefix}/trees/{digest}.v2.tar.zst"
     original = s3["client"].get_object(Bucket=BUCKET, Key=key)["Body"].read()
     if damage == "truncated":
         forged = original[: len(original) // 2]
@@ -246,14 +266,16 @@ def test_a_tampered_tree_is_reported_never_used_and_rebuilt(s3, manifest, prefix
     assert _ran(second) == {"assemble:sdk"}
     assert _sdk_text(second, "part2.txt") == "payload 2\n"
     assert len(second["cache"]["damaged"]) == 1 and "assemble:sdk" in second["cache"]["damaged"][0]
-    assert f"trees/{digest}.tar.zst failed verification" in stderr and "not used" in stderr
+    assert f"trees/{digest}.v2.tar.zst failed verification" in stderr and "not used" in stderr
 
     third, _ = _build(_machine(tmp_path, "c", s3), manifest, *cache)  # the rebuild put the right tree back
     assert third["counts"]["ran"] == 0 and third["cache"]["damaged"] == []
 
 
-def test_a_tree_an_earlier_version_stored_gzipped_is_fetched(s3, manifest, prefix, tmp_path) -> None:
-    """A bucket filled before trees were zstd: the record names the digest, the tree is ``trees/<digest>.tar.gz``."""
+@pytest.mark.parametrize("older", ["tar.zst", "tar.gz"])
+def test_a_whole_tree_an_earlier_version_stored_is_fetched(s3, manifest, prefix, tmp_path, older) -> None:
+    """A bucket filled before blobs (``trees/<digest>.tar.zst``, every file inside) or before zstd (``.tar.gz``):
+    the record names only the digest, and the tree is found under the older name."""
     import gzip
 
     import zstandard
@@ -261,9 +283,12 @@ def test_a_tree_an_earlier_version_stored_gzipped_is_fetched(s3, manifest, prefi
     cache = ["--cache", f"s3://{BUCKET}/{prefix}"]
     first, _ = _build(_machine(tmp_path, "a", s3), manifest, *cache)
     digest = first["actions"]["assemble:sdk"]["output"]
-    key = f"{prefix}/trees/{digest}.tar.zst"
-    tar = zstandard.ZstdDecompressor().decompressobj().decompress(s3["client"].get_object(Bucket=BUCKET, Key=key)["Body"].read())
-    s3["client"].put_object(Bucket=BUCKET, Key=f"{prefix}/trees/{digest}.tar.gz", Body=gzip.compress(tar))
+    key = f"{prefix}/trees/{digest}.v2.tar.zst"
+    archive = s3["client"].get_object(Bucket=BUCKET, Key=key)["Body"].read()
+    assert _blobs_named(archive) == []  # small files only: the same tar an earlier version wrote whole
+    tar = zstandard.ZstdDecompressor().decompressobj().decompress(archive)
+    body = gzip.compress(tar) if older == "tar.gz" else archive
+    s3["client"].put_object(Bucket=BUCKET, Key=f"{prefix}/trees/{digest}.{older}", Body=body)
     s3["client"].delete_object(Bucket=BUCKET, Key=key)
 
     second, _ = _build(_machine(tmp_path, "b", s3), manifest, *cache)
@@ -458,7 +483,8 @@ print(next(int(line.split()[1]) >> 10 for line in open("/proc/self/status") if l
 
 def test_a_big_tree_goes_through_the_cache_without_being_held_in_memory(s3, prefix, tmp_path):
     """A 192 MiB output, pushed in 8 MiB multipart parts and fetched by another store: neither process grows by
-    anything near the tree's size (the archive is written to, and read from, a file in the store's work area)."""
+    anything near the tree's size (the archive and the blob are written to, and read from, files in the store's
+    work area)."""
     size = 192 << 20
     env = {**os.environ, "CAIRN_S3_ENDPOINT": s3["endpoint"], "AWS_ACCESS_KEY_ID": "test", "AWS_SECRET_ACCESS_KEY": "test",
            "AWS_DEFAULT_REGION": "us-east-1", "CAIRN_MULTIPART_THRESHOLD": str(64 << 20), "CAIRN_MULTIPART_PART": str(8 << 20)}
@@ -471,12 +497,14 @@ def test_a_big_tree_goes_through_the_cache_without_being_held_in_memory(s3, pref
     pushed, fetched = runs["push"][1], runs["fetch"][1]
     assert pushed[1:] == ["['big']"] and fetched == [pushed[0], "['big']"]
     assert (tmp_path / "fetch" / "trees" / pushed[0] / "payload.bin").stat().st_size == size
-    trees = s3["client"].list_object_versions(Bucket=BUCKET, Prefix=f"{prefix}/trees/").get("Versions", [])
-    assert len(trees) == 1 and int(trees[0]["ETag"].strip('"').split("-")[1]) >= 24  # one object, sent in parts
+    listed = lambda under: s3["client"].list_object_versions(Bucket=BUCKET, Prefix=f"{prefix}/{under}/").get("Versions", [])  # noqa: E731
+    trees, blobs = listed("trees"), listed("blobs")
+    assert len(trees) == 1 and trees[0]["Size"] < 4096  # the archive names the payload, a blob: it does not hold it
+    assert len(blobs) == 1 and int(blobs[0]["ETag"].strip('"').split("-")[1]) >= 24  # one object, sent in parts
     for role, (peak_mib, _) in runs.items():
         assert peak_mib < 140, f"{role}: peak RSS {peak_mib} MiB for a {size >> 20} MiB tree"
-    assert not [p for p in (tmp_path / "push" / "tmp").iterdir() if p.name.startswith(".pack-")]
-    assert not [p for p in (tmp_path / "fetch" / "tmp").iterdir() if p.name.startswith(".archive-")]
+    for role in ("push", "fetch"):  # no scratch file of an archive or a blob is left behind
+        assert not list((tmp_path / role / "tmp").glob(".*")), list((tmp_path / role / "tmp").iterdir())
 
 
 def _small_tree(store, name: str) -> str:
@@ -499,7 +527,7 @@ def test_a_full_disk_is_this_machines_failure_not_the_caches(s3, prefix, tmp_pat
         monkeypatch.setenv(name, value)
     full = OSError(errno.ENOSPC, "No space left on device")
 
-    def no_space(*_args):
+    def no_space(*_args, **_kwargs):
         raise full
 
     first, cache = LocalStore(tmp_path / "first"), shared.SharedCache(f"s3://{BUCKET}/{prefix}")
@@ -517,3 +545,130 @@ def test_a_full_disk_is_this_machines_failure_not_the_caches(s3, prefix, tmp_pat
         assert second.fetch(record.key, LocalStore(tmp_path / "second")) is None
     assert second.report.damaged == [] and "unpacking" in " ".join(second.report.failed)
     assert shared.SharedCache(f"s3://{BUCKET}/{prefix}").fetch(record.key, LocalStore(tmp_path / "third")) == record
+
+
+def _cache_env(monkeypatch, s3: dict) -> None:
+    for name, value in (("CAIRN_S3_ENDPOINT", s3["endpoint"]), ("AWS_ACCESS_KEY_ID", "test"),
+                        ("AWS_SECRET_ACCESS_KEY", "test"), ("AWS_DEFAULT_REGION", "us-east-1")):
+        monkeypatch.setenv(name, value)
+
+
+def _tree_with(store, name: str, big: bytes) -> str:
+    """A tree holding ``big`` (a blob) at two places, and a small file of its own."""
+    work = store.workdir(name)
+    (work / "lib").mkdir()
+    (work / "lib" / "libbig.so").write_bytes(big)
+    (work / f"{name}.whl").write_bytes(big)
+    (work / "name.txt").write_text(name)
+    return store.commit(work)
+
+
+def _gets(cache) -> list[str]:
+    """Every object ``cache`` downloads to a file from now on, in order."""
+    names: list[str] = []
+    real = cache.backend.get_file
+
+    def get_file(key, dest):
+        names.append(key)
+        return real(key, dest)
+
+    cache.backend.get_file = get_file
+    return names
+
+
+def test_a_file_many_trees_hold_is_one_blob_in_the_bucket_and_one_download(s3, prefix, tmp_path, monkeypatch) -> None:
+    """Three trees with the same 2 MiB file twice each (a wheel in a package, an index and a bundle): the bucket
+    holds it once, and a machine fetching all three downloads it once and hard-links the other five."""
+    from cairn.store.base import ActionRecord, tree_digest
+    from cairn.store.local import LocalStore
+    from cairn.store.shared import SharedCache
+
+    _cache_env(monkeypatch, s3)
+    big = os.urandom(2 << 20)
+    first, url = LocalStore(tmp_path / "first"), f"s3://{BUCKET}/{prefix}"
+    records = [ActionRecord(key=f"{n}" * 64, action=f"package:{n}", output=_tree_with(first, f"t{n}", big)) for n in range(3)]
+    pusher = SharedCache(url)
+    for record in records:
+        pusher.push(record, first)
+    assert sorted(pusher.report.uploaded) == [r.action for r in records]
+    objects = _objects(s3, prefix)
+    assert [k for k in objects if k.startswith("blobs/")] == [f"blobs/{hashlib.sha256(big).hexdigest()}.zst"]
+    assert all(v["Size"] < 4096 for v in s3["client"].list_object_versions(Bucket=BUCKET, Prefix=f"{prefix}/trees/")["Versions"])
+    _assert_every_record_has_its_tree(s3, prefix)
+
+    second, fetcher = LocalStore(tmp_path / "second"), SharedCache(url)
+    downloads = _gets(fetcher)
+    assert [fetcher.fetch(r.key, second) for r in records] == records
+    assert [d.split("/")[0] for d in downloads].count("blobs") == 1, downloads
+    for record in records:
+        tree = second.tree(record.output)
+        assert tree_digest(tree) == record.output == tree_digest(first.tree(record.output))
+    copies = [p for p in (tmp_path / "second" / "trees").rglob("*") if p.is_file() and p.stat().st_size == len(big)]
+    assert len(copies) == 6 and len({p.stat().st_ino for p in copies}) == 1
+
+
+@pytest.mark.parametrize("damage", ["other bytes", "missing", "not zstd"])
+def test_a_tampered_or_missing_blob_is_reported_never_used_and_put_back(s3, prefix, tmp_path, monkeypatch, damage) -> None:
+    """A blob whose bytes are not the ones its name says (or that is gone, or is not zstd) fails the fetch of every
+    tree naming it: reported, never used, and removed with that tree, so the rebuild's push puts both back. A
+    read-only job reports the same and removes nothing."""
+    import zstandard
+
+    from cairn.store.base import ActionRecord
+    from cairn.store.local import LocalStore
+    from cairn.store.shared import SharedCache
+
+    _cache_env(monkeypatch, s3)
+    big = os.urandom(2 << 20)
+    first, url = LocalStore(tmp_path / "first"), f"s3://{BUCKET}/{prefix}"
+    record = ActionRecord(key="b" * 64, action="bundle:release", output=_tree_with(first, "bundle", big))
+    SharedCache(url).push(record, first)
+    blob = f"{prefix}/blobs/{hashlib.sha256(big).hexdigest()}.zst"
+    if damage == "missing":
+        s3["client"].delete_object(Bucket=BUCKET, Key=blob)
+    else:
+        forged = zstandard.ZstdCompressor().compress(os.urandom(len(big))) if damage == "other bytes" else big
+        s3["client"].put_object(Bucket=BUCKET, Key=blob, Body=forged)
+
+    reader = SharedCache(url, read_only=True)
+    assert reader.fetch(record.key, LocalStore(tmp_path / "pr")) is None
+    assert len(reader.report.damaged) == 1 and "bundle:release" in reader.report.damaged[0]
+    assert "removed" not in reader.report.damaged[0]
+    assert f"trees/{record.output}.v2.tar.zst" in _objects(s3, prefix)  # read-only: nothing deleted
+
+    victim, cache = LocalStore(tmp_path / "victim"), SharedCache(url)
+    assert cache.fetch(record.key, victim) is None and not victim.has_tree(record.output)
+    message = cache.report.damaged[0]
+    expected = {"other bytes": "failed verification", "missing": "is not in the cache", "not zstd": "is not zstd"}[damage]
+    assert expected in message and "not used" in message and "with the tree that names it" in message, message
+    left = _current(s3, prefix)
+    assert f"trees/{record.output}.v2.tar.zst" not in left and blob[len(prefix) + 1:] not in left
+    assert not list((tmp_path / "victim" / "tmp").iterdir())  # the half-filled tree is gone too
+
+    SharedCache(url).push(record, first)  # what the rebuild that follows does
+    third = LocalStore(tmp_path / "third")
+    assert SharedCache(url).fetch(record.key, third) == record
+    assert (third.tree(record.output) / "lib" / "libbig.so").read_bytes() == big
+
+
+@pytest.mark.parametrize("headers", [
+    {"CAIRN.blob.sha256": "0" * 64, "CAIRN.blob.size": "5"},
+    {"CAIRN.blob.sha256": "../../etc/passwd", "CAIRN.blob.size": "5"},
+    {"CAIRN.blob.sha256": "0" * 64, "CAIRN.blob.size": "-1"},
+    {"CAIRN.blob.size": "5"},
+], ids=["in-a-whole-tree", "bad-sha256", "bad-size", "no-sha256"])
+def test_an_archive_naming_a_blob_badly_is_damaged(tmp_path, headers) -> None:
+    """A member naming a blob is refused in an archive that holds whole trees, and wherever its name is not a
+    sha256 or its size not a number: the blob's name becomes an object key, never anything else."""
+    buffer = io.BytesIO()
+    zstd = __import__("zstandard").ZstdCompressor().stream_writer(buffer, closefd=False)
+    with tarfile.open(fileobj=zstd, mode="w", format=tarfile.PAX_FORMAT) as tar:
+        info = tarfile.TarInfo("lib.so")
+        info.pax_headers = headers
+        tar.addfile(info)
+    zstd.close()
+    dest = tmp_path / "dest"
+    dest.mkdir()
+    blobs = None if headers.get("CAIRN.blob.sha256") == "0" * 64 and headers["CAIRN.blob.size"] == "5" else []
+    with pytest.raises(DamagedArchive, match="names a blob"):
+        unpack(buffer.getvalue(), dest, blobs=blobs)

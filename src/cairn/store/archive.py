@@ -13,6 +13,13 @@ created earlier (never a symlink, so nothing is written through a link to outsid
 else raises ``DamagedArchive``. Link targets are kept verbatim and never followed. The caller still digests what was unpacked: the archive's own claims prove nothing.
 It also reads the gzip'd tars of earlier versions (told apart by their first bytes), so a cache they filled
 stays usable.
+
+Blobs: given ``blobs_from``, ``pack`` leaves every file of at least that many bytes out of the archive and writes in
+its place an empty member whose PAX header names the file's sha256 and size (``Blob``); the shared cache stores each
+such file once, under its sha256, however many trees hold it. A release repeats its wheels in the package, index and
+bundle trees, and its libraries in the SDK and image trees: archived whole, the bucket held each of them several
+times. ``unpack`` accepts such members only when the caller asks for them (``blobs=[]``), leaves an empty file in
+their place and lists them for the caller to fill and check.
 """
 
 from __future__ import annotations
@@ -23,17 +30,30 @@ import io
 import os
 import tarfile
 import zlib
+from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any, BinaryIO
 
 import zstandard
 
-from cairn.store.base import tree_entries
+from cairn.store.base import file_sha256, tree_entries
 
 CHUNK = 1 << 20
 LEVEL = 1
 ZSTD_MAGIC = b"\x28\xb5\x2f\xfd"
 GZIP_MAGIC = b"\x1f\x8b"
+BLOB_SHA256 = "CAIRN.blob.sha256"  # PAX keywords of a member whose bytes are a blob, not in the archive
+BLOB_SIZE = "CAIRN.blob.size"
+
+
+@dataclass(frozen=True)
+class Blob:
+    """A file of a tree kept out of its archive: its place in the tree, and the bytes it must have."""
+
+    path: str
+    sha256: str
+    size: int
+    executable: bool
 
 
 class DamagedArchive(ValueError):
@@ -47,10 +67,13 @@ def pack(root: Path) -> bytes:
     return buffer.getvalue()
 
 
-def pack_to(root: Path, out: BinaryIO) -> str:
+def pack_to(root: Path, out: BinaryIO, *, blobs_from: int = 0, blobs: list[Blob] | None = None) -> str:
     """Write the archive of ``root`` to ``out`` as it is made (a tree of gigabytes never sits in memory);
-    returns the sha256 of the bytes written, which the upload's checksum needs before it starts."""
-    hashed: Any = _Hashing(out)  # file-like enough for zstd's writer
+    returns the sha256 of the bytes written, which the upload's checksum needs before it starts. With
+    ``blobs_from``, files of at least that size are only named (their ``Blob`` appended to ``blobs``)."""
+    if blobs_from and blobs is None:
+        raise ValueError("blobs_from needs a list to report the blobs in")
+    hashed: Any = HashingWriter(out)  # file-like enough for zstd's writer
     compressor = zstandard.ZstdCompressor(level=LEVEL, threads=0)
     with compressor.stream_writer(hashed, closefd=False) as members, \
             tarfile.open(fileobj=members, mode="w", format=tarfile.PAX_FORMAT) as tar:  # type: ignore[call-overload]
@@ -66,14 +89,22 @@ def pack_to(root: Path, out: BinaryIO) -> str:
                 info.type, info.mode, info.linkname = tarfile.SYMTYPE, 0o777, os.readlink(path)
                 tar.addfile(info)
             else:
-                info.mode, info.size = (0o755 if kind == "exec" else 0o644), path.stat().st_size
+                info.mode, size = (0o755 if kind == "exec" else 0o644), path.stat().st_size
+                if blobs_from and size >= blobs_from:
+                    assert blobs is not None
+                    blob = Blob(rel, file_sha256(path), size, kind == "exec")
+                    info.pax_headers = {BLOB_SHA256: blob.sha256, BLOB_SIZE: str(size)}
+                    tar.addfile(info)
+                    blobs.append(blob)
+                    continue
+                info.size = size
                 with open(path, "rb") as handle:
                     tar.addfile(info, handle)
     hashed.flush()
     return hashed.sha256.hexdigest()
 
 
-class _Hashing:
+class HashingWriter:
     """A write-only file that hashes what passes through it to ``out``."""
 
     def __init__(self, out: BinaryIO) -> None:
@@ -87,10 +118,11 @@ class _Hashing:
         self.out.flush()
 
 
-def unpack(archive: bytes | Path, dest: Path) -> list[tuple[str, str, bool]]:
+def unpack(archive: bytes | Path, dest: Path, *, blobs: list[Blob] | None = None) -> list[tuple[str, str, bool]]:
     """Unpack ``archive`` (bytes, or a file read as it is unpacked) into the empty directory ``dest``; raises
-    DamagedArchive for anything ``pack`` never writes, OSError for this machine's own failures. Returns (path, sha256, executable) of every regular
-    file, as hashed while writing it."""
+    DamagedArchive for anything ``pack`` never writes, OSError for this machine's own failures. Returns (path,
+    sha256, executable) of every regular file, as hashed while writing it. Members that name a blob are accepted
+    only when ``blobs`` is a list: each leaves an empty file, to be filled by the caller, and is appended to it."""
     made = {""}
     files: list[tuple[str, str, bool]] = []
     try:
@@ -104,6 +136,14 @@ def unpack(archive: bytes | Path, dest: Path) -> list[tuple[str, str, bool]]:
                     made.add(member.name)
                 elif member.issym():
                     os.symlink(member.linkname, target)
+                elif member.isfile() and (BLOB_SHA256 in member.pax_headers or BLOB_SIZE in member.pax_headers):
+                    if blobs is None:
+                        raise DamagedArchive(f"entry {member.name!r} names a blob, which this kind of archive never does")
+                    blob = _blob_of(member)
+                    with open(target, "xb"):
+                        pass  # its place, so a later member of the same name clashes here as any other would
+                    os.chmod(target, 0o755 if blob.executable else 0o644)
+                    blobs.append(blob)
                 elif member.isfile():
                     source = tar.extractfile(member)
                     assert source is not None  # a regular file always has a body
@@ -123,6 +163,13 @@ def unpack(archive: bytes | Path, dest: Path) -> list[tuple[str, str, bool]]:
         raise DamagedArchive(f"unreadable archive: {exc}") from None
     # any other OSError (a full disk, a read error) is this machine's, not the archive's: the caller's to report
     return files
+
+
+def _blob_of(member: tarfile.TarInfo) -> Blob:
+    sha256, size = member.pax_headers.get(BLOB_SHA256, ""), member.pax_headers.get(BLOB_SIZE, "")
+    if len(sha256) != 64 or any(ch not in "0123456789abcdef" for ch in sha256) or not size.isdigit() or member.size:
+        raise DamagedArchive(f"entry {member.name!r} names a blob badly (sha256 {sha256[:70]!r}, size {size[:20]!r})")
+    return Blob(member.name, sha256, int(size), bool(member.mode & 0o111))
 
 
 def _open_source(archive: bytes | Path) -> IO[bytes]:

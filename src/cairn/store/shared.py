@@ -2,14 +2,20 @@
 
 Layout under ``s3://bucket/prefix`` (endpoint from ``$CAIRN_S3_ENDPOINT``, as for publishing)::
 
-    trees/<digest>.tar.zst   one output tree (``cairn.store.archive``), named by its tree digest
-                             (``trees/<digest>.tar.gz``: the same, as earlier versions wrote it; still read)
-    ac/<key>.json            action record: key → output digest, the same JSON as the local ``ac/``
+    trees/<digest>.v2.tar.zst  one output tree (``cairn.store.archive``), named by its tree digest, with every
+                               file of at least ``BLOB_MIN`` bytes left out and named by its sha256 instead
+    blobs/<sha256>.zst         such a file, zstd-compressed: stored once however many trees hold it
+    ac/<key>.json              action record: key → output digest, the same JSON as the local ``ac/``
+
+Earlier versions wrote whole trees, ``trees/<digest>.tar.zst`` and before that ``trees/<digest>.tar.gz``; both are
+still read. Why blobs: a release holds each wheel in its package, index and bundle trees, and each library in the
+SDK and in image trees. Archived whole, the default release's trees took the bucket several times the bytes of its
+distinct files; a fetching machine now downloads each distinct file once and hard-links the rest.
 
 Action keys never name a machine or a path, so a key computed on one machine finds the work of another.
 
-Writing (after the local commit, so the local build never waits on a half-made upload): the tree first, the
-record last, both with ``If-None-Match: *``. A machine killed between the two leaves a tree nobody points at
+Writing (after the local commit, so the local build never waits on a half-made upload): the blobs the bucket
+lacks, then the tree, the record last, all with ``If-None-Match: *``. A machine killed between the two leaves a tree nobody points at
 (harmless); a record is only ever written once its tree is in the bucket. Two machines racing on one action
 both upload, the second record PUT is refused, and the first record stays: one record per key, never
 overwritten. A local hit that the cache lacks is uploaded too, so a store built before the cache seeds it.
@@ -18,9 +24,12 @@ took longer than making it from a local hit); ``finish`` waits for every one bef
 report lists them all and a build's end means its work is in the bucket.
 
 Reading (before an action would run, when the local store has no record): the record, then its tree, unpacked
-into the local store's work area and digested there. A tree whose digest is not the one its name and record
-claim is a cache miss: it is reported, never used, and (unless read-only) deleted from the bucket — its name
-proves it wrong — so the rebuild that follows uploads the right one. Read-only mode (for untrusted jobs such
+into the local store's work area, its blobs filled in (hard links to a file this build already fetched with the
+same bytes, else downloaded and checked against their sha256 and size), and digested there. A tree whose digest
+is not the one its name and record claim, or a blob that is missing or not the bytes its name says, is a cache
+miss: it is reported, never used, and (unless read-only) the wrong objects are deleted from the bucket — their
+names prove them wrong — with the tree that needs a missing or wrong blob, so the rebuild that follows uploads
+the right ones. Read-only mode (for untrusted jobs such
 as pull requests) reads and never writes or deletes. The first request that fails (after the S3 wrapper's
 retries) takes the cache offline for the rest of the build: it is reported once and every action then runs
 locally, instead of every lookup waiting out the same retries.
@@ -32,6 +41,7 @@ with a record naming its (correct) digest. The cache is only as trustworthy as t
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import json
 import os
 import re
@@ -43,15 +53,21 @@ from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any, BinaryIO
 from urllib.parse import urlparse
 
+import zstandard
+
 from cairn.errors import CairnError
-from cairn.store.archive import DamagedArchive, pack_to, unpack
+from cairn.store.archive import Blob, DamagedArchive, HashingWriter, pack_to, unpack
 from cairn.store.base import ActionRecord
 from cairn.store.local import LocalStore
 
 _HEX64 = re.compile(r"[0-9a-f]{64}")
 UPLOADS_AT_ONCE = 2  # each packs one tree (zlib and hashing free the GIL) while the other one's bytes are sent
+# Files from this size on are blobs: below it, a request per file costs more than the bytes a repeat would
+BLOB_MIN = 1 << 20
+_CHUNK = 1 << 20
 
 
 @dataclass
@@ -94,6 +110,7 @@ class SharedCache:
         # (sha256, executable) -> a file of a tree this build fetched: later fetched trees hard-link to it, as
         # trees built locally share files, instead of holding one copy per tree
         self._content: dict[tuple[str, bool], Path] = {}
+        self._blobs_there: set[str] = set()  # blobs this build saw in the bucket or put there: not asked about again
         self._uploads: ThreadPoolExecutor | None = None  # made at the first push_later
         self._pending: list[Future[None]] = []
         try:
@@ -108,12 +125,17 @@ class SharedCache:
 
     @staticmethod
     def tree_key(digest: str) -> str:
-        return f"trees/{digest}.tar.zst"
+        return f"trees/{digest}.v2.tar.zst"
 
     @staticmethod
-    def legacy_tree_key(digest: str) -> str:
-        """Where earlier versions put the tree (a gzip'd tar): a record they wrote names only the digest."""
-        return f"trees/{digest}.tar.gz"
+    def whole_tree_keys(digest: str) -> tuple[str, str]:
+        """Where earlier versions put the tree, every file inside (zstd, and before that gzip): a record they wrote
+        names only the digest, so these are tried after ``tree_key``."""
+        return f"trees/{digest}.tar.zst", f"trees/{digest}.tar.gz"
+
+    @staticmethod
+    def blob_key(sha256: str) -> str:
+        return f"blobs/{sha256}.zst"
 
     # -- reading ----------------------------------------------------------------------------------------------
     def fetch(self, key: str, local: LocalStore) -> ActionRecord | None:
@@ -139,22 +161,22 @@ class SharedCache:
         return self._fetch_tree(record, local)
 
     def _fetch_tree(self, record: ActionRecord, local: LocalStore) -> ActionRecord | None:
-        name = self.tree_key(record.output)
         archive = _scratch(local.root / "tmp", "archive")  # the download goes to disk, never whole into memory
+        blobs: list[Blob] | None = []
         try:
             try:
-                present = self.backend.get_file(name, archive)
-                if not present and self.backend.get_file(self.legacy_tree_key(record.output), archive):
-                    name, present = self.legacy_tree_key(record.output), True
+                name = self._download_tree(record.output, archive)
             except (CairnError, OSError) as exc:  # OSError: writing it here (a full disk)
-                self._note("failed", f"{record.action}: download of {name} failed: {exc} — running the action")
+                self._note("failed", f"{record.action}: download of {self.tree_key(record.output)} failed: {exc} — running the action")
                 return None
-            if not present:
-                self._note("damaged", f"{record.action}: the record names {name}, which the cache does not hold — running the action")
+            if name is None:
+                self._note("damaged", f"{record.action}: the record names {self.tree_key(record.output)}, which the cache does not hold — running the action")
                 return None
+            if name != self.tree_key(record.output):
+                blobs = None  # a whole tree, as earlier versions wrote it: a member naming a blob is damage there
             workdir = local.workdir(f"cache-{record.action}")
             try:
-                files = unpack(archive, workdir)
+                files = unpack(archive, workdir, blobs=blobs)
             except DamagedArchive as exc:
                 shutil.rmtree(workdir, ignore_errors=True)
                 self._reject(record, name, str(exc))
@@ -165,32 +187,85 @@ class SharedCache:
                 return None
         finally:
             archive.unlink(missing_ok=True)
+        if blobs and not self._fill_blobs(record, name, workdir, blobs):
+            shutil.rmtree(workdir, ignore_errors=True)
+            return None
         self._share_files(workdir, files)
         got = local.commit(workdir, expect=record.output)
         if got != record.output:
             self._reject(record, name, f"its files digest to {got[:12]}")
             return None
         tree = local.tree(got)
-        for rel, sha, executable in files:
+        for rel, sha, executable in [*files, *((b.path, b.sha256, b.executable) for b in blobs or ())]:
             self._content.setdefault((sha, executable), tree / rel)
         local.record(record)
         self._event("fetched", record.action)
         return record
+
+    def _download_tree(self, digest: str, archive: Path) -> str | None:
+        """The name of the archive of ``digest`` the bucket holds, now in the file ``archive``; None if none."""
+        for name in (self.tree_key(digest), *self.whole_tree_keys(digest)):
+            if self.backend.get_file(name, archive):
+                return name
+        return None
+
+    def _fill_blobs(self, record: ActionRecord, tree_name: str, workdir: Path, blobs: list[Blob]) -> bool:
+        """Give each blob of an unpacked tree its bytes: a hard link to a file of this build with the same bytes
+        and mode, else the blob downloaded and checked. False (reported) when one is missing, wrong or fails."""
+        here: dict[tuple[str, bool], Path] = {}  # a blob twice in one tree is downloaded once
+        for blob in blobs:
+            target = workdir / blob.path
+            known = self._content.get((blob.sha256, blob.executable)) or here.get((blob.sha256, blob.executable))
+            if known is not None and _link_over(known, target):
+                continue
+            problem = self._download_blob(blob, target, workdir.parent)
+            if problem == "failed":
+                return False
+            if problem:
+                with self._lock:
+                    self._blobs_there.discard(blob.sha256)  # a push later in this build must put it back
+                removed = self._remove(self.blob_key(blob.sha256))
+                tree_removed = self._remove(tree_name)
+                self._note("damaged", f"{record.action}: {self.blob_key(blob.sha256)} ({blob.path}) {problem} — not "
+                                      f"used{removed}{' with the tree that names it' if tree_removed else ''}; running the action")
+                return False
+            here[(blob.sha256, blob.executable)] = target
+        return True
+
+    def _download_blob(self, blob: Blob, target: Path, scratch_dir: Path) -> str:
+        """Download ``blob`` into ``target`` (its place in an unpacked tree): "" when it holds the right bytes, else
+        what is wrong with the bucket's copy, or "failed" (reported) when this machine or the request failed."""
+        name = self.blob_key(blob.sha256)
+        compressed = _scratch(scratch_dir, "blob")
+        try:
+            try:
+                present = self.backend.get_file(name, compressed)
+            except (CairnError, OSError) as exc:
+                self._note("failed", f"download of {name} failed: {exc} — running the action")
+                return "failed"
+            if not present:
+                return "is not in the cache"
+            try:
+                sha256, size = _decompress_to(compressed, target)
+            except zstandard.ZstdError as exc:
+                return f"is not zstd ({exc})"
+            except OSError as exc:
+                self._note("failed", f"writing {blob.path} from {name} failed here: {exc} — running the action")
+                return "failed"
+        finally:
+            compressed.unlink(missing_ok=True)
+        if (sha256, size) != (blob.sha256, blob.size):
+            return f"failed verification (its bytes have sha256 {sha256[:12]}, {size} bytes)"
+        os.chmod(target, 0o755 if blob.executable else 0o644)
+        return ""
 
     def _share_files(self, workdir: Path, files: list[tuple[str, str, bool]]) -> None:
         """Replace each unpacked file whose bytes and mode a tree fetched earlier has by a hard link to that
         file (same bytes, so the digest the commit checks is unchanged; any failure just keeps the copy)."""
         for rel, sha, executable in files:
             known = self._content.get((sha, executable))
-            if known is None:
-                continue
-            target = workdir / rel
-            spare = workdir.parent / f".link-{uuid.uuid4().hex}"  # beside the work dir: never a name of the tree
-            try:
-                os.link(known, spare)
-                os.replace(spare, target)
-            except OSError:
-                spare.unlink(missing_ok=True)
+            if known is not None:
+                _link_over(known, workdir / rel)
 
     def _reject(self, record: ActionRecord, name: str, why: str) -> None:
         """A tree that is not what its name says: never used; removed from the bucket unless read-only."""
@@ -262,18 +337,43 @@ class SharedCache:
 
     def _put_tree(self, name: str, tree: Path, local: LocalStore) -> None:
         """The tree's archive, written to a file in the store's work area and sent from there (an output of
-        gigabytes never sits in memory: a build sharing a whole release keeps to the machine's RAM)."""
+        gigabytes never sits in memory: a build sharing a whole release keeps to the machine's RAM), after the
+        blobs it names that the bucket lacks."""
         from cairn.publish.backend import RefusedOverwrite
 
         archive = _scratch(local.root / "tmp", "pack")
+        blobs: list[Blob] = []
         try:
             with open(archive, "xb") as out:
-                sha256 = pack_to(tree, out)
+                sha256 = pack_to(tree, out, blobs_from=BLOB_MIN, blobs=blobs)
+            for blob in blobs:
+                self._put_blob(blob, tree / blob.path, local)
             # refused: another machine's archive of this tree with other bytes (another zstd); verified on download
             with contextlib.suppress(RefusedOverwrite):
                 self.backend.put_file(name, archive, content_type="application/zstd", immutable=True, sha256=sha256)
         finally:
             archive.unlink(missing_ok=True)
+
+    def _put_blob(self, blob: Blob, path: Path, local: LocalStore) -> None:
+        """Upload one file as ``blobs/<sha256>.zst`` unless the bucket has it (asked once per build and blob)."""
+        from cairn.publish.backend import RefusedOverwrite
+
+        name = self.blob_key(blob.sha256)
+        with self._lock:
+            if blob.sha256 in self._blobs_there:
+                return
+        if self.backend.head_sha256(name) is None:
+            compressed = _scratch(local.root / "tmp", "blob")
+            try:
+                with open(compressed, "xb") as out:
+                    sha256 = _compress_to(path, out)
+                # refused: another machine's copy, compressed by another zstd; verified on download all the same
+                with contextlib.suppress(RefusedOverwrite):
+                    self.backend.put_file(name, compressed, content_type="application/zstd", immutable=True, sha256=sha256)
+            finally:
+                compressed.unlink(missing_ok=True)
+        with self._lock:
+            self._blobs_there.add(blob.sha256)
 
     def _raced(self, record: ActionRecord) -> None:
         """Another machine recorded this key first; its record stays. Say whether it agrees with ours."""
@@ -299,6 +399,40 @@ class SharedCache:
                 first, self.report.offline = not self.report.offline, self.report.offline or message
             if first:  # every later request would wait out the same retries: build on without the cache
                 self._warn(f"giving up on {self.report.url} for the rest of this build; actions run locally")
+
+
+def _link_over(known: Path, target: Path) -> bool:
+    """Make ``target`` a hard link to ``known`` (same bytes and mode); False, ``target`` untouched, if it cannot be."""
+    spare = target.parent / f".link-{uuid.uuid4().hex}"  # a name no tree has: pack and unpack never write dot-link-
+    try:
+        os.link(known, spare)
+        os.replace(spare, target)
+    except OSError:
+        spare.unlink(missing_ok=True)
+        return False
+    return True
+
+
+def _decompress_to(compressed: Path, target: Path) -> tuple[str, int]:
+    """Decompress the zstd file ``compressed`` into ``target`` as it is read; the sha256 and size of what came out."""
+    digest, size = hashlib.sha256(), 0
+    with open(compressed, "rb") as source, open(target, "wb") as out:
+        reader = zstandard.ZstdDecompressor().stream_reader(source, read_size=_CHUNK, read_across_frames=True)
+        while chunk := reader.read(_CHUNK):
+            digest.update(chunk)
+            size += len(chunk)
+            out.write(chunk)
+    return digest.hexdigest(), size
+
+
+def _compress_to(path: Path, out: BinaryIO) -> str:
+    """The file ``path`` zstd-compressed (level 1, one thread: the bytes depend on the file and zstd alone) into
+    ``out``; the sha256 of the compressed bytes, which the upload's checksum needs."""
+    sink: Any = HashingWriter(out)  # file-like enough for zstd's copy
+    with open(path, "rb") as source:
+        zstandard.ZstdCompressor(level=1, threads=0).copy_stream(source, sink, read_size=_CHUNK, write_size=_CHUNK)
+    sink.flush()
+    return str(sink.sha256.hexdigest())
 
 
 def _scratch(directory: Path, what: str) -> Path:
