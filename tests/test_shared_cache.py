@@ -600,6 +600,10 @@ def test_a_file_many_trees_hold_is_one_blob_in_the_bucket_and_one_download(s3, p
     downloads = _gets(fetcher)
     assert [fetcher.fetch(r.key, second) for r in records] == records
     assert [d.split("/")[0] for d in downloads].count("blobs") == 1, downloads
+    assert fetcher.report.linked_blobs == 5  # the six copies: one download, five hard links
+    for report in (pusher.report, fetcher.report):  # random bytes: the blob costs its size once, the archives little
+        moved = report.sent_bytes or report.received_bytes
+        assert len(big) < moved < len(big) + 3 * 4096, (report.sent_bytes, report.received_bytes)
     for record in records:
         tree = second.tree(record.output)
         assert tree_digest(tree) == record.output == tree_digest(first.tree(record.output))

@@ -136,9 +136,14 @@ def _print_summary(report: BuildReport, summary: dict) -> None:
     if cache:
         console.print(f"cache {cache['url']}{' (read-only)' if cache['read_only'] else ''}: {len(cache['fetched'])} fetched, "
                       f"{len(cache['uploaded'])} uploaded, {len(cache['raced'])} raced, {len(cache['damaged'])} damaged, "
-                      f"{len(cache['failed'])} failed")
+                      f"{len(cache['failed'])} failed; {_megabytes(cache['received_bytes'])} received, "
+                      f"{_megabytes(cache['sent_bytes'])} sent")
     if summary["sdk_tree"]:
         console.print(f"SDK tree: {summary['sdk_tree']}")
+
+
+def _megabytes(count: int) -> str:
+    return f"{count / 1e6:.1f} MB"
 
 
 def _write_report(path: Path, data: dict) -> None:

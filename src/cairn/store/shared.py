@@ -82,11 +82,15 @@ class CacheReport:
     damaged: list[str] = field(default_factory=list)
     failed: list[str] = field(default_factory=list)
     offline: str = ""  # set at the first failed request: the rest of the build does without the cache
+    sent_bytes: int = 0  # archives and blobs written to the bucket, as stored (compressed)
+    received_bytes: int = 0  # archives and blobs read from it, as stored
+    linked_blobs: int = 0  # blobs of fetched trees filled by a hard link to a file already fetched, not downloaded
 
     def to_json(self) -> dict[str, object]:
         return {"url": self.url, "read_only": self.read_only, "fetched": sorted(self.fetched),
                 "uploaded": sorted(self.uploaded), "raced": sorted(self.raced), "damaged": self.damaged,
-                "failed": self.failed, "offline": self.offline or None}
+                "failed": self.failed, "offline": self.offline or None, "sent_bytes": self.sent_bytes,
+                "received_bytes": self.received_bytes, "linked_blobs": self.linked_blobs}
 
 
 def _stderr(message: str) -> None:
@@ -206,6 +210,7 @@ class SharedCache:
         """The name of the archive of ``digest`` the bucket holds, now in the file ``archive``; None if none."""
         for name in (self.tree_key(digest), *self.whole_tree_keys(digest)):
             if self.backend.get_file(name, archive):
+                self._count("received_bytes", archive.stat().st_size)
                 return name
         return None
 
@@ -217,6 +222,7 @@ class SharedCache:
             target = workdir / blob.path
             known = self._content.get((blob.sha256, blob.executable)) or here.get((blob.sha256, blob.executable))
             if known is not None and _link_over(known, target):
+                self._count("linked_blobs", 1)
                 continue
             problem = self._download_blob(blob, target, workdir.parent)
             if problem == "failed":
@@ -240,6 +246,7 @@ class SharedCache:
         try:
             try:
                 present = self.backend.get_file(name, compressed)
+                self._count("received_bytes", compressed.stat().st_size if present else 0)
             except (CairnError, OSError) as exc:
                 self._note("failed", f"download of {name} failed: {exc} — running the action")
                 return "failed"
@@ -350,7 +357,8 @@ class SharedCache:
                 self._put_blob(blob, tree / blob.path, local)
             # refused: another machine's archive of this tree with other bytes (another zstd); verified on download
             with contextlib.suppress(RefusedOverwrite):
-                self.backend.put_file(name, archive, content_type="application/zstd", immutable=True, sha256=sha256)
+                if self.backend.put_file(name, archive, content_type="application/zstd", immutable=True, sha256=sha256):
+                    self._count("sent_bytes", archive.stat().st_size)
         finally:
             archive.unlink(missing_ok=True)
 
@@ -369,7 +377,8 @@ class SharedCache:
                     sha256 = _compress_to(path, out)
                 # refused: another machine's copy, compressed by another zstd; verified on download all the same
                 with contextlib.suppress(RefusedOverwrite):
-                    self.backend.put_file(name, compressed, content_type="application/zstd", immutable=True, sha256=sha256)
+                    if self.backend.put_file(name, compressed, content_type="application/zstd", immutable=True, sha256=sha256):
+                        self._count("sent_bytes", compressed.stat().st_size)
             finally:
                 compressed.unlink(missing_ok=True)
         with self._lock:
@@ -390,6 +399,10 @@ class SharedCache:
     def _event(self, kind: str, action: str) -> None:
         with self._lock:
             getattr(self.report, kind).append(action)
+
+    def _count(self, counter: str, amount: int) -> None:
+        with self._lock:
+            setattr(self.report, counter, getattr(self.report, counter) + amount)
 
     def _note(self, kind: str, message: str) -> None:
         self._event(kind, message)
