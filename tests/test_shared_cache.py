@@ -611,9 +611,10 @@ def test_a_file_many_trees_hold_is_one_blob_in_the_bucket_and_one_download(s3, p
     assert len(copies) == 6 and len({p.stat().st_ino for p in copies}) == 1
 
 
-@pytest.mark.parametrize("damage", ["other bytes", "missing", "not zstd"])
+@pytest.mark.parametrize("damage", ["other bytes", "missing", "not zstd", "a bomb"])
 def test_a_tampered_or_missing_blob_is_reported_never_used_and_put_back(s3, prefix, tmp_path, monkeypatch, damage) -> None:
-    """A blob whose bytes are not the ones its name says (or that is gone, or is not zstd) fails the fetch of every
+    """A blob whose bytes are not the ones its name says (or that is gone, is not zstd, or is a zstd bomb that would
+    write a GiB where the tree names 2 MiB: decompression stops past the size named) fails the fetch of every
     tree naming it: reported, never used, and removed with that tree, so the rebuild's push puts both back. A
     read-only job reports the same and removes nothing."""
     import zstandard
@@ -631,7 +632,9 @@ def test_a_tampered_or_missing_blob_is_reported_never_used_and_put_back(s3, pref
     if damage == "missing":
         s3["client"].delete_object(Bucket=BUCKET, Key=blob)
     else:
-        forged = zstandard.ZstdCompressor().compress(os.urandom(len(big))) if damage == "other bytes" else big
+        forged = {"other bytes": zstandard.ZstdCompressor().compress(os.urandom(len(big))),
+                  "a bomb": zstandard.ZstdCompressor().compress(bytes(1 << 30)),  # 1 GiB of zeros in 32 kB
+                  "not zstd": big}[damage]
         s3["client"].put_object(Bucket=BUCKET, Key=blob, Body=forged)
 
     reader = SharedCache(url, read_only=True)
@@ -643,7 +646,8 @@ def test_a_tampered_or_missing_blob_is_reported_never_used_and_put_back(s3, pref
     victim, cache = LocalStore(tmp_path / "victim"), SharedCache(url)
     assert cache.fetch(record.key, victim) is None and not victim.has_tree(record.output)
     message = cache.report.damaged[0]
-    expected = {"other bytes": "failed verification", "missing": "is not in the cache", "not zstd": "is not zstd"}[damage]
+    expected = {"other bytes": "failed verification (its bytes", "missing": "is not in the cache",
+                "not zstd": "is not zstd", "a bomb": f"more than the {len(big)} bytes"}[damage]
     assert expected in message and "not used" in message and "with the tree that names it" in message, message
     left = _current(s3, prefix)
     assert f"trees/{record.output}.v2.tar.zst" not in left and blob[len(prefix) + 1:] not in left

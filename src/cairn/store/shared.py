@@ -248,12 +248,12 @@ class SharedCache:
                 present = self.backend.get_file(name, compressed)
                 self._count("received_bytes", compressed.stat().st_size if present else 0)
             except (CairnError, OSError) as exc:
-                self._note("failed", f"download of {name} failed: {exc} — running the action")
+                self._note("failed", f"download of {name} ({blob.path}) failed: {exc} — running the action")
                 return "failed"
             if not present:
                 return "is not in the cache"
             try:
-                sha256, size = _decompress_to(compressed, target)
+                sha256, size = _decompress_to(compressed, target, blob.size)
             except zstandard.ZstdError as exc:
                 return f"is not zstd ({exc})"
             except OSError as exc:
@@ -261,6 +261,8 @@ class SharedCache:
                 return "failed"
         finally:
             compressed.unlink(missing_ok=True)
+        if size > blob.size:
+            return f"failed verification (more than the {blob.size} bytes the tree names)"
         if (sha256, size) != (blob.sha256, blob.size):
             return f"failed verification (its bytes have sha256 {sha256[:12]}, {size} bytes)"
         os.chmod(target, 0o755 if blob.executable else 0o644)
@@ -426,12 +428,13 @@ def _link_over(known: Path, target: Path) -> bool:
     return True
 
 
-def _decompress_to(compressed: Path, target: Path) -> tuple[str, int]:
-    """Decompress the zstd file ``compressed`` into ``target`` as it is read; the sha256 and size of what came out."""
+def _decompress_to(compressed: Path, target: Path, limit: int) -> tuple[str, int]:
+    """Decompress the zstd file ``compressed`` into ``target`` as it is read; the sha256 and size of what came out.
+    Stops once more than ``limit`` bytes came out (the size the tree names): a blob never fills the disk."""
     digest, size = hashlib.sha256(), 0
     with open(compressed, "rb") as source, open(target, "wb") as out:
         reader = zstandard.ZstdDecompressor().stream_reader(source, read_size=_CHUNK, read_across_frames=True)
-        while chunk := reader.read(_CHUNK):
+        while size <= limit and (chunk := reader.read(_CHUNK)):
             digest.update(chunk)
             size += len(chunk)
             out.write(chunk)
