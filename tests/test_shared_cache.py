@@ -33,9 +33,11 @@ DELAY = {"seconds": 0.0}
 pytestmark = pytest.mark.s3
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture
 def s3():
-    with moto_s3(BUCKET, versioning=True) as server:  # versioned, to count overwrites
+    """A bucket of the test's own: versioned (to count overwrites) and so keeping every object a test deletes;
+    gone with the test, so no test's GBs outlive it (the two-machine test alone pushes a release's SDK)."""
+    with moto_s3(BUCKET, versioning=True) as server:
         yield server
 
 
