@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import tempfile
 from pathlib import Path
 
@@ -39,11 +40,32 @@ def test_start_status_stop(capsys: pytest.CaptureFixture[str]) -> None:
             assert main(["services", "status", "--dir", str(directory)]) == 0
             out = capsys.readouterr().out
             assert "dockerd: running" in out and "registry: running" in out
+            # a container on the host's network, as an image build runs: the engine binds a namespace for it
+            client = docker.DockerClient(base_url=state["docker_host"])
+            client.api.import_image_from_data(_true_rootfs(), repository="cairn-true", tag="1")
+            client.containers.run("cairn-true:1", "/bin/true", network_mode="host", remove=True)
         finally:
             assert main(["services", "stop", "--dir", str(directory)]) == 0
         assert "stopped: registry, dockerd" in capsys.readouterr().out
         assert main(["services", "status", "--dir", str(directory)]) == 1
         assert "not started" in capsys.readouterr().out
+        left = [line.split()[1] for line in Path("/proc/self/mounts").read_text().splitlines()
+                if line.split()[1].startswith(f"{directory}/")]
+        assert left == []  # nothing the engine mounted outlives it, so its directory can be removed whole
+
+
+def _true_rootfs() -> bytes:
+    """A root filesystem holding /bin/true and the libraries it loads, as a tar: an image with no registry."""
+    import io
+    import tarfile
+
+    files = {"bin/true": "/usr/bin/true", "lib/x86_64-linux-gnu/libc.so.6": "/lib/x86_64-linux-gnu/libc.so.6",
+             "lib64/ld-linux-x86-64.so.2": "/lib64/ld-linux-x86-64.so.2"}
+    out = io.BytesIO()
+    with tarfile.open(fileobj=out, mode="w") as tar:
+        for name, source in files.items():
+            tar.add(os.path.realpath(source), arcname=name)
+    return out.getvalue()
 
 
 def test_the_storage_driver_can_be_chosen(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:

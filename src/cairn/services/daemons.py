@@ -162,8 +162,23 @@ def stop(directory: Path | None = None, timeout: float = 30.0) -> list[str]:
     for name, pid in (("docker-registry", state.registry_pid), ("dockerd", state.dockerd_pid)):
         if _terminate(pid, name, timeout):
             stopped.append("registry" if name == "docker-registry" else name)
+    _unmount_below(root)
     (root / "state.json").unlink(missing_ok=True)
     return stopped
+
+
+def _unmount_below(root: Path) -> None:
+    """Unmount what the engine left mounted under ``root``. Once a container has run with the host's network (an
+    image build does), dockerd exits with that namespace still bound at ``exec/netns/default``, and a mount point
+    cannot be deleted: the directory, whose data is GBs of images, could not be removed whole."""
+    try:
+        mounts = Path("/proc/self/mounts").read_text().splitlines()
+    except OSError:
+        return
+    inside = str(root).rstrip("/") + "/"
+    points = [fields[1].replace("\\040", " ") for fields in (line.split() for line in mounts) if len(fields) > 1]
+    for point in sorted((p for p in points if p.startswith(inside)), key=len, reverse=True):  # the deepest first
+        run(["umount", point], check=False, timeout=30)
 
 
 def _terminate(pid: int, name: str, timeout: float) -> bool:
