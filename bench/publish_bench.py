@@ -24,41 +24,17 @@ import os
 import re
 import resource
 import shutil
-import socket
 import subprocess
 import sys
 import tempfile
 import time
-import urllib.request
 from pathlib import Path
 
 from machine import describe
+from moto_server import start_moto
 
 ROOT = Path(__file__).resolve().parents[1]
 BUCKET = "cairn-bench"
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-def start_moto(log: Path) -> tuple[subprocess.Popen[bytes], str]:
-    """moto in its own process; its werkzeug access log (one line per request) is how requests are counted."""
-    port = free_port()
-    with open(log, "wb") as handle:
-        proc = subprocess.Popen([sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(port)],
-                                stdout=subprocess.DEVNULL, stderr=handle)
-    endpoint = f"http://127.0.0.1:{port}"
-    for _ in range(300):
-        try:
-            urllib.request.urlopen(endpoint + "/moto-api/", timeout=1)
-            return proc, endpoint
-        except OSError:
-            time.sleep(0.1)
-    proc.kill()
-    raise SystemExit("moto server did not start")
 
 
 # werkzeug colours the lines of 3xx/4xx/5xx answers (a 404 GET, a 412 PUT) with ANSI escapes inside the quotes
@@ -245,7 +221,8 @@ def main() -> int:
             # each bundle on a server of its own, both sides on that one: the release's gigabytes leave moto's
             # memory and spool files behind them, which made every request of a bundle benched after it slower
             log = work / f"moto-{name}.log"
-            moto, endpoint = start_moto(log)
+            with open(log, "wb") as access_log:  # one line per request: how requests are counted
+                moto, endpoint = start_moto(access_log)
             try:
                 _client(endpoint).create_bucket(Bucket=BUCKET)
                 runs[name] = {"source": source, **bench_one(name, bundle_dir, work, keys.directory, aws, endpoint, log,

@@ -30,43 +30,19 @@ import argparse
 import json
 import os
 import shutil
-import socket
 import subprocess
 import sys
 import tempfile
 import time
-import urllib.request
 from pathlib import Path
 from typing import Any
 
 from machine import describe
+from moto_server import start_moto
 
 ROOT = Path(__file__).resolve().parents[1]
 BUCKET = "cairn-cache"
 PREFIX = "release"
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-def start_moto(spool: Path) -> tuple[subprocess.Popen[bytes], str]:
-    """moto in its own process; objects bigger than its key buffer are spooled to files under ``spool``."""
-    port = free_port()
-    env = {**os.environ, "TMPDIR": str(spool)}
-    proc = subprocess.Popen([sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(port)],
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env)
-    endpoint = f"http://127.0.0.1:{port}"
-    for _ in range(300):
-        try:
-            urllib.request.urlopen(endpoint + "/moto-api/", timeout=1)
-            return proc, endpoint
-        except OSError:
-            time.sleep(0.1)
-    proc.kill()
-    raise SystemExit("moto server did not start")
 
 
 def _client(endpoint: str) -> Any:
@@ -165,7 +141,7 @@ def main() -> None:
     work = args.work.resolve() if args.work else Path(tempfile.mkdtemp(prefix="two-machines-"))
     spool = work / "bucket-spool"
     spool.mkdir(parents=True, exist_ok=True)
-    server, endpoint = start_moto(spool)
+    server, endpoint = start_moto(spool=spool)
     try:
         _client(endpoint).create_bucket(Bucket=BUCKET)
         cwd_a, env_a = machine(work, "a", endpoint, engine)
