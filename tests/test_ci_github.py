@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from cairn.ci.github import COMPILER_CACHE_UNLESS_PR, READ_ONLY_ON_PR
+from cairn.ci.github import COMPILER_CACHE_UNLESS_PR, DOCKER_ENV, READ_ONLY_ON_PR, RUNNER_SETUP
 from cairn.ci.shards import Shard, shard_plan
 from cairn.plan.graph import Action, Plan
 from conftest import need_module
@@ -25,7 +25,6 @@ need_module("check_jsonschema")
 
 SHA_PIN = re.compile(r"^[A-Za-z0-9_.-]+/[A-Za-z0-9_./-]+@[0-9a-f]{40}$")
 BUCKET = "cairn-ci-cache"
-IMAGE = "ghcr.io/example/toolchain@sha256:" + "ab" * 32
 
 
 def _cairn(*args: str, cwd: Path | None = None, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
@@ -48,8 +47,8 @@ def _validate(path: Path, schema: str) -> subprocess.CompletedProcess[str]:
 
 @pytest.fixture(scope="module")
 def default_release(tmp_path_factory) -> tuple[dict, dict, Path]:
-    """The default release's workflow, with the build image pinned by digest."""
-    return _emit(tmp_path_factory.mktemp("default"), "--image-digest", IMAGE)
+    """The default release's workflow."""
+    return _emit(tmp_path_factory.mktemp("default"))
 
 
 def test_the_default_release_workflow_validates_against_githubs_workflow_schema(default_release) -> None:
@@ -86,9 +85,10 @@ def test_every_action_is_pinned_by_a_full_commit_sha(default_release) -> None:
     assert not re.search(r"uses:\s*\S+@(v\d|main|master)", path.read_text())
 
 
-def test_jobs_run_in_the_build_image_by_digest_except_the_ones_that_need_docker(default_release) -> None:
-    """The job that builds the build image, the image and gate jobs, and the jobs that compile in the build image
-    (a ``docker run`` of it) need the runner's Docker Engine and start a registry of their own."""
+def test_every_job_runs_on_the_runner_with_the_engine_and_registry_its_plan_depends_on(default_release) -> None:
+    """Jobs differ in what they run (the build image's job, the compiles in it, the image and gate jobs need the
+    Docker Engine), not in the host they plan on: every job, publish too, gets the engine, a registry at one
+    address and the tools, and none runs in a ``container:``."""
     workflow, report, _ = default_release
     docker = {s["name"] for s in report["shards"] if s["docker"]}
     holder = next(s["name"] for s in report["shards"] if "image:toolchain" in s["actions"])
@@ -98,23 +98,48 @@ def test_jobs_run_in_the_build_image_by_digest_except_the_ones_that_need_docker(
     assert len(images) >= 6  # the family-neutral images job and, per family, an images and a gates job
     assert {"wheels", "bundle", "coverage"} <= {s["name"] for s in report["shards"]} - docker
     for name, job in workflow["jobs"].items():
-        if name in docker:
-            assert "container" not in job, name
-        else:
-            assert job["container"]["image"] == IMAGE, name
-        if name in docker:  # the same registry address on every runner: a cached push keeps its key
-            assert job["env"]["CAIRN_REGISTRY"] == "localhost:5000", name
-            assert [step["name"] for step in job["steps"]] == ["check out", "install cairn", "registry", "build"], name
-            assert "docker-registry" in job["steps"][2]["run"]
-        else:
-            assert "CAIRN_REGISTRY" not in job["env"], name
+        assert "container" not in job, name
+        assert {k: job["env"][k] for k in DOCKER_ENV} == DOCKER_ENV, name
+        assert job["env"]["CAIRN_REGISTRY"] == "localhost:5000", name  # one address: a cached push keeps its key
+        names = [step["name"] for step in job["steps"]]
+        assert names[:4] == ["check out", "install cairn", "registry", "build"], name
+        assert job["steps"][2]["run"] == RUNNER_SETUP and "docker-registry" in RUNNER_SETUP, name
 
 
-def test_without_a_known_image_digest_the_jobs_run_on_the_runner_and_the_workflow_says_so(tmp_path) -> None:
-    workflow, report, path = _emit(tmp_path, "--family", "gfx1151")
-    assert report["image"] is None
-    assert not any("container" in job for job in workflow["jobs"].values())
-    assert "digest is known only after a build" in path.read_text().split('"name"')[0]  # a comment in the header
+def _bundle_and_blocked(host) -> tuple[str, set[str]]:
+    """The default release planned on ``host``: the bundle's key (its dependencies' outputs left out) and what
+    is blocked."""
+    from cairn.plan.prepare import load, make_plan
+
+    plan = make_plan(*load(None), host=host)
+    bundle = plan.by_id()["bundle:release"]
+    return bundle.key(dict.fromkeys(bundle.deps, "")), {a.id for a in plan.actions if a.blocked}
+
+
+@pytest.mark.parametrize("fact", ["engine", "registry", "mmdebstrap", "patchelf"])
+def test_a_job_without_the_runner_setup_would_plan_another_release(fact) -> None:
+    """Why no job runs in a container: each job plans the whole release, and without the engine, the registry
+    or a tool of the setup step its plan blocks work the jobs before it built, and its bundle is another one."""
+    from dataclasses import replace
+
+    from cairn.plan.prepare import host_for, load
+
+    manifest, _ = load(None)
+    host = replace(host_for(manifest, None), docker_host="unix:///var/run/docker.sock", registry="localhost:5000",
+                   registry_id="env:localhost:5000")
+    host = replace(host, tools=host.tools | {"mmdebstrap", "patchelf", "git", "apt-get", "dpkg-deb", "pip"})
+    key, blocked = _bundle_and_blocked(host)
+    assert not blocked
+    without = {"engine": replace(host, docker_host=""), "registry": replace(host, registry="", registry_id=""),
+               "mmdebstrap": replace(host, tools=host.tools - {"mmdebstrap"}),
+               "patchelf": replace(host, tools=host.tools - {"patchelf"})}[fact]
+    other_key, other_blocked = _bundle_and_blocked(without)
+    assert other_key != key and other_blocked
+    if fact in ("mmdebstrap", "patchelf"):
+        assert f" {fact}" in RUNNER_SETUP.splitlines()[1]  # the setup step installs it
+    if fact == "engine":  # the family wheels wait on the compiles in the build image
+        assert {a for a in other_blocked if a.startswith("build:cairn-smoke@")}
+        assert {a for a in other_blocked if a.startswith("package:")}
 
 
 def _closure(needs: dict[str, list[str]], job: str) -> set[str]:
@@ -223,17 +248,15 @@ def test_shards_that_would_need_each_other_are_merged_into_one() -> None:
 
 
 @pytest.mark.parametrize(("args", "expected"), [
-    (["--image-digest", "ghcr.io/x/toolchain:latest"], "--image-digest: 'ghcr.io/x/toolchain:latest' is not an image pinned by digest"),
     (["--timings", "MISSING"], "MISSING: no such file"),
     (["--timings", "NOT_A_REPORT"], "not a build report: no 'actions' object"),
     (["--cache-prefix", "../elsewhere"], "--cache-prefix: '../elsewhere' is not a usable bucket prefix"),
     (["--family", "gfx9999"], "gfx9999"),
-    (["--store", "NO_STORE"], "NO_STORE/last-build.json: no such store"),
 ])
 def test_bad_input_gets_one_line_and_writes_nothing(tmp_path, args, expected) -> None:
     (tmp_path / "NOT_A_REPORT").write_text("[1, 2]")
-    args = [str(tmp_path / a) if a in ("MISSING", "NOT_A_REPORT", "NO_STORE") else a for a in args]
-    expected = expected.replace("MISSING", str(tmp_path / "MISSING")).replace("NO_STORE", str(tmp_path / "NO_STORE"))
+    args = [str(tmp_path / a) if a in ("MISSING", "NOT_A_REPORT") else a for a in args]
+    expected = expected.replace("MISSING", str(tmp_path / "MISSING"))
     out = tmp_path / "release.yml"
     proc = _cairn("ci", "github", *args, "--out", str(out))
     lines = proc.stderr.strip().splitlines()
@@ -316,24 +339,3 @@ def test_the_shard_jobs_as_separate_runners_build_the_same_release_as_one_build(
         assert outputs["bundle:release"] == alone["bundle:release"] and outputs["assemble:sdk"] == alone["assemble:sdk"]
         assert {a: outputs[a] for a in alone} == alone
         assert set(outputs) == set(alone)
-
-
-@pytest.mark.parametrize("blocked", [False, True], ids=["pushed", "blocked"])
-def test_the_build_image_digest_is_read_from_a_built_stores_push_record(tmp_path, blocked) -> None:
-    store, tree = tmp_path / "store", "c" * 64
-    (store / "trees" / tree).mkdir(parents=True)
-    record = {"schema": "cairn.push/v1", "registry": "registry.example:5000", "repo": "cairn/toolchain-rocm7",
-              "digest": "sha256:" + "d" * 64}
-    if blocked:
-        record = {"schema": "cairn.push/v1", "blocked": "needs a Docker Engine", "image": "image:toolchain"}
-    (store / "trees" / tree / "push.json").write_text(json.dumps(record))
-    (store / "last-build.json").write_text(json.dumps({"actions": {"push:toolchain": {"status": "ran", "output": tree}}}))
-    out = tmp_path / "release.yml"
-    proc = _cairn("ci", "github", "--family", "gfx1151", "--store", str(store), "--out", str(out))
-    if blocked:
-        assert proc.returncode == 2 and "the build image was not pushed (needs a Docker Engine)" in proc.stderr, proc.stderr
-        assert len(proc.stderr.strip().splitlines()) == 1 and not out.exists()
-        return
-    assert proc.returncode == 0, proc.stderr
-    images = {job.get("container", {}).get("image") for job in yaml.safe_load(out.read_text())["jobs"].values()}
-    assert images == {None, "registry.example:5000/cairn/toolchain-rocm7@sha256:" + "d" * 64}

@@ -7,9 +7,14 @@ release later trusts. Gate shards are jobs of their own: a failed gate fails its
 exits 1 and the job fails. ``publish`` needs every gate job and the bundle's job, so it runs only when all of
 them passed, and never for a pull request; it stages the release (promotion stays a person's decision).
 
-When the release compiles in a build image and its digest is known, the jobs without Docker run in it by digest
-(``container:``). Jobs with Docker — building the build image, compiling in it, building, pushing and gating
-images — run on the runner with its Docker Engine and a registry at one address (``DOCKER_SETUP``).
+Every job runs on the runner itself, with its Docker Engine and a registry at one address (``DOCKER_ENV``,
+``RUNNER_SETUP``), whether or not its own actions run a container. Each job's ``cairn build`` plans the whole
+release before it builds its shard, and the plan depends on the host: without an engine and a registry the
+image and gate actions are blocked, every action that waits on them too (the wheels wait on the compiles in
+the build image), and the bundle records them as not built — a different bundle, under a different key. So a
+job in a ``container:`` (which has no Docker socket and other tools) would plan another release than the jobs
+beside it and than ``nox -s build``; the build image is used by digest where it is used, by the ``docker run``
+of every compile.
 """
 
 from __future__ import annotations
@@ -28,15 +33,15 @@ from cairn.plan.toolchain import IMAGE_ID
 CHECKOUT = "actions/checkout@11bd71901bbe5b1630ceea73d27597364c9af683"  # v4.2.2
 RUNS_ON = "ubuntu-24.04"
 BUNDLE_ACTION = "bundle:release"
-PINNED_IMAGE = re.compile(r"^[a-z0-9][a-z0-9._:/-]*@sha256:[0-9a-f]{64}$")
 _JOB_ID = re.compile(r"[^A-Za-z0-9_-]")
-# Jobs with Docker (cairn.ci.shards.needs_docker): the runner's own Docker Engine, and Debian/Ubuntu's
-# docker-registry, which the package starts on localhost:5000 — the same address on every runner, so a push
-# cached by one job keeps its key in the next; the next job's registry is empty, and every action that uses a
-# pushed image pushes it again from the store when its registry lacks it (cairn.containers.publish).
+# Every job: the runner's own Docker Engine, and Debian/Ubuntu's docker-registry, which the package starts on
+# localhost:5000 — the same address on every runner, so a push cached by one job keeps its key in the next; the
+# next job's registry is empty, and every action that uses a pushed image pushes it again from the store when its
+# registry lacks it (cairn.containers.publish). The tools are facts of the plan too (cairn.plan.probe): without
+# mmdebstrap the images' base is blocked, without patchelf the wheels are.
 DOCKER_ENV = {"DOCKER_HOST": "unix:///var/run/docker.sock", "CAIRN_REGISTRY": "localhost:5000"}
-DOCKER_SETUP = ("sudo apt-get update -q\n"
-                "sudo apt-get install -y -q --no-install-recommends docker-registry skopeo mmdebstrap\n"
+RUNNER_SETUP = ("sudo apt-get update -q\n"
+                "sudo apt-get install -y -q --no-install-recommends docker-registry skopeo mmdebstrap patchelf\n"
                 "curl --silent --fail --retry 10 --retry-connrefused http://localhost:5000/v2/ > /dev/null")
 READ_ONLY_ON_PR = "${{ github.event_name == 'pull_request' && '--cache-read-only' || '' }}"
 # sccache in S3 for the compiles of every job but a pull request's: sccache has no read-only mode for S3, and an
@@ -52,8 +57,6 @@ class Settings:
     manifest: str  # as the jobs pass it to cairn ("" = the default release)
     release: str
     families: tuple[str, ...] = ()  # the --family flags the plan was made with (repeated in every job)
-    image: str = ""  # the build image by digest, REPO@sha256:…
-    image_note: str = ""  # why there is no image, when there is none
     cache_prefix: str = "cairn"
     runs_on: str = RUNS_ON
     header: Sequence[str] = field(default=())
@@ -104,15 +107,9 @@ def _describe(shard: Shard, settings: Settings) -> list[str]:
             else "duration unknown" + (f" ({shard.unmeasured} of {len(shard.actions)} actions not in the timings)"
                                        if shard.unmeasured else " (no --timings given)"))
     lines = [f"{shard.name}: {len(shard.actions)} actions, {size}"]
-    if settings.image and IMAGE_ID in shard.actions:
-        lines.append(f"runs on the runner: it builds the build image ({IMAGE_ID}) the other jobs run in")
+    if IMAGE_ID in shard.actions:
+        lines.append(f"builds the build image ({IMAGE_ID}) every compile of the later jobs runs in")
     return lines
-
-
-def _in_image(shard: Shard, settings: Settings) -> bool:
-    """Jobs with Docker (``Shard.docker``, the build image's own job among them) run on the runner: a
-    ``container:`` job has no socket to the runner's Docker Engine."""
-    return bool(settings.image) and not shard.docker
 
 
 def _cairn_build(only: Sequence[str], settings: Settings, *, read_only: bool) -> str:
@@ -127,16 +124,15 @@ def _cairn_build(only: Sequence[str], settings: Settings, *, read_only: bool) ->
     return " \\\n  ".join(words)
 
 
-def _steps(build: str, *, docker: bool = False) -> list[dict[str, Any]]:
+def _steps(build: str) -> list[dict[str, Any]]:
     steps: list[dict[str, Any]] = [
         {"name": "check out", "uses": CHECKOUT, "with": {"persist-credentials": False}},
         {"name": "install cairn", "run": 'python3 -m venv "$RUNNER_TEMP/cairn"\n'
                                          '"$RUNNER_TEMP/cairn/bin/pip" install --quiet .\n'
                                          'echo "$RUNNER_TEMP/cairn/bin" >> "$GITHUB_PATH"'},
+        {"name": "registry", "run": RUNNER_SETUP},
+        {"name": "build", "run": build},
     ]
-    if docker:
-        steps.append({"name": "registry", "run": DOCKER_SETUP})
-    steps.append({"name": "build", "run": build})
     return steps
 
 
@@ -153,21 +149,17 @@ def _shard_job(shard: Shard, ids: dict[str, str], settings: Settings) -> dict[st
     job: dict[str, Any] = {"name": shard.name, "runs-on": settings.runs_on}
     if shard.needs:
         job["needs"] = [ids[n] for n in shard.needs]
-    if _in_image(shard, settings):
-        job["container"] = {"image": settings.image}
     job["timeout-minutes"] = shard.timeout_minutes()
-    job["env"] = {**_env(), **(DOCKER_ENV if shard.docker else {})}
-    job["steps"] = _steps(_cairn_build(shard.only, settings, read_only=False), docker=shard.docker)
+    job["env"] = {**_env(), **DOCKER_ENV}
+    job["steps"] = _steps(_cairn_build(shard.only, settings, read_only=False))
     return job
 
 
 def _publish_job(needs: list[str], settings: Settings) -> dict[str, Any]:
     job: dict[str, Any] = {"name": "publish", "runs-on": settings.runs_on, "needs": needs,
                            "if": "${{ success() && github.event_name != 'pull_request' }}"}
-    if settings.image:
-        job["container"] = {"image": settings.image}
     job["timeout-minutes"] = 60
-    job["env"] = {**_env(), "CAIRN_PUBLISH_TO": "${{ vars.CAIRN_PUBLISH_TO }}"}
+    job["env"] = {**_env(), **DOCKER_ENV, "CAIRN_PUBLISH_TO": "${{ vars.CAIRN_PUBLISH_TO }}"}
     steps = _steps(_cairn_build([BUNDLE_ACTION], settings, read_only=True))
     steps.append({"name": "signing keys", "env": {"CAIRN_RELEASE_KEYS": "${{ secrets.CAIRN_RELEASE_KEYS }}"},
                   "run": 'mkdir -p "$RUNNER_TEMP/keys"\n'
