@@ -38,7 +38,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from cairn.ci import github, shards, yamlout
-    from cairn.plan.prepare import load, make_plan
+    from cairn.plan.prepare import host_for, load, make_plan
 
     prefix = args.cache_prefix.strip("/")
     if relpath_problem(prefix) or not _PREFIX.match(prefix):
@@ -46,7 +46,7 @@ def run(args: argparse.Namespace) -> int:
                          "use letters, digits, '.', '-', '_' and '/' (no '..' part), e.g. cairn/cache")
     timings = shards.read_timings(args.timings) if args.timings else None
     manifest, registry = load(args.manifest)
-    plan = make_plan(manifest, registry, args.family)
+    plan = make_plan(manifest, registry, args.family, host=github.runner_host(host_for(manifest)))
     families = tuple(args.family or manifest.release.families)
     cut = shards.shard_plan(plan, families, timings)
     settings = github.Settings(

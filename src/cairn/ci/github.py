@@ -22,11 +22,12 @@ from __future__ import annotations
 import re
 import shlex
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from cairn.ci.shards import Shard
 from cairn.errors import InputError
+from cairn.plan.probe import Host
 from cairn.plan.toolchain import IMAGE_ID
 
 # actions/checkout v4.2.2 — the tag's commit, verified against the actions/checkout repository's refs/tags/v4.2.2.
@@ -43,6 +44,9 @@ DOCKER_ENV = {"DOCKER_HOST": "unix:///var/run/docker.sock", "CAIRN_REGISTRY": "l
 RUNNER_SETUP = ("sudo apt-get update -q\n"
                 "sudo apt-get install -y -q --no-install-recommends docker-registry skopeo mmdebstrap patchelf\n"
                 "curl --silent --fail --retry 10 --retry-connrefused http://localhost:5000/v2/ > /dev/null")
+# what the planner finds on every runner (cairn.plan.probe.probe_host): the hosted image's git, apt and pip (the
+# job's venv), its Docker CLI, and what RUNNER_SETUP installs; no hipcc or cmake (compiles run in the build image)
+RUNNER_TOOLS = frozenset({"git", "apt-get", "dpkg-deb", "pip", "docker", "mmdebstrap", "patchelf"})
 READ_ONLY_ON_PR = "${{ github.event_name == 'pull_request' && '--cache-read-only' || '' }}"
 # sccache in S3 for the compiles of every job but a pull request's: sccache has no read-only mode for S3, and an
 # untrusted job must not write what trusted jobs read (cairn.execute.compiler_cache)
@@ -60,6 +64,16 @@ class Settings:
     cache_prefix: str = "cairn"
     runs_on: str = RUNS_ON
     header: Sequence[str] = field(default=())
+
+
+def runner_host(host: Host) -> Host:
+    """The host every job plans on, for sharding the plan: the jobs' engine, registry and tools in place of
+    whatever machine runs ``cairn ci github``. Planned on a laptop without Docker, the image and gate actions
+    would be blocked and the bundle's job would not need the gate jobs — while on the runners the bundle
+    depends on every gate."""
+    return replace(host, tools=RUNNER_TOOLS, hipcc_version="", hip_targets=frozenset(),
+                   docker_host=DOCKER_ENV["DOCKER_HOST"], registry=DOCKER_ENV["CAIRN_REGISTRY"],
+                   registry_id=f"env:{DOCKER_ENV['CAIRN_REGISTRY']}")
 
 
 def job_id(shard_name: str) -> str:
