@@ -39,38 +39,10 @@ from typing import Any
 
 from machine import describe
 from moto_server import start_moto
+from runners import bucket_contents, build_summary, disk_bytes, forget_images, machine, s3_client, services
 
-ROOT = Path(__file__).resolve().parents[1]
 BUCKET = "cairn-cache"
 PREFIX = "release"
-
-
-def _client(endpoint: str) -> Any:
-    import boto3
-
-    return boto3.client("s3", endpoint_url=endpoint, region_name="us-east-1", aws_access_key_id="test",
-                        aws_secret_access_key="test")
-
-
-def services() -> dict[str, str]:
-    """DOCKER_HOST and CAIRN_REGISTRY of the services (started when none run), passed to both machines, whose
-    HOMEs do not hold the services' state file."""
-    out = subprocess.run([sys.executable, "-m", "cairn.cli", "services", "start", "--json"], cwd=ROOT,
-                         capture_output=True, text=True, check=True)
-    state = json.loads(out.stdout)
-    return {"DOCKER_HOST": state["docker_host"], "CAIRN_REGISTRY": state["registry"]}
-
-
-def bucket_contents(endpoint: str) -> dict[str, int]:
-    """Objects and bytes under the cache prefix, by kind: tree archives, blobs and action records."""
-    kinds = {"trees": "trees", "blobs": "blobs", "ac": "records"}
-    counts = {f"{kind}{suffix}": 0 for kind in kinds.values() for suffix in ("", "_bytes")}
-    for page in _client(endpoint).get_paginator("list_objects_v2").paginate(Bucket=BUCKET, Prefix=PREFIX + "/"):
-        for obj in page.get("Contents", []):
-            kind = kinds[obj["Key"][len(PREFIX) + 1:].split("/")[0]]
-            counts[kind] += 1
-            counts[kind + "_bytes"] += obj["Size"]
-    return counts
 
 
 def whole_tree_bytes(store: Path) -> int:
@@ -81,23 +53,6 @@ def whole_tree_bytes(store: Path) -> int:
             total += sum(os.lstat(os.path.join(dirpath, f)).st_size for f in files
                          if not os.path.islink(os.path.join(dirpath, f)))
     return total
-
-
-def disk_bytes(path: Path) -> int:
-    """Bytes the files under ``path`` hold on disk (``du``: hard links counted once)."""
-    out = subprocess.run(["du", "-s", "--block-size=1", str(path)], capture_output=True, text=True, check=True)
-    return int(out.stdout.split()[0])
-
-
-def machine(work: Path, name: str, endpoint: str, engine: dict[str, str]) -> tuple[Path, dict[str, str]]:
-    """Another machine: its own working directory and HOME; the one bucket and the services."""
-    cwd = work / name
-    (cwd / "home").mkdir(parents=True, exist_ok=True)
-    env = {**os.environ, **engine, "HOME": str(cwd / "home"), "CAIRN_S3_ENDPOINT": endpoint,
-           "AWS_ACCESS_KEY_ID": "test", "AWS_SECRET_ACCESS_KEY": "test", "AWS_DEFAULT_REGION": "us-east-1",
-           "CAIRN_ROOT": str(ROOT)}
-    env.pop("CAIRN_CACHE", None)
-    return cwd, env
 
 
 def build(cwd: Path, env: dict[str, str], store: Path, manifest: list[str]) -> tuple[dict[str, Any], float]:
@@ -111,20 +66,6 @@ def build(cwd: Path, env: dict[str, str], store: Path, manifest: list[str]) -> t
     if status != 0:
         raise SystemExit(f"cairn build in {cwd} exited {status}")
     return json.loads((store / "last-build.json").read_text()), seconds
-
-
-def summary(report: dict[str, Any], seconds: float) -> dict[str, object]:
-    """A build's wall seconds and counts, and its cache report with each list of actions as its length."""
-    cache = report["cache"]
-    return {"seconds": seconds, "counts": report["counts"],
-            "cache": {k: (len(v) if isinstance(v, list) else v) for k, v in cache.items() if k != "url"}}
-
-
-def forget_images(engine: dict[str, str]) -> None:
-    """Machine A's images out of the services' engine: its disk goes with the runner (machine B needs none)."""
-    import docker
-
-    docker.DockerClient(base_url=engine["DOCKER_HOST"]).images.prune(filters={"dangling": False})
 
 
 def main() -> None:
@@ -143,11 +84,11 @@ def main() -> None:
     spool.mkdir(parents=True, exist_ok=True)
     server, endpoint = start_moto(spool=spool)
     try:
-        _client(endpoint).create_bucket(Bucket=BUCKET)
+        s3_client(endpoint).create_bucket(Bucket=BUCKET)
         cwd_a, env_a = machine(work, "a", endpoint, engine)
         store_a = cwd_a / "store"
         built, build_seconds = build(cwd_a, env_a, store_a, manifest)
-        bucket = bucket_contents(endpoint)
+        bucket = bucket_contents(endpoint, BUCKET, PREFIX)
         store_a_bytes, trees_whole = disk_bytes(store_a), whole_tree_bytes(store_a)
         print(f"machine A: {built['counts']} in {build_seconds} s; bucket {bucket}", file=sys.stderr)
         if args.hand_over:
@@ -170,8 +111,8 @@ def main() -> None:
             "command": " ".join(["python", "bench/two_machines_bench.py", *sys.argv[1:]]),
             "manifest": args.manifest or "default",
             "actions": len(everything),
-            "machine_a_cold_build": summary(built, build_seconds),
-            "machine_b_fetch": summary(fetched, fetch_seconds),
+            "machine_a_cold_build": build_summary(built, build_seconds),
+            "machine_b_fetch": build_summary(fetched, fetch_seconds),
             "ran_on_machine_b": ran_on_b,
             "outputs_that_differ": different,
             "same_release": not different and set(outputs_a) == set(outputs_b),
