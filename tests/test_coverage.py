@@ -71,3 +71,28 @@ def test_real_experimental_libraries_measured_against_their_labels(tmp_path: Pat
     assert cells["families"]["gfx94X-dcgpu"]["complete"]
     assert cells["families"]["gfx1151"]["targets"]["gfx1151"]["missing"] == [
         "hipsparselt: hipsparselt per-target kernel files", "hipsparselt: lib/libhipsparselt.so.0.2"]
+
+
+def test_a_component_measured_in_two_stores_gives_the_same_record(tmp_path: Path) -> None:
+    """Shard jobs each unpack into their own store: a record naming the store's path is another record.
+
+    Experimental's ``librccl.so.1.0`` has 38 wrappers for its one bundle, and the audit notes that; the note
+    named the store's path, so ``coverage:rccl`` (and the release's coverage, its gates and the bundle)
+    differed between the shard jobs and one build (bench/results/shards.json).
+    """
+    import io
+    import shutil
+
+    from cairn.coverage.run import measure_component
+    from fatbin_writer import bundle_for, section, write_elf
+
+    need_tool("gcc", "gcc")
+    first = tmp_path / "store-a" / "tree"
+    (first / "lib").mkdir(parents=True)
+    # two wrappers for one bundle: the audit notes the mismatch
+    write_elf(first / "lib" / "librccl.so.1", section([bundle_for(["gfx1100"])]), wrappers=2)
+    second = tmp_path / "elsewhere" / "store-b" / "tree"
+    shutil.copytree(first, second)
+    records = [measure_component("rccl", "librccl1", tree, None, io.StringIO()).to_json() for tree in (first, second)]
+    assert records[0] == records[1]
+    assert records[0]["notes"] == ["lib/librccl.so.1: 2 wrappers in .hipFatBinSegment but 1 bundles"]

@@ -12,7 +12,7 @@ from __future__ import annotations
 from cairn.plan.context import StageContext, build_id, fetch_id
 from cairn.plan.graph import Action
 
-LAYOUT = 2
+LAYOUT = 3  # 3: notes name files inside the tree, not in the store that held it
 RELEASE_ID = "coverage:release"
 
 

@@ -29,16 +29,21 @@ def declared_targets(deb: Path | None, log: IO[str]) -> tuple[str, ...]:
 
 
 def measure_component(component: str, package: str, tree: Path, deb: Path | None, log: IO[str]) -> ComponentCoverage:
+    """One component's coverage record, naming files by their path inside ``tree``.
+
+    The tree sits in a store, and every machine's store is somewhere else: a record that named the
+    store's path would be another record (and another key downstream) on every machine.
+    """
     elf_report = audit_paths([tree])
-    libraries = {}
-    for binary in elf_report.binaries:
-        if binary.kind == FATBIN and binary.bundles:
-            shown = Path(binary.path)
-            rel = shown.relative_to(tree).as_posix() if shown.is_absolute() and shown.is_relative_to(tree) else str(shown)
-            libraries[rel] = binary.complete_targets
+
+    def inside(path: str) -> str:
+        shown = Path(path)
+        return shown.relative_to(tree).as_posix() if shown.is_absolute() and shown.is_relative_to(tree) else path
+
+    libraries = {inside(b.path): b.complete_targets for b in elf_report.binaries if b.kind == FATBIN and b.bundles}
     data = sorted({t for p in tree.rglob("*") if p.is_file() and p.name.endswith(_DATA_SUFFIXES)
                    and "library" in p.parts and (t := data_file_target(p.name))})
-    notes = tuple(f"{b.path}: {n}" for b in elf_report.binaries for n in b.notes)
+    notes = tuple(f"{inside(b.path)}: {n}" for b in elf_report.binaries for n in b.notes)
     log.write(f"{component}: {len(libraries)} libraries with device code, data targets {data or '-'}\n")
     return ComponentCoverage(component=component, package=package, declared=declared_targets(deb, log),
                              libraries=libraries, data_targets=tuple(data), notes=notes)
