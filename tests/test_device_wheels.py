@@ -161,5 +161,11 @@ def test_the_default_release_plans_a_device_wheel_per_target_in_its_family_index
             action = actions[f"package:rocm-sdk-device@{target}"]
             assert action.deps == (f"package:rocm-sdk-libraries@{family}",)
             assert action.id in actions[f"index:{family}"].deps
+            # the target's own rocm-sdk: in the bundle (its own index), never in the family's index
+            own = actions[f"package:rocm-sdk@{target}"]
+            assert own.deps == (action.id,) and (own.inputs["family"], own.inputs["target"]) == (family, target)
+            bundle = actions["bundle:release"]
+            assert own.id not in actions[f"index:{family}"].deps
+            assert own.id in bundle.deps or own.id in bundle.inputs["not_built"]  # (this host reads no archive)
     assert actions["package:rocm-sdk"].inputs["devices"] == [
         "gfx942", "gfx1100", "gfx1101", "gfx1102", "gfx1151", "gfx1200", "gfx1201", "gfx90a"]

@@ -79,6 +79,7 @@ def build_matrix(stage: dict[str, Any], cells: list[dict[str, Any]], gates: dict
     out = []
     for c in cells:
         req = c["requirements"]
+        index, wheels = page_of(stage, c)
         results = cell_gates(gates, c)
         required = {g for gs in rel["required_gates"].values() for g in gs}
         gate_list = [model.GateResult(g, results.get(g, {}).get("status", "not-run"), results.get(g, {}).get("reason", "")
@@ -86,8 +87,8 @@ def build_matrix(stage: dict[str, Any], cells: list[dict[str, Any]], gates: dict
         out.append(model.Cell(
             release=rel["version"], channel=channel, gfx_target=c["gfx_target"], family=c["family"], products=tuple(c["products"]),
             os=c["os"], python=c["python"], framework=model.Framework(c["framework"]["name"], c["framework"]["version"]),
-            index_url=f"{index_prefix}/simple/{c['family']}/",
-            wheels=tuple(model.WheelFile(posixpath.basename(k), k, stage["files"][k]["sha256"], stage["files"][k]["size"]) for k in c["wheels"]),
+            index_url=f"{index_prefix}/simple/{index}/",
+            wheels=tuple(model.WheelFile(posixpath.basename(k), k, stage["files"][k]["sha256"], stage["files"][k]["size"]) for k in wheels),
             images=tuple(model.ImageRef(i["reference"], i["digest"]) for i in c["images"]),
             gates=tuple(gate_list), partial=tuple(c.get("partial", ())),
             requirements=model.Requirements(model.VersionRange(**req["driver"]), model.VersionRange(**req["kernel"]), req["driver_name"]),
@@ -95,3 +96,23 @@ def build_matrix(stage: dict[str, Any], cells: list[dict[str, Any]], gates: dict
     release = model.Release(rel["name"], rel["version"], channel, rel["source_date_epoch"], rel.get("manifest_sha256", ""),
                             tuple((ch, tuple(g)) for ch, g in sorted(rel["required_gates"].items())), previous)
     return model.Matrix(release, tuple(out))
+
+
+def page_of(stage: dict[str, Any], cell: dict[str, Any]) -> tuple[str, list[str]]:
+    """The index a cell's wheels are installed from, and the wheels it lists for the cell.
+
+    A target whose family wheels have a target-only ``rocm-sdk`` (``<release>+<gfx>``, cairn.wheels.sdk) has an
+    index of its own, ``simple/<gfx>/``: there every wheel built for the family that requires
+    ``rocm-sdk[<family>]`` resolves to the target's device wheel, so a user installs one target's code. The
+    family's index lists the family's payload and the plain meta wheel, never a target's own.
+    """
+    files = stage["files"]
+    own = any(files[k].get("index") == "target" for k in cell["wheels"])
+    if own:
+        return cell["gfx_target"], [k for k in cell["wheels"] if files[k].get("index") != "family"]
+    return cell["family"], family_wheels(stage, cell)
+
+
+def family_wheels(stage: dict[str, Any], cell: dict[str, Any]) -> list[str]:
+    """A cell's wheels as its family's index lists them: everything but a target's own."""
+    return [k for k in cell["wheels"] if stage["files"][k].get("index") != "target"]

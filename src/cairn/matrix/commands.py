@@ -109,12 +109,14 @@ def pip_command(cell: Cell, base_url: str | None) -> str | None:
 
 
 def sdk_extra(cell: Cell, names: dict[str, str], with_wheels_of_family: bool) -> str:
-    """``device-<gfx>`` — the cell's target's code alone — when the SDK is all the cell installs and the release
-    has that device wheel; else the family. A framework or engine wheel is built for the family and requires
-    ``rocm-sdk[<family>]`` itself: naming the device extra beside it would fetch both payloads, which install
-    the same files."""
+    """``device-<gfx>`` — the cell's target's code alone — when the release has that device wheel and either the
+    SDK is all the cell installs or the cell's index is the target's own; else the family. A framework or engine
+    wheel is built for the family and requires ``rocm-sdk[<family>]`` itself: on the family's index naming the
+    device extra beside it would fetch both payloads, which install the same files; on the target's own index
+    that requirement is the device wheel too (cairn.wheels.sdk.build_target_meta_wheel)."""
     device = f"{SDK}-device-{cell.gfx_target}"
-    if not with_wheels_of_family and canonicalize_name(device) in names:
+    own_index = names.get(SDK, "").endswith(f"+{cell.gfx_target}")  # the target's rocm-sdk: its family extra is the device
+    if (own_index or not with_wheels_of_family) and canonicalize_name(device) in names:
         return f"device-{cell.gfx_target}"
     return extra_name(cell.family)
 

@@ -41,6 +41,7 @@ from cairn.names import inside, safe_name, safe_relpath
 
 SCHEMA = "cairn.bundle/v1"
 KINDS = ("wheel", "metadata", "dockerfile", "source", "other")
+INDEXES = ("family", "target")  # or none: every index of its cells
 _RANK = {"passed": 0, "not-run": 1, "failed": 2}
 
 
@@ -70,6 +71,9 @@ class Artifact:
     family: str = ""
     recipe: str = ""
     framework: str = ""  # only the cells of this framework ("" = every cell of its targets, e.g. SDK wheels)
+    # which pip indexes list it: "" every index of its cells, "family" the family's alone (a target's own index
+    # serves it in another form), "target" its target's own index alone (cairn.publish.indexes)
+    index: str = ""
 
     @property
     def name(self) -> str:
@@ -154,6 +158,7 @@ ARTIFACT = Table({
     "sha256": Field("string", required=True, pattern=_HEX64.pattern, doc="64 lower-case hex digits"),
     "content_type": Field("string", default="application/octet-stream"), "cells": Field("strings"),
     "family": Field("string"), "recipe": Field("string"), "framework": Field("string"),
+    "index": Field("string", enum=INDEXES),
 }, what="artifact")
 CELL = Table({
     "gfx_target": _REQUIRED, "family": Field("string"), "os": _REQUIRED, "python": _REQUIRED,
@@ -229,8 +234,12 @@ def _artifact(raw: json_reader.JsonSection, root: Path) -> Artifact:
     if os.path.lexists(file) and not inside(root / "files", file):
         raise InputError(where, f"artifact {path} resolves outside the bundle's files/ (a symlink out)",
                          "copy the file into files/ instead of linking to it")
+    index = raw.string("index")
+    if index == "target" and (kind != "wheel" or len(raw.strings("cells")) != 1):
+        raise InputError(where, f"artifact {path}: only a wheel of one target's cells can be on that target's index alone",
+                         "give it the one gfx target in cells, or drop index")
     return Artifact(path, kind, sha, raw.string("content_type"), raw.strings("cells"), family, raw.string("recipe"),
-                    raw.string("framework"))
+                    raw.string("framework"), index)
 
 
 def _cell(raw: json_reader.JsonSection) -> BundleCell:

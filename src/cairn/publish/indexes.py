@@ -8,8 +8,9 @@ from __future__ import annotations
 
 import posixpath
 from typing import Any
+from urllib.parse import quote
 
-from cairn.matrix.build import build_matrix, cell_gates, cell_id
+from cairn.matrix.build import build_matrix, cell_gates, cell_id, family_wheels, page_of
 from cairn.matrix.model import Previous
 from cairn.publish import pages
 from cairn.publish.backend import sha256_hex
@@ -68,22 +69,27 @@ def _variants(page: str, infos: list[dict[str, Any]], objs: list[Obj]) -> list[p
 
 
 def _pages(prefix: str, stage: dict[str, Any], cells: list[dict[str, Any]]) -> list[Obj]:
-    """Project pages (HTML + JSON), then the family root pages that link to them."""
-    by_family: dict[str, set[str]] = {}
+    """Project pages (HTML + JSON), then the root pages that link to them: one index per family, and one per
+    target that has its own (``page_of``)."""
+    by_index: dict[str, set[str]] = {}
     for cell in cells:
-        by_family.setdefault(cell["family"], set()).update(cell["wheels"])
+        by_index.setdefault(cell["family"], set()).update(family_wheels(stage, cell))
+        name, listed = page_of(stage, cell)
+        if name != cell["family"]:
+            by_index.setdefault(name, set()).update(listed)
     objs: list[Obj] = []
     roots: list[Obj] = []
-    for family, wheels in sorted(by_family.items()):
+    for name, wheels in sorted(by_index.items()):
         projects: dict[str, list[pages.FileEntry]] = {}
         for key in sorted(wheels):
             info = stage["files"][key]
-            name = posixpath.basename(key)
-            depth = prefix.count("/") + 1 + 3  # <prefix>/simple/<family>/<project>/
-            url = "../" * depth + key
-            entry = pages.FileEntry(name, url, info["sha256"], info["size"], info.get("metadata_sha256", ""), info.get("requires_python", ""))
+            filename = posixpath.basename(key)
+            depth = prefix.count("/") + 1 + 3  # <prefix>/simple/<index>/<project>/
+            url = "../" * depth + quote(key)  # a local version's "+" is a space to some S3 front ends unless quoted
+            entry = pages.FileEntry(filename, url, info["sha256"], info["size"], info.get("metadata_sha256", ""),
+                                    info.get("requires_python", ""))
             projects.setdefault(entry.project, []).append(entry)
-        base = f"{prefix}/simple/{family}"
+        base = f"{prefix}/simple/{name}"
         for project, entries in sorted(projects.items()):
             entries += _variants(f"{base}/{project}", [stage["files"][k] for k in sorted(wheels)
                                                        if pages.normalize(posixpath.basename(k).split("-", 1)[0]) == project], objs)
@@ -93,4 +99,3 @@ def _pages(prefix: str, stage: dict[str, Any], cells: list[dict[str, Any]]) -> l
         roots.append(Obj(f"{base}/index.html", pages.root_html(list(projects)).encode(), pages.HTML_TYPE, False, alias=f"{base}/"))
         roots.append(Obj(f"{base}/index.json", pages.root_json(list(projects)).encode(), pages.JSON_TYPE, False))
     return objs + roots
-

@@ -40,7 +40,9 @@ def run_bundle(ctx: Any) -> None:
             device = built_by.removeprefix("package:rocm-sdk-device@") if built_by.startswith("package:rocm-sdk-device@") else ""
             artifacts.append({"path": f"wheels/{fam}/{wheel.name}", "kind": "wheel", "family": fam,
                               "cells": [device] if device in targets else targets,
-                              "recipe": built_by, "framework": inputs["wheel_frameworks"].get(built_by, "")})
+                              "recipe": built_by, "framework": inputs["wheel_frameworks"].get(built_by, ""),
+                              **({"index": "family"} if built_by in _family_only(fam) else {})})
+        artifacts += _target_metas(ctx, fam, targets, out)
     images: dict[str, list[dict[str, str]]] = {}
     for dep in sorted(ctx.deps):
         if not dep.startswith("push:") or "@" not in dep:
@@ -85,6 +87,26 @@ def run_bundle(ctx: Any) -> None:
     })
     ctx.log.write(f"bundle: {len(artifacts)} artifact(s), {len(cells)} cell(s), "
                   f"{len(list((out / 'gates').glob('*.json')))} gate result(s)\n")
+
+
+def _family_only(family: str) -> tuple[str, str]:
+    """The wheels a target's own index serves in another form: the plain meta wheel (replaced there by the
+    target's ``rocm-sdk``) and the family's libraries wheel (its family extra installs the device wheel)."""
+    return ("package:rocm-sdk", f"package:rocm-sdk-libraries@{family}")
+
+
+def _target_metas(ctx: Any, family: str, targets: list[str], out: Path) -> list[dict[str, Any]]:
+    """``rocm-sdk <release>+<gfx>`` of each target that has one, for that target's own index alone."""
+    found = []
+    for target in targets:
+        tree = ctx.deps.get(f"package:rocm-sdk@{target}")
+        if tree is None:
+            continue
+        for wheel in sorted((tree / "wheels").glob("*.whl")):
+            _link(wheel, out / "files" / "wheels" / family / wheel.name)
+            found.append({"path": f"wheels/{family}/{wheel.name}", "kind": "wheel", "family": family, "cells": [target],
+                          "recipe": f"package:rocm-sdk@{target}", "index": "target"})
+    return found
 
 
 def _source_mirror(ctx: Any, out: Path) -> list[dict[str, Any]]:

@@ -38,6 +38,8 @@ def stage_objects(bundle: Bundle, signing: SigningSession, blobs: list[Blob]) ->
             if blob.variant is not None:  # PEP 825: the pages merge the variants' properties into variants.json
                 distribution, version = artifact.name.split("-")[:2]
                 files[obj.key].update(variant=blob.variant, distribution=distribution, version=version)
+            if artifact.index:  # the pages list it on its family's index or on its target's alone
+                files[obj.key]["index"] = artifact.index
             wheel_keys[artifact.path] = obj.key
         attest(obj.key, artifact.name, artifact.sha256, artifact.recipe)
 

@@ -19,6 +19,9 @@ def run_package(ctx: Any) -> None:
     if part == "meta":
         sdk.build_meta_wheel(ctx.out, inputs)
         return
+    if part == "meta-target":
+        sdk.build_target_meta_wheel(ctx.out, inputs)
+        return
     if part == "hip-extension":
         frameworks.run_hip_extension(ctx)
         return

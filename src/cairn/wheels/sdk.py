@@ -379,6 +379,39 @@ def build_meta_wheel(out: Path, inputs: dict[str, Any]) -> Path:
     return wheel
 
 
+def build_target_meta_wheel(out: Path, inputs: dict[str, Any]) -> Path:
+    """``rocm-sdk`` for one GPU target's own index: version ``<release>+<gfx>``, its family's extra pinning the
+    target's device wheel instead of the family's libraries wheel.
+
+    An engine or framework wheel (llama-cpp-python, cairn-smoke) is built once per family and requires
+    ``rocm-sdk[<family>]==<release>``. On the target's index that requirement resolves to this wheel — PEP 440
+    matches a pin without a local label against ``<release>+<gfx>`` — so ``pip install llama-cpp-python``
+    there brings one target's device code, not the whole family's. It never sits on the family's index, where
+    the plain meta wheel is the only ``rocm-sdk`` (a higher local version there would win for every GPU).
+    """
+    from cairn.wheels.versions import extra_name
+
+    version, family, target = inputs["sdk_version"], inputs["family"], inputs["target"]
+    devices = inputs.get("devices", [])
+    extras = [extra_name(f) for f in inputs["families"]] + [f"device-{t}" for t in devices] + ["devel"]
+    requires = [f"rocm-sdk-core=={version}"]
+    for fam in inputs["families"]:
+        payload = f"rocm-sdk-device-{target}" if fam == family else f"rocm-sdk-libraries-{fam}"
+        requires.append(f'{payload}=={version}; extra == "{extra_name(fam)}"')
+    requires += [f'rocm-sdk-device-{t}=={version}; extra == "device-{t}"' for t in devices]
+    requires.append(f'rocm-sdk-devel=={version}; extra == "devel"')
+    summary = f"ROCm SDK {version} for {target}: the {family} extra installs {target}'s device code alone"
+    metadata = Metadata(name="rocm-sdk", version=f"{version}+{target}", summary=summary, requires_dist=tuple(requires),
+                        extras=tuple(extras), requires_python=">=3.8",
+                        description=f"{summary}.\n\nServed only on the {target} index, where every wheel built for "
+                                    f"{family} that requires `rocm-sdk[{extra_name(family)}]` resolves to this wheel "
+                                    f"and so to `rocm-sdk-device-{target}`.")
+    wheel = write_wheel(out / "wheels", metadata, "py3-none-any", [], source_date_epoch=inputs["source_date_epoch"])
+    write_report(out, [wheel], {"part": "meta-target", "sdk_version": version, "family": family, "target": target,
+                                "extras": extras})
+    return wheel
+
+
 def expansion_paths(trees: Iterable[Path]) -> frozenset[str]:
     """Paths under ``bin/``, ``lib/`` and ``share/`` provided by expansion components: their shared libraries,
     tools (``bin/rcclras`` links librccl) and the data they load at run time (``lib/rocblas/library/*``,
