@@ -191,3 +191,35 @@ def test_a_bundle_with_a_bad_index_is_refused_in_one_line(tmp_path: Path, index:
     with pytest.raises(CairnError) as raised:
         load_bundle(root)
     assert says in str(raised.value) and "bundle.json" in str(raised.value) and "\n" not in str(raised.value)
+
+
+@pytest.mark.s3
+def test_served_from_s3_pip_and_uv_install_the_targets_code_and_verify_reads_the_local_versions(tmp_path: Path) -> None:
+    """Over real HTTP from moto, anonymously: the quoted ``%2B`` links fetch the ``+`` keys, and ``cairn verify``
+    reads every target, local versions included, both signed (``s3://``) and anonymously (``http://``)."""
+    from conftest import need_module
+    from servers import moto_s3
+    from test_publish_s3 import cairn, env
+    from test_publish_s3_public import no_credentials
+
+    bundle = _bundle(tmp_path / "bundle")
+    keys = _publish(bundle, tmp_path / "local")["root"].parent
+    with moto_s3("cairn-targets") as s3:
+        environ = env(s3, tmp_path)
+        cairn(["publish", str(bundle), "--to", "s3://cairn-targets/rel", "--keys", str(keys)], environ)
+        anonymous = {k: v for k, v in no_credentials(environ).items() if not k.startswith(("PIP_", "UV_"))}
+        index = f"{s3['endpoint']}/cairn-targets/rel/channels/dev/simple/gfx1100/"
+        for tool in ("pip", "uv"):
+            target = tmp_path / tool
+            command = ([sys.executable, "-m", "pip", "install", "--isolated", "--no-cache-dir", "--target", str(target)]
+                       if tool == "pip" else
+                       [need_module("uv").find_uv_bin(), "pip", "install", "--no-config", "--python", sys.executable,
+                        "--target", str(target), "--cache-dir", str(tmp_path / "uv-cache")])
+            done = subprocess.run([*command, "--index-url", index, "llama-cpp-python"], env=anonymous,
+                                  capture_output=True, text=True, timeout=300)
+            assert done.returncode == 0, f"{tool}: {done.stderr[-2000:]}"
+            assert (target / "_rocm_sdk_libraries" / "which").read_text() == "gfx1100", tool
+            assert (target / f"rocm_sdk-{VERSION}+gfx1100.dist-info").is_dir(), tool
+        for url, environment in (("s3://cairn-targets/rel", environ), (f"{s3['endpoint']}/cairn-targets/rel", anonymous)):
+            verified = cairn(["verify", url, "--root", str(keys / "root.json")], environment)
+            assert verified.stdout.startswith(f"verified {url}/"), verified.stdout
