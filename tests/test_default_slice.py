@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 import zipfile
@@ -14,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from cairn.audit import audit_file
+from cairn.audit import audit_file, audit_paths
 from conftest import ROOT, SLICE_RECORD
 
 FAMILY = TARGET = "gfx1151"
@@ -104,3 +105,53 @@ def test_pip_resolves_the_device_extra_to_the_one_target_wheel(store: Path, tmp_
     picked = {i["metadata"]["name"]: i["metadata"]["version"] for i in json.loads(report.read_text())["install"]}
     version = picked["rocm-sdk"]
     assert picked == {"rocm-sdk": version, "rocm-sdk-core": version, f"rocm-sdk-device-{TARGET}": version}
+
+
+@pytest.mark.s3
+def test_from_s3_pip_and_uv_install_the_extension_with_gfx1151_code_alone(store: Path, tmp_path: Path) -> None:
+    """The slice published to moto and read over HTTP with no credentials, as a Strix Halo user would: pip and
+    uv install ``cairn-smoke`` (built for the family, requiring ``rocm-sdk[gfx1151]``) from ``simple/gfx1151/``
+    and get the SDK with gfx1151's code alone. gfx1151 is a family of one target, so its index is already that
+    target's (a family of several also has an index per target: tests/test_target_index.py). AMD's variant
+    provider picks gfx1151's device wheel from the same index; a project the index lacks is a 404."""
+    import urllib.error
+    import urllib.request
+
+    from conftest import need_module
+    from servers import moto_s3
+    from test_publish_s3 import env
+    from test_publish_s3_public import no_credentials
+    from test_variants import select
+
+    assert not any(a.startswith("package:rocm-sdk@") for a in actions(store))  # no target index for one target
+    with moto_s3("cairn-slice") as s3:
+        environ = env(s3, tmp_path)
+        published = cairn("publish", "--dev-keys", "--store", str(store), "--to", "s3://cairn-slice/rel", env=environ)
+        assert published.returncode == 0, published.stderr[-3000:]
+        anonymous = {k: v for k, v in no_credentials(environ).items() if not k.startswith(("PIP_", "UV_"))}
+        index = f"{s3['endpoint']}/cairn-slice/rel/channels/dev/simple/{FAMILY}/"
+        for tool in ("pip", "uv"):
+            target = tmp_path / tool
+            command = ([sys.executable, "-m", "pip", "install", "--isolated", "--no-cache-dir", "--target", str(target)]
+                       if tool == "pip" else
+                       [need_module("uv").find_uv_bin(), "pip", "install", "--no-config", "--python", sys.executable,
+                        "--target", str(target), "--cache-dir", str(tmp_path / "uv-cache")])
+            done = subprocess.run([*command, "--index-url", index, "cairn-smoke"], env=anonymous, capture_output=True,
+                                  text=True, timeout=900)
+            assert done.returncode == 0, f"{tool}: {done.stderr[-2000:]}"
+            installed = sorted(p.name.split("-")[0] for p in target.glob("*.dist-info"))
+            assert installed == ["cairn_smoke", "rocm_sdk", "rocm_sdk_core", f"rocm_sdk_libraries_{FAMILY}"], tool
+            devices = {b.path: b.complete_targets for b in audit_paths([target / "_rocm_sdk_libraries"]).binaries if b.bundles}
+            assert devices and all(t in ((TARGET,), ()) for t in devices.values()), devices
+            shutil.rmtree(target)  # a libraries wheel unpacked is hundreds of MB
+        with urllib.request.urlopen(index + "rocm-sdk-device/", timeout=30) as page:
+            linked = [a.split('href="', 1)[1].split("#", 1)[0] for a in page.read().decode().split("<a ")[1:]
+                      if "variants.json" in a]
+        assert len(linked) == 1, linked
+        variants = tmp_path / "variants.json"
+        with urllib.request.urlopen(index + "rocm-sdk-device/" + linked[0], timeout=30) as answer:
+            variants.write_bytes(answer.read())
+        assert select(variants, TARGET) == [TARGET]
+        with pytest.raises(urllib.error.HTTPError) as missing:
+            urllib.request.urlopen(index + "no-such-project/", timeout=30)
+        assert missing.value.code == 404

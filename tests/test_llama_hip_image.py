@@ -40,7 +40,7 @@ def built(services: object, tmp_path_factory: pytest.TempPathFactory) -> tuple[P
     need_tool("mmdebstrap")
     need_tool("patchelf")
     store = Path(os.environ.get("CAIRN_LLAMA_TEST_STORE") or tmp_path_factory.mktemp("llama-store"))
-    only = [arg for action in [*GATES, f"index:{FAMILY}"] for arg in ("--only", action)]
+    only = [arg for action in [*GATES, f"index:{FAMILY}", f"package:rocm-sdk@{TARGET}"] for arg in ("--only", action)]
     result = subprocess.run([sys.executable, "-m", "cairn.cli", "build", str(MANIFEST), "--family", FAMILY, *only,
                              "--store", str(store), "--jobs", "2"], capture_output=True, text=True, cwd=ROOT,
                             timeout=4 * 3600)
@@ -73,6 +73,43 @@ def test_the_family_index_serves_a_llama_cpp_python_wheel_with_device_code_for_e
     report = audit_paths([hip])
     assert all(report.coverage(t).covered for t in ("gfx1100", "gfx1101", "gfx1102"))
     assert not report.coverage("gfx1201").covered
+
+
+def test_from_the_targets_own_index_pip_installs_llama_cpp_python_with_gfx1100_code_alone(built: tuple[Path, dict],
+                                                                                             tmp_path: Path) -> None:
+    """What a 7900 XTX user gets from ``simple/gfx1100/``: the wheels the publisher lists there (the family index's,
+    with ``rocm-sdk <release>+gfx1100`` in place of the plain meta wheel and of the family's libraries wheel), and
+    llama-cpp-python's Python requirements from a wheelhouse pip downloaded first (so no other index can answer
+    for a ROCm project). pip resolves ``rocm-sdk[gfx110x-dgpu]`` to gfx1100's device wheel: every library with
+    device code holds gfx1100's and no other target's, and libggml-hip its gfx11-generic build."""
+    from cairn.wheels.index import write_index
+
+    store, actions = built
+    family_files = _tree(store, actions, f"index:{FAMILY}") / FAMILY / "files"
+    plain = [w for w in family_files.glob("*.whl") if not w.name.startswith(("rocm_sdk-", "rocm_sdk_libraries_", "rocm_sdk_device_"))
+             and "-gfx" not in w.name.removesuffix(".whl").rsplit("-", 1)[-1]]
+    device = list(family_files.glob(f"rocm_sdk_device_{TARGET}-*.whl"))
+    (own,) = (_tree(store, actions, f"package:rocm-sdk@{TARGET}") / "wheels").glob("*.whl")
+    write_index([*plain, *device, own], tmp_path / "index", TARGET)
+    wheelhouse = tmp_path / "wheelhouse"
+    requires = subprocess.run([sys.executable, "-m", "pip", "download", "-q", "--only-binary", ":all:", "-d", str(wheelhouse),
+                               "numpy>=1.20", "typing-extensions>=4.5", "diskcache>=5.6", "jinja2>=2.11.3"],
+                              capture_output=True, text=True, timeout=600)
+    assert requires.returncode == 0, requires.stderr[-2000:]
+    target = tmp_path / "site"
+    done = subprocess.run([sys.executable, "-m", "pip", "install", "-q", "--disable-pip-version-check", "--no-cache-dir",
+                           "--target", str(target), "--index-url", (tmp_path / "index" / TARGET / "simple").as_uri(),
+                           "--find-links", str(wheelhouse), "llama-cpp-python"],
+                          capture_output=True, text=True, timeout=1800, env={**os.environ, "PIP_CONFIG_FILE": os.devnull})
+    assert done.returncode == 0, done.stderr[-3000:]
+    installed = {p.name.split("-")[0] for p in target.glob("*.dist-info")}
+    assert {"llama_cpp_python", "rocm_sdk", "rocm_sdk_core", f"rocm_sdk_device_{TARGET}"} <= installed
+    assert not any(name.startswith("rocm_sdk_libraries") for name in installed)
+    report = audit_paths([target])
+    devices = {b.path: set(b.targets) for b in report.binaries if b.bundles}
+    # (a library Debian built without gfx1100, named partial, keeps no device code at all)
+    assert devices and all(targets <= {TARGET} or targets == {"gfx11-generic"} for targets in devices.values()), devices
+    assert {"gfx11-generic"} in devices.values() and {TARGET} in devices.values()
 
 
 def test_the_in_container_gate_ran_llama_server_and_matched_the_reference(built: tuple[Path, dict]) -> None:

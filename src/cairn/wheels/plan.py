@@ -4,8 +4,9 @@ Actions added after ``assemble:sdk``:
 
 - ``package:rocm-sdk-core``, ``package:rocm-sdk-devel``, ``package:rocm-sdk-libraries@<family>``,
   ``package:rocm-sdk-device@<gfx>`` (the family wheel cut to each of its targets), ``package:rocm-sdk`` (meta,
-  static extras per family and per device) and ``package:rocm-sdk@<gfx>`` (the meta wheel of the target's own
-  index, ``<release>+<gfx>``, whose family extra is the target's device wheel: not in any family's index);
+  static extras per family and per device) and, for each target of a family of several, ``package:rocm-sdk@<gfx>``
+  (the meta wheel of the target's own index, ``<release>+<gfx>``, whose family extra is the target's device
+  wheel: not in any family's index);
 - ``package:<project>@<family>`` for HIP extensions (every ``hip-extension`` recipe whose component the
   manifest builds, e.g. cairn-smoke) and device-code source recipes (PyTorch, vLLM);
 - ``package:<recipe>`` for pure-Python source recipes (SGLang), built once for all families;
@@ -90,6 +91,8 @@ def extend_plan(context: StageContext) -> None:
             add(Action(device, "package", {**base, "part": "device", "family": fam, "target": target,
                                            "family_targets": list(targets)},
                        (libraries,), family=fam), (fam,))
+            if len(targets) == 1:  # the family's index already serves that one target's code alone
+                continue
             # the target's own index: never in the family's (there it would be every GPU's rocm-sdk)
             actions[f"package:rocm-sdk@{target}"] = Action(
                 f"package:rocm-sdk@{target}", "package",
