@@ -223,3 +223,48 @@ def test_served_from_s3_pip_and_uv_install_the_targets_code_and_verify_reads_the
         for url, environment in (("s3://cairn-targets/rel", environ), (f"{s3['endpoint']}/cairn-targets/rel", anonymous)):
             verified = cairn(["verify", url, "--root", str(keys / "root.json")], environment)
             assert verified.stdout.startswith(f"verified {url}/"), verified.stdout
+
+
+def test_the_bundle_marks_what_each_index_lists(tmp_path: Path) -> None:
+    """``bundle:release`` of the default release, run on wheel trees as its dependencies leave them: the plain meta
+    and the family's libraries wheel are for the family's index, each target's ``rocm-sdk`` for its own alone,
+    and a target meta made for another family is not taken for this one."""
+    import io
+    from types import SimpleNamespace
+
+    from cairn.model.manifest import load_manifest
+    from cairn.model.targets import load_registry
+    from cairn.plan.prepare import make_plan
+    from cairn.publish.run import run_bundle
+    from cairn.wheels import index
+    from conftest import ROOT
+
+    registry = load_registry()
+    plan = make_plan(load_manifest(ROOT / "manifests" / "releases" / "default.toml", registry), registry,
+                     stages=["wheels", "bundle"])
+    action = next(a for a in plan.actions if a.id == "bundle:release")
+    wheels = tmp_path / "wheels"
+    wheels.mkdir()
+    deps: dict[str, Path] = {}
+
+    def tree(action_id: str, wheel: Path, family: str = "") -> Path:
+        out = tmp_path / action_id.replace(":", "_").replace("@", "_")
+        (out / "wheels").mkdir(parents=True)
+        moved = _move(wheel, out / "wheels")
+        sdk.write_report(out, [moved], {"part": "test", "family": family})
+        deps[action_id] = out
+        return moved
+
+    meta = tree("package:rocm-sdk", sdk.build_meta_wheel(wheels, INPUTS))
+    libraries = tree(f"package:rocm-sdk-libraries@{FAMILY}", _payload(wheels, f"rocm-sdk-libraries-{FAMILY.lower()}", "family"))
+    tree("package:rocm-sdk@gfx1100", sdk.build_target_meta_wheel(wheels, {**INPUTS, "family": FAMILY, "target": "gfx1100"}),
+         FAMILY)
+    tree("package:rocm-sdk@gfx1101", sdk.build_target_meta_wheel(wheels, {**INPUTS, "family": FAMILY, "target": "gfx1101"}),
+         "gfx110X-all")
+    index.write_index([meta, libraries], tmp_path / "index", FAMILY)
+    deps[f"index:{FAMILY}"] = tmp_path / "index"
+    run_bundle(SimpleNamespace(action=action, out=tmp_path / "bundle", deps=deps, log=io.StringIO()))
+    marked = {a.name: (a.index, a.cells) for a in load_bundle(tmp_path / "bundle").artifacts if a.kind == "wheel"}
+    assert marked == {meta.name: ("family", ("gfx1100", "gfx1101", "gfx1102")),
+                      libraries.name: ("family", ("gfx1100", "gfx1101", "gfx1102")),
+                      f"rocm_sdk-{VERSION}+gfx1100-py3-none-any.whl": ("target", ("gfx1100",))}

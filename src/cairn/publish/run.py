@@ -100,7 +100,8 @@ def _target_metas(ctx: Any, family: str, targets: list[str], out: Path) -> list[
     found = []
     for target in targets:
         tree = ctx.deps.get(f"package:rocm-sdk@{target}")
-        if tree is None:
+        # a target of two of the release's families has its own index for the first of them only
+        if tree is None or json.loads((tree / "report.json").read_text()).get("family") != family:
             continue
         for wheel in sorted((tree / "wheels").glob("*.whl")):
             _link(wheel, out / "files" / "wheels" / family / wheel.name)
