@@ -41,6 +41,7 @@ MI250X_GCD = GpuSpec("gfx90a", 0x740C, 68702699520, 440, "AMD Instinct MI250X", 
 RX7900XTX = GpuSpec("gfx1100", 0x744C, 25753026560, 192, "Radeon RX 7900 XTX",
                     "Navi31 [Radeon RX 7900 XT/7900 XTX/7900 GRE/7900M]")
 RX6800XT = GpuSpec("gfx1030", 0x73BF, 17163091968, 144, "AMD Radeon RX 6800 XT", "Navi21 [Radeon RX 6800/6800 XT / 6900 XT]")
+RX7800XT = GpuSpec("gfx1101", 0x747E, 17163091968, 120, "AMD Radeon RX 7800 XT", "Navi32 [Radeon RX 7700 XT / 7800 XT]")
 STRIX_HALO = GpuSpec("gfx1151", 0x1586, 68719476736, 80, "AMD Radeon 8060S Graphics", "Strix Halo [Radeon Graphics]")
 
 
@@ -393,6 +394,15 @@ def workstation_two_gpus(root: Path) -> HostTree:
     host = HostTree(root).os("Ubuntu 24.04.1 LTS", "ubuntu", "24.04").kernel("6.8.0-45-generic").amdgpu()
     host.cpu_node(0, cores=24, memory=137438953472).gpu(RX7900XTX, node=1, bus=0x03, card=1, render=128)
     host.gpu(RX6800XT, node=2, bus=0x0A, card=2, render=129)
+    host.kfd().user("alice", 1000, session_groups=("video", "render")).environ()
+    return host.rocminfo(runtime="1.15").amd_smi()
+
+
+def workstation_two_rdna3(root: Path) -> HostTree:
+    """A workstation with an RX 7900 XTX (gfx1100) and an RX 7800 XT (gfx1101): one family, two targets."""
+    host = HostTree(root).os("Ubuntu 24.04.1 LTS", "ubuntu", "24.04").kernel("6.8.0-45-generic").amdgpu()
+    host.cpu_node(0, cores=24, memory=137438953472).gpu(RX7900XTX, node=1, bus=0x03, card=1, render=128)
+    host.gpu(RX7800XT, node=2, bus=0x0A, card=2, render=129)
     host.kfd().user("alice", 1000, session_groups=("video", "render")).environ()
     return host.rocminfo(runtime="1.15").amd_smi()
 

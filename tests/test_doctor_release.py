@@ -142,6 +142,27 @@ def test_two_kinds_of_gpu_get_one_advice_each(tmp_path: Path, capsys: pytest.Cap
     ]
 
 
+def test_two_gpus_of_one_family_are_sent_to_the_familys_index_not_each_to_its_own(tmp_path: Path,
+                                                                                   capsys: pytest.CaptureFixture[str]) -> None:
+    """A target's own index brings that target's code alone: with a 7900 XTX and a 7800 XT in one host, each
+    GPU's own index would leave the other without code, so both are sent to gfx110X-dgpu's."""
+    from dataclasses import replace
+
+    hosts.workstation_two_rdna3(tmp_path / "host")
+    kernels = VersionRange("6.1", "6.13")
+    own = [replace(cell("7.14.0", t, kernel=kernels), family="gfx110X-dgpu") for t in ("gfx1100", "gfx1101")]
+    pub = publish(tmp_path / "pub", "7.14.0", own)
+    _, lines = doctor_out(capsys, "--root", str(tmp_path / "host"), "--matrix", str(pub), "--no-audit")
+    index = pub.resolve().as_uri()
+    assert [x for x in lines if x.startswith("  pip install")] == [
+        f"  pip install --index-url {index}/simple/gfx110X-dgpu/ 'torch==2.12.0'"] * 2
+    alone = publish(tmp_path / "alone", "7.14.0", own[:1])
+    hosts.rx7900xtx_desktop(tmp_path / "one")
+    _, lines = doctor_out(capsys, "--root", str(tmp_path / "one"), "--matrix", str(alone), "--no-audit")
+    assert [x for x in lines if x.startswith("  pip install")] == [
+        f"  pip install --index-url {alone.resolve().as_uri()}/simple/gfx1100/ 'torch==2.12.0'"]
+
+
 def test_second_gpu_without_a_cell_is_said_beside_the_first(tmp_path: Path) -> None:
     hosts.workstation_two_gpus(tmp_path / "host")
     pub = publish(tmp_path / "pub", "7.14.0", [cell("7.14.0", "gfx1100", kernel=VersionRange("6.1", "6.13"))])

@@ -219,7 +219,8 @@ def advise(loaded: list[LoadedMatrix], host: HostFacts, registry: Any,
         known = sorted({c.gfx_target for m in loaded for c in m.matrix.cells})
         return Advice("no-gpu", f"no AMD GPU here, so no artifact fits; {releases} covers {', '.join(known) or 'nothing'}",
                       sources=sources)
-    each = tuple(_advise_target(loaded, replace(host, target=t), registry, releases, sources) for t in host.targets)
+    each = tuple(_advise_target(loaded, replace(host, target=t, others=tuple(o for o in host.targets if o != t)), registry,
+                                releases, sources) for t in host.targets)
     if len(each) == 1:
         return replace(each[0], per_target=each)
     status = next((a.status for a in each if a.status != "ok"), "ok")
@@ -251,7 +252,9 @@ def _advise_target(loaded: list[LoadedMatrix], host: HostFacts, registry: Any, r
     for pair in sorted(fits, key=rank, reverse=True):
         best.setdefault(pair[1].framework.name, pair)
     order = sorted(best, key=lambda name: (name not in host.installed, name))
-    picks = tuple(_pick(*best[name], host) for name in order[:3])
+    siblings = set(host.targets) - {host.target}
+    picks = tuple(_pick(*best[name], host, shares_family=bool(siblings & _members(registry, best[name][1].family)))
+                  for name in order[:3])
     top = picks[0]
     trust = "verified" if top.verified else "unverified"
     summary = f"{host.target}: cairn {top.release} ({top.channel}, {trust}) passed its gates for this host"
@@ -267,15 +270,35 @@ def install_commands(advice: Advice) -> dict[str, tuple[str, ...]]:
     return {target: tuple(lines) for target, lines in out.items()}
 
 
-def _pick(item: LoadedMatrix, cell: Any, host: HostFacts) -> Pick:
+def _pick(item: LoadedMatrix, cell: Any, host: HostFacts, shares_family: bool = False) -> Pick:
     # an image on a loopback registry is pullable only where $CAIRN_PUBLIC_REGISTRY names its public home
     public = public_image(cell.images[0], os.environ.get("CAIRN_PUBLIC_REGISTRY") or None) if cell.images else None
     image = public or ""
     pip = ""
     if cell.index_url and (not host.python or cell.python == host.python):
-        index = urljoin(item.base, cell.index_url)
+        index = urljoin(item.base, family_index(cell) if shares_family else cell.index_url)
         pip = f"pip install --index-url {index} '{cell.framework.name}=={cell.framework.version}'"
     return Pick(cell.framework.name, cell.id, cell.release, cell.channel, image, pip, item.verified, cell.gfx_target)
+
+
+def _members(registry: Any, family: str) -> set[str]:
+    """The targets of a family the matrix names; none for a family this registry does not know."""
+    try:
+        return set(registry.expand(family))
+    except KeyError:
+        return set()
+
+
+def family_index(cell: Any) -> str:
+    """The family's index in place of a cell's target index (``…/simple/gfx1100/`` → ``…/simple/gfx110X-dgpu/``).
+
+    A target's own index installs that target's device code alone; a host with another GPU of the same family
+    needs the family's payload, or one of its GPUs has no code to run (and the two targets' device wheels
+    install the same files, so installing from both indexes is no answer)."""
+    head, _, last = cell.index_url.rstrip("/").rpartition("/")
+    if last != cell.gfx_target or cell.family == cell.gfx_target:
+        return cell.index_url
+    return f"{head}/{cell.family}/" if head else f"{cell.family}/"
 
 
 def _none_summary(loaded: list[LoadedMatrix], host: HostFacts, registry: Any, releases: str, reasons: list[str]) -> str:
