@@ -275,6 +275,12 @@ def test_a_library_debian_built_without_the_target_is_partial_only_where_its_aud
     assert status == "passed", reason
     assert "partial — the release's libother.so was built without gfx90a code" in reason
     assert evidence["coverage"]["partial"] == ["libother.so"]
+    # the same image in another store gives the same result: a gate names the image by digest, never the store's
+    # path (each shard job's store is elsewhere, and the gates differed between the jobs and one build)
+    moved = tmp_path / "another-store" / "oci"
+    shutil.copytree(shipped, moved, symlinks=True)
+    assert static_gate(moved, FAMILY, "5.2.3", partial=("lib/libother.so",)) == (status, reason, evidence)
+    assert str(tmp_path) not in json.dumps(evidence)
 
     status, reason, _ = static_gate(shipped, FAMILY, "5.2.3")  # the audit never said so: a plain failure
     assert status == "failed" and "libother.so" in reason

@@ -130,7 +130,9 @@ def static_gate(layout: Path, target: str, rocm: str, partial: tuple[str, ...] =
     Each layer is read once, or not at all when ``cache`` (the store's ``layer-scans/``) holds its scan."""
     manifest, config, digest = read_image(layout)
     scans = image_scans(layout, manifest, cache)
-    binaries, elf_files = image_audits(scans, f"{layout}@{digest[:19]}:")
+    # files are named by the image's digest, not by the layout's path: that is in a store, and every machine's
+    # store is somewhere else (a gate record naming it differs between shard jobs and one build)
+    binaries, elf_files = image_audits(scans, f"image@{digest[:19]}:")
     covered, coverage_reason, evidence = coverage_check(AuditReport(tuple(binaries), elf_files, load_registry()), target, partial)
     fs = ImageFS.from_scans(scans)
     missing = unresolved_needed(fs, image_env(config))
