@@ -389,22 +389,18 @@ def bare_host(root: Path) -> HostTree:
     return host.tool("rocminfo", ROCMINFO_NO_DRIVER)
 
 
-def workstation_two_gpus(root: Path) -> HostTree:
+def workstation_two_gpus(root: Path, second: GpuSpec = RX6800XT) -> HostTree:
     """A workstation with an RX 7900 XTX (gfx1100) and an RX 6800 XT (gfx1030): two families, two payloads."""
     host = HostTree(root).os("Ubuntu 24.04.1 LTS", "ubuntu", "24.04").kernel("6.8.0-45-generic").amdgpu()
     host.cpu_node(0, cores=24, memory=137438953472).gpu(RX7900XTX, node=1, bus=0x03, card=1, render=128)
-    host.gpu(RX6800XT, node=2, bus=0x0A, card=2, render=129)
+    host.gpu(second, node=2, bus=0x0A, card=2, render=129)
     host.kfd().user("alice", 1000, session_groups=("video", "render")).environ()
     return host.rocminfo(runtime="1.15").amd_smi()
 
 
 def workstation_two_rdna3(root: Path) -> HostTree:
     """A workstation with an RX 7900 XTX (gfx1100) and an RX 7800 XT (gfx1101): one family, two targets."""
-    host = HostTree(root).os("Ubuntu 24.04.1 LTS", "ubuntu", "24.04").kernel("6.8.0-45-generic").amdgpu()
-    host.cpu_node(0, cores=24, memory=137438953472).gpu(RX7900XTX, node=1, bus=0x03, card=1, render=128)
-    host.gpu(RX7800XT, node=2, bus=0x0A, card=2, render=129)
-    host.kfd().user("alice", 1000, session_groups=("video", "render")).environ()
-    return host.rocminfo(runtime="1.15").amd_smi()
+    return workstation_two_gpus(root, second=RX7800XT)
 
 
 def desktop_with_two_hip_runtimes(root: Path) -> HostTree:

@@ -117,10 +117,9 @@ def test_from_s3_pip_and_uv_install_the_extension_with_gfx1151_code_alone(store:
     import urllib.error
     import urllib.request
 
-    from conftest import need_module
     from servers import moto_s3
     from test_publish_s3 import env
-    from test_publish_s3_public import no_credentials
+    from test_publish_s3_public import install_anonymously
     from test_variants import select
 
     assert not any(a.startswith("package:rocm-sdk@") for a in actions(store))  # no target index for one target
@@ -128,16 +127,10 @@ def test_from_s3_pip_and_uv_install_the_extension_with_gfx1151_code_alone(store:
         environ = env(s3, tmp_path)
         published = cairn("publish", "--dev-keys", "--store", str(store), "--to", "s3://cairn-slice/rel", env=environ)
         assert published.returncode == 0, published.stderr[-3000:]
-        anonymous = {k: v for k, v in no_credentials(environ).items() if not k.startswith(("PIP_", "UV_"))}
         index = f"{s3['endpoint']}/cairn-slice/rel/channels/dev/simple/{FAMILY}/"
         for tool in ("pip", "uv"):
             target = tmp_path / tool
-            command = ([sys.executable, "-m", "pip", "install", "--isolated", "--no-cache-dir", "--target", str(target)]
-                       if tool == "pip" else
-                       [need_module("uv").find_uv_bin(), "pip", "install", "--no-config", "--python", sys.executable,
-                        "--target", str(target), "--cache-dir", str(tmp_path / "uv-cache")])
-            done = subprocess.run([*command, "--index-url", index, "cairn-smoke"], env=anonymous, capture_output=True,
-                                  text=True, timeout=900)
+            done = install_anonymously(tool, index, "cairn-smoke", target, environ, tmp_path / "uv-cache")
             assert done.returncode == 0, f"{tool}: {done.stderr[-2000:]}"
             installed = sorted(p.name.split("-")[0] for p in target.glob("*.dist-info"))
             assert installed == ["cairn_smoke", "rocm_sdk", "rocm_sdk_core", f"rocm_sdk_libraries_{FAMILY}"], tool

@@ -119,6 +119,19 @@ def test_missing_project_is_404_and_nothing_outside_the_prefix_is_readable(publi
     assert f"bucket policy: anyone may read s3://{BUCKET}/public" in published["out"]  # and the publisher said what it granted
 
 
+def install_anonymously(tool: str, index: str, requirement: str, target: Path, environ: dict[str, str],
+                        cache: Path) -> subprocess.CompletedProcess[str]:
+    """``pip install`` or ``uv pip install`` of ``requirement`` from ``index`` into ``target``, as a user with no
+    credentials and no configured index would run it."""
+    anonymous = {k: v for k, v in no_credentials(environ).items() if not k.startswith(("PIP_", "UV_"))}
+    command = ([sys.executable, "-m", "pip", "install", "--isolated", "--no-cache-dir", "--target", str(target)]
+               if tool == "pip" else
+               [need_module("uv").find_uv_bin(), "pip", "install", "--no-config", "--python", sys.executable,
+                "--target", str(target), "--cache-dir", str(cache)])
+    return subprocess.run([*command, "--index-url", index, requirement], env=anonymous, capture_output=True,
+                          text=True, timeout=900)
+
+
 def test_pip_and_uv_install_from_the_channel_index_anonymously(published, tmp_path):
     index = published["base"] + "channels/dev/simple/gfx90a/"
     environ = no_credentials(published["env"])
