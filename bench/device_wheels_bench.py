@@ -12,7 +12,9 @@ For each ``--target`` it makes ``rocm-sdk-device-<target>`` from the family whee
 directory; its variant twin is written too and timed with it) and reports: bytes of the device wheel and of the
 family wheel, their ratio (the goal: at most one third), the same with ``rocm-sdk-core`` added (what
 ``pip install "rocm-sdk[device-<gfx>]"`` vs ``"rocm-sdk[<family>]"`` downloads), the seconds the cut took, and
-what the device wheel's audit says (covered or partial). A third side is the libraries as Debian ships them,
+what the device wheel's audit says (covered or partial), and where each wheel's bytes go (``bytes_by_kind``:
+device code, per-target data files, and the host code and target-neutral files every GPU's download carries —
+the floor no split of device code can go below). A third side is the libraries as Debian ships them,
 fat with every target's code, packed by the same wheel writer: what a user downloads from an index that
 serves one wheel for every GPU.
 """
@@ -22,13 +24,16 @@ from __future__ import annotations
 import argparse
 import io
 import json
+import re
 import sys
 import tempfile
 import time
+import zipfile
 from pathlib import Path
 
 from machine import describe
 
+from cairn.audit import audit_paths
 from cairn.model.targets import load_registry
 from cairn.wheels.device import build_device_wheel, device_name
 
@@ -50,6 +55,32 @@ def outputs(store: Path) -> dict[str, Path]:
 def the_wheel(tree: Path) -> Path:
     (wheel,) = sorted((tree / "wheels").glob("*.whl"))
     return wheel
+
+
+TARGET_NAMED = re.compile(r"gfx[0-9]+[0-9a-f]*")
+
+
+def bytes_by_kind(wheel: Path) -> dict[str, int]:
+    """A wheel's bytes as a user downloads them (each member's compressed size, plus the archive's own headers),
+    by what they are: ``device_code``, the stored size of the fat binaries' offload bundles (already compressed,
+    so deflate leaves them as they are); ``target_data``, files whose path names a gfx target (Tensile's code
+    objects and kernel tables, kernel databases); and ``host_and_neutral``, the rest — host code and
+    target-neutral files, which the download for any one GPU carries whole."""
+    stored = {found.path.split("!", 1)[1]: sum(b.size for b in found.bundles) for found in audit_paths([wheel]).binaries}
+    kinds = {"device_code": 0, "target_data": 0, "host_and_neutral": 0}
+    with zipfile.ZipFile(wheel) as archive:
+        members = [info for info in archive.infolist() if not info.is_dir()]
+    for info in members:
+        device = min(stored.get(info.filename, 0), info.compress_size)
+        if device:
+            kinds["device_code"] += device
+            kinds["host_and_neutral"] += info.compress_size - device
+        elif ".dist-info/" not in info.filename and TARGET_NAMED.search(info.filename):
+            kinds["target_data"] += info.compress_size
+        else:
+            kinds["host_and_neutral"] += info.compress_size
+    kinds["host_and_neutral"] += wheel.stat().st_size - sum(info.compress_size for info in members)
+    return kinds
 
 
 def family_of(target: str) -> tuple[str, tuple[str, ...]]:
@@ -79,6 +110,7 @@ def bench_target(trees: dict[str, Path], target: str, core: Path, scratch: Path)
     wheel = build_device_wheel(out, tree, inputs, io.StringIO())
     seconds = round(time.perf_counter() - started, 1)
     report = json.loads((out / "report.json").read_text())
+    kinds = {"device": bytes_by_kind(wheel), "family": bytes_by_kind(family_wheel)}
     device_bytes, family_bytes, core_bytes = wheel.stat().st_size, family_wheel.stat().st_size, core.stat().st_size
     return {
         "family": family, "family_targets": list(targets), "family_wheel": family_wheel.name,
@@ -86,6 +118,10 @@ def bench_target(trees: dict[str, Path], target: str, core: Path, scratch: Path)
         "bytes": {"device": device_bytes, "family": family_bytes, "core": core_bytes},
         "ratio_libraries": round(device_bytes / family_bytes, 3),
         "ratio_with_core": round((device_bytes + core_bytes) / (family_bytes + core_bytes), 3),
+        "bytes_by_kind": kinds,
+        # what no split of device code goes below, and what three targets' code costs beside one target's
+        "floor_ratio": round(kinds["device"]["host_and_neutral"] / family_bytes, 3),
+        "device_code_ratio": round(kinds["family"]["device_code"] / max(kinds["device"]["device_code"], 1), 2),
         "cut_seconds": seconds, "split": len(targets) > 1,
         "covered": report["audit"]["coverage"][target]["covered"],
         "partial": report["audit"]["partial"].get(target, []),
