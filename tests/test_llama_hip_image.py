@@ -27,7 +27,7 @@ from cairn.audit import audit_file, audit_paths
 from cairn.gates.container import NO_GPU, host_has_gpu, run_in_image
 from cairn.gates.llama import llama_gate
 from cairn.gates.static import static_gate
-from conftest import ROOT, need_tool
+from conftest import ROOT, need_module, need_tool
 
 MANIFEST = ROOT / "manifests" / "releases" / "default.toml"
 FAMILY, TARGET = "gfx110X-dgpu", "gfx1100"
@@ -80,7 +80,7 @@ def test_from_the_targets_own_index_pip_installs_llama_cpp_python_with_gfx1100_c
     """What a 7900 XTX user gets from ``simple/gfx1100/``: the wheels the publisher lists there (the family index's,
     with ``rocm-sdk <release>+gfx1100`` in place of the plain meta wheel and of the family's libraries wheel), and
     llama-cpp-python's Python requirements from a wheelhouse pip downloaded first (so no other index can answer
-    for a ROCm project). pip resolves ``rocm-sdk[gfx110x-dgpu]`` to gfx1100's device wheel: every library with
+    for a ROCm project). pip, and uv, resolve ``rocm-sdk[gfx110x-dgpu]`` to gfx1100's device wheel: every library with
     device code holds gfx1100's and no other target's, and libggml-hip its gfx11-generic build."""
     from cairn.wheels.index import write_index
 
@@ -96,20 +96,25 @@ def test_from_the_targets_own_index_pip_installs_llama_cpp_python_with_gfx1100_c
                                "numpy>=1.20", "typing-extensions>=4.5", "diskcache>=5.6", "jinja2>=2.11.3"],
                               capture_output=True, text=True, timeout=600)
     assert requires.returncode == 0, requires.stderr[-2000:]
-    target = tmp_path / "site"
-    done = subprocess.run([sys.executable, "-m", "pip", "install", "-q", "--disable-pip-version-check", "--no-cache-dir",
-                           "--target", str(target), "--index-url", (tmp_path / "index" / TARGET / "simple").as_uri(),
-                           "--find-links", str(wheelhouse), "llama-cpp-python"],
-                          capture_output=True, text=True, timeout=1800, env={**os.environ, "PIP_CONFIG_FILE": os.devnull})
-    assert done.returncode == 0, done.stderr[-3000:]
-    installed = {p.name.split("-")[0] for p in target.glob("*.dist-info")}
-    assert {"llama_cpp_python", "rocm_sdk", "rocm_sdk_core", f"rocm_sdk_device_{TARGET}"} <= installed
-    assert not any(name.startswith("rocm_sdk_libraries") for name in installed)
-    report = audit_paths([target])
-    devices = {b.path: set(b.targets) for b in report.binaries if b.bundles}
-    # (a library Debian built without gfx1100, named partial, keeps no device code at all)
-    assert devices and all(targets <= {TARGET} or targets == {"gfx11-generic"} for targets in devices.values()), devices
-    assert {"gfx11-generic"} in devices.values() and {TARGET} in devices.values()
+    index = (tmp_path / "index" / TARGET / "simple").as_uri()
+    for tool in ("pip", "uv"):
+        target = tmp_path / tool
+        command = ([sys.executable, "-m", "pip", "install", "-q", "--disable-pip-version-check", "--no-cache-dir"]
+                   if tool == "pip" else
+                   [need_module("uv").find_uv_bin(), "pip", "install", "--no-config", "--python", sys.executable,
+                    "--cache-dir", str(tmp_path / "uv-cache")])
+        done = subprocess.run([*command, "--target", str(target), "--index-url", index, "--find-links", str(wheelhouse),
+                               "llama-cpp-python"], capture_output=True, text=True, timeout=1800,
+                              env={**os.environ, "PIP_CONFIG_FILE": os.devnull})
+        assert done.returncode == 0, f"{tool}: {done.stderr[-3000:]}"
+        installed = {p.name.split("-")[0] for p in target.glob("*.dist-info")}
+        assert {"llama_cpp_python", "rocm_sdk", "rocm_sdk_core", f"rocm_sdk_device_{TARGET}"} <= installed, tool
+        assert not any(name.startswith("rocm_sdk_libraries") for name in installed), tool
+        report = audit_paths([target])
+        devices = {b.path: set(b.targets) for b in report.binaries if b.bundles}
+        # (a library Debian built without gfx1100, named partial, keeps no device code at all)
+        assert devices and all(targets <= {TARGET} or targets == {"gfx11-generic"} for targets in devices.values()), devices
+        assert {"gfx11-generic"} in devices.values() and {TARGET} in devices.values(), tool
 
 
 def test_the_in_container_gate_ran_llama_server_and_matched_the_reference(built: tuple[Path, dict]) -> None:
