@@ -390,7 +390,8 @@ def bare_host(root: Path) -> HostTree:
 
 
 def workstation_two_gpus(root: Path, second: GpuSpec = RX6800XT) -> HostTree:
-    """A workstation with an RX 7900 XTX (gfx1100) and an RX 6800 XT (gfx1030): two families, two payloads."""
+    """A workstation with an RX 7900 XTX (gfx1100) and a second card, by default an RX 6800 XT (gfx1030): two
+    families, two payloads."""
     host = HostTree(root).os("Ubuntu 24.04.1 LTS", "ubuntu", "24.04").kernel("6.8.0-45-generic").amdgpu()
     host.cpu_node(0, cores=24, memory=137438953472).gpu(RX7900XTX, node=1, bus=0x03, card=1, render=128)
     host.gpu(second, node=2, bus=0x0A, card=2, render=129)
