@@ -36,6 +36,7 @@ from elftools.elf.elffile import ELFFile
 
 from cairn.audit.bundle import ELF_MAGIC
 from cairn.audit.model import BinaryAudit, audit_from_json
+from cairn.digest import code_digest, files_digest
 from cairn.io import atomic_write, exclusive
 
 Auditor = Callable[[Path, str], BinaryAudit]  # (file, path to show) → its audit
@@ -167,11 +168,8 @@ def scanner_digest() -> str:
 @functools.cache
 def _digest_of(here: Path, registry: Path) -> str:
     """Read once per process: a gate replays hundreds of scans, each asking for this digest."""
-    h = hashlib.sha256()
-    for path in (here / "layers.py", here / "binary.py", here / "bundle.py", here / "model.py", here / "sources.py",
-                 registry):
-        h.update(path.name.encode() + b"\0" + path.read_bytes() + b"\0")
-    return h.hexdigest()
+    code = code_digest([here / "layers.py", here / "binary.py", here / "bundle.py", here / "model.py", here / "sources.py"])
+    return hashlib.sha256(f"{code} {files_digest([registry])}".encode()).hexdigest()
 
 
 def cached_scan(blob: Path, digest: str, cache: Path | None) -> LayerScan:

@@ -21,10 +21,10 @@ from typing import IO, Any
 
 from cairn.containers import engine_store
 from cairn.containers.oci import Layer, Layout, image_config
+from cairn.digest import tree_entries
 from cairn.errors import ActionFailed, InputError
 from cairn.names import inside, safe_relpath
 from cairn.services import docker_client, registry_address
-from cairn.store.base import tree_entries
 
 
 def stage_tree(src: Path, dest: Path, epoch: int) -> None:

@@ -25,6 +25,7 @@ from typing import Any
 
 from packaging.version import Version
 
+from cairn import digest
 from cairn.errors import ManifestError
 from cairn.model.manifest import Framework
 from cairn.plan.context import LAYOUT_VERSIONS, StageContext, build_id, fetch_id
@@ -40,14 +41,9 @@ SDK_PARTS = ("rocm-sdk-core", "rocm-sdk-devel")
 
 @cache
 def code_digest() -> str:
-    """sha256 of this stage's own modules: what they write changes only when they change."""
-    import hashlib
-    from pathlib import Path
-
-    h = hashlib.sha256()
-    for path in sorted(Path(__file__).parent.glob("*.py")):
-        h.update(path.name.encode() + b"\0" + path.read_bytes())
-    return h.hexdigest()
+    """The digest of this stage's own modules (``cairn.digest.code_digest``): what they write changes only when
+    what they do changes."""
+    return digest.code_digest(Path(__file__).parent.glob("*.py"))
 
 
 def tool_inputs(host: Host) -> dict[str, Any]:
