@@ -72,3 +72,13 @@ def test_file_and_tree_digests(tmp_path: Path) -> None:
     first = tree_digest(tmp_path / "t")
     blob.chmod(0o755)
     assert tree_digest(tmp_path / "t") != first  # the executable bit is part of a tree's identity
+
+
+def test_every_module_a_stage_key_covers_exists() -> None:
+    """A module moved without its entry in ``STAGE_CODE`` would silently drop out of every key that covered it."""
+    from cairn.digest import SOURCE, STAGE_CODE, stage_code_digest
+
+    for stage, patterns in STAGE_CODE.items():
+        for pattern in patterns:
+            assert sorted(SOURCE.glob(pattern)), f"{stage}: {pattern} matches no module"
+        assert len(stage_code_digest(stage)) == 64

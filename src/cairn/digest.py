@@ -15,6 +15,10 @@ reordered, or a function moved to another module of the same set leaves every ke
 — as it was, while any change to what a function does changes it. Files that are *shipped* (scripts copied
 into images, runtime sources in wheels) are hashed by their bytes instead (``files_digest``): their text is
 the output.
+
+Which modules each stage's key covers is declared once, here (``STAGE_CODE``), as data: a stage asks for
+``stage_code_digest(name)`` and never lists files itself, so moving code between modules edits this table and
+no stage's code — nor any key.
 """
 
 from __future__ import annotations
@@ -23,9 +27,20 @@ import ast
 import hashlib
 import os
 from collections.abc import Iterable
+from functools import cache
 from pathlib import Path
 
 CHUNK = 1 << 20
+SOURCE = Path(__file__).parent
+
+# stage -> the modules (globs below src/cairn) whose definitions decide that stage's outputs
+STAGE_CODE: dict[str, tuple[str, ...]] = {
+    "wheels": ("wheels/*.py",),
+    "gates": ("gates/*.py",),
+    "linkage": ("containers/linkage.py", "gates/static.py", "gates/imagefs.py", "audit/layers.py"),
+    "layer-scan": ("audit/layers.py", "audit/binary.py", "audit/bundle.py", "audit/model.py", "audit/sources.py"),
+    "tiny-model": ("engines/llama/*.py",),
+}
 
 
 def file_sha256(path: Path) -> str:
@@ -116,3 +131,9 @@ def code_digest(modules: Iterable[Path]) -> str:
     for name, form in definitions:
         h.update(name.encode() + b"\0" + form.encode() + b"\0")
     return h.hexdigest()
+
+
+@cache
+def stage_code_digest(stage: str) -> str:
+    """The code digest of ``stage``'s modules (``STAGE_CODE``); read once per process, as hundreds of actions ask."""
+    return code_digest(path for pattern in STAGE_CODE[stage] for path in sorted(SOURCE.glob(pattern)))

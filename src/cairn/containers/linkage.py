@@ -35,8 +35,7 @@ REPORT = "linkage.json"
 def code_digest() -> str:
     """sha256 of the code that decides a verdict (this module, the static gate's resolver, the image reader):
     a cached verdict is reused only while it is unchanged."""
-    gates = Path(__file__).parents[1] / "gates"
-    return digest.code_digest([Path(__file__), gates / "static.py", gates / "imagefs.py", gates.parent / "audit" / "layers.py"])
+    return digest.stage_code_digest("linkage")
 
 
 def plan_linkage(image: str, family: str, rocm: str, parent_image: str, index: str, wheels: list[str],

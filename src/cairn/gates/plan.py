@@ -34,9 +34,8 @@ TINY_MODEL_LAYOUT = 1
 @cache
 def code_digest() -> str:
     """sha256 of the gates' code and the in-image scripts: a verdict is reused only while they are unchanged."""
-    here = Path(__file__).parent
-    scripts = digest.files_digest((here.parent / "containers" / "scripts").glob("*.py"))  # shipped: their bytes count
-    return hashlib.sha256(f"{digest.code_digest(here.glob('*.py'))} {scripts}".encode()).hexdigest()
+    scripts = digest.files_digest((Path(__file__).parents[1] / "containers" / "scripts").glob("*.py"))  # shipped: their bytes count
+    return hashlib.sha256(f"{digest.stage_code_digest('gates')} {scripts}".encode()).hexdigest()
 
 
 def extend_plan(context: StageContext) -> None:
@@ -76,7 +75,7 @@ def _tiny_model(context: StageContext) -> str:
     action_id = ENGINE_IMAGES["llama-cpp"]
     if action_id not in context.actions:
         fetch = f"fetch:pypi:{SDIST['filename']}"
-        code = digest.code_digest((Path(__file__).parents[1] / "engines" / "llama").glob("*.py"))
+        code = digest.stage_code_digest("tiny-model")
         context.actions[action_id] = Action(id=action_id, kind="tiny-model", deps=(fetch,), inputs={
             "layout": TINY_MODEL_LAYOUT, "code": code, "seed": DEFAULT_SEED, "vocab": DEFAULT_VOCAB,
             "sdist": SDIST["filename"], "gguf": version("gguf"), "numpy": version("numpy")})

@@ -43,7 +43,7 @@ SDK_PARTS = ("rocm-sdk-core", "rocm-sdk-devel")
 def code_digest() -> str:
     """The digest of this stage's own modules (``cairn.digest.code_digest``): what they write changes only when
     what they do changes."""
-    return digest.code_digest(Path(__file__).parent.glob("*.py"))
+    return digest.stage_code_digest("wheels")
 
 
 def tool_inputs(host: Host) -> dict[str, Any]:
