@@ -14,9 +14,9 @@ import pytest
 from cairn.errors import ManifestError
 from cairn.model.manifest import load_manifest
 from cairn.model.targets import load_registry
+from cairn.model.wheel_recipes import load_recipe
 from cairn.plan.prepare import make_plan
 from cairn.plan.probe import Host
-from cairn.wheels.recipes import load_recipe
 
 ROOT = Path(__file__).resolve().parents[1]
 MANIFEST = ROOT / "manifests" / "releases" / "default.toml"

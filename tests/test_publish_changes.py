@@ -16,10 +16,10 @@ from tuf.api.serialization.json import JSONSerializer
 
 from cairn.errors import CairnError, InputError
 from cairn.matrix.model import parse_matrix
-from cairn.publish.backend import FileBackend
 from cairn.publish.bundle import load_bundle, write_bundle_json
 from cairn.publish.publisher import promote, publish
 from cairn.publish.sample import write_sample_bundle
+from cairn.remote.backend import FileBackend
 from cairn.sign.keys import init_keys, make_root
 from cairn.sign.verify import verify_repository
 
@@ -117,7 +117,7 @@ def test_publishing_the_same_release_again_keeps_what_it_named_and_signs_nothing
 def test_gate_results_recorded_later_are_written_into_the_diff(published, tmp_path) -> None:
     """A GPU host's verdict, recorded with ``cairn promote --gates``: the channel still names the release before,
     and the diff now shows the gate as it stands."""
-    from cairn.gates.result import SCHEMA
+    from cairn.model.gate_result import SCHEMA
 
     repo, keys, root = published["repo"], published["keys"], published["root"]
     digest = load_bundle(published["base"] / "new").cells[0].images[0].digest

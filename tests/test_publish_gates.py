@@ -66,7 +66,7 @@ def staged(tmp_path: Path, keys: Path) -> tuple[list[str], dict[str, str]]:
 
 
 def gate_json(path: Path, target: str, digest: str, status: str, reason: str = "") -> Path:
-    """What a gate action writes (``cairn.gates.result.GateResult``) on the host that ran it."""
+    """What a gate action writes (``cairn.model.gate_result.GateResult``) on the host that ran it."""
     path.write_text(json.dumps({"schema": "cairn.gate/v1", "gate": "gpu", "image": "smoke", "target": target, "family": target,
                                 "digest": digest, "status": status, "reason": reason, "evidence": {}}))
     return path

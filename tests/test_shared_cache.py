@@ -173,7 +173,7 @@ def test_read_only_reads_the_cache_and_never_writes_it(s3, manifest, prefix, tmp
 
 _KILL_AT_FIRST_RECORD = """
 import os, signal, sys
-from cairn.publish import s3http
+from cairn.remote import s3http
 real = s3http.S3Client.request
 def request(self, method, bucket, key="", **kwargs):
     if method == "PUT" and "/ac/" in key:
@@ -201,7 +201,7 @@ def test_a_build_killed_mid_upload_leaves_no_record_and_the_next_machine_rebuild
 
 _CACHE_GOES_AWAY = """
 import sys
-from cairn.publish import s3http
+from cairn.remote import s3http
 real, calls = s3http.S3Client.request, []
 def request(self, method, bucket, key="", **kwargs):
     calls.append(method)

@@ -35,9 +35,9 @@ SOURCE = Path(__file__).parent
 
 # stage -> the modules (globs below src/cairn) whose definitions decide that stage's outputs
 STAGE_CODE: dict[str, tuple[str, ...]] = {
-    "wheels": ("wheels/*.py",),
-    "gates": ("gates/*.py",),
-    "linkage": ("containers/linkage.py", "gates/static.py", "gates/imagefs.py", "audit/layers.py"),
+    "wheels": ("wheels/*.py", "model/wheel_recipes.py", "model/wheel_versions.py"),
+    "gates": ("gates/*.py", "audit/imagefs.py", "model/gate_result.py"),
+    "linkage": ("containers/linkage.py", "gates/static.py", "audit/imagefs.py", "audit/layers.py"),
     "layer-scan": ("audit/layers.py", "audit/binary.py", "audit/bundle.py", "audit/model.py", "audit/sources.py"),
     "tiny-model": ("engines/llama/*.py",),
 }

@@ -8,7 +8,7 @@ content-addressed, so what it holds is a function of its digest: its *scan* (eve
 name, type, link target — and for ELF files their dynamic section and their device-code audit) is made once
 and kept under the store, in ``layer-scans/``, keyed by the layer's digest and by a digest of the code that
 makes the scan (this module, the audit's parser, the target registry). Replaying a scan gives the same answer
-as reading the layer: the replays (``cairn.audit.sources``, ``cairn.gates.imagefs``) apply whiteouts and
+as reading the layer: the replays (``cairn.audit.sources``, ``cairn.audit.imagefs``) apply whiteouts and
 replacements exactly as they did on the tar stream.
 
 A cache file that cannot be read is made again, never trusted and never an error: the cache only saves time.

@@ -17,10 +17,10 @@ from pathlib import Path
 
 from cairn.containers.frameworks import blocked_reason as framework_blocked
 from cairn.containers.linkage import plan_linkage
-from cairn.containers.oci import LAYOUT_VERSION, ZLIB_VERSION, rfc3339
-from cairn.containers.recipes import BaseRecipe, ImageRecipe, containers_dir, load_base, load_recipes
 from cairn.containers.render import TEMPLATE_SUFFIX, dockerfiles_dir
 from cairn.digest import files_digest
+from cairn.formats.oci import LAYOUT_VERSION, ZLIB_VERSION, rfc3339
+from cairn.model.image_recipes import BaseRecipe, ImageRecipe, containers_dir, load_base, load_recipes
 from cairn.plan.context import StageContext
 from cairn.plan.graph import Action
 from cairn.services.engine import START_HINT

@@ -12,8 +12,8 @@ from rich.console import Console
 from rich.table import Table
 
 from cairn.cli_options import add_json, add_store
-from cairn.containers.recipes import GATES
 from cairn.gates.summary import collect, figures
+from cairn.model.image_recipes import GATES
 from cairn.plan.prepare import load
 
 _STYLE = {"passed": "green", "failed": "red", "not-run": "yellow"}

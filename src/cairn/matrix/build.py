@@ -38,7 +38,7 @@ def record_gates(stage: dict[str, Any], gates: dict[str, Any], results: list[tup
     passed; an image with no verdict yet is not-run). A verdict for an image this release did not stage is
     refused, naming its file: a gate run on other bytes proves nothing about these.
     """
-    from cairn.gates.result import SCHEMA, STATUSES
+    from cairn.model.gate_result import SCHEMA, STATUSES
 
     gates = json.loads(json.dumps(gates))
     recorded: dict[str, dict[str, dict[str, str]]] = gates.setdefault(RECORDED, {})

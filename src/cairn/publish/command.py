@@ -37,7 +37,7 @@ def dev_keys_dir(store: Path) -> Path:
 
 def last_build_bundle(store: Path) -> Path:
     """The ``bundle:release`` tree of the store's last build, or a one-line error saying how to get one."""
-    from cairn.execute.report import read_actions
+    from cairn.store.report import read_actions
 
     info = read_actions(store).get(BUNDLE_ACTION)
     if not info or not info.output:
@@ -122,8 +122,8 @@ def run(args: argparse.Namespace) -> int:
         _dev_note(args, keys_dir, False)
         print_report(done, args.json)
         return 0
-    from cairn.publish.backend import open_backend
     from cairn.publish.look import first_root_of, start_look
+    from cairn.remote.backend import open_backend
 
     backend, log = open_backend(to), (lambda _: None) if args.json else print
     first_root = first_root_of(args.root or keys_dir / "root.json")

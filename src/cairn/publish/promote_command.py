@@ -28,8 +28,8 @@ def _read_gate_result(path: Path) -> dict:  # type: ignore[type-arg]
 
 
 def run(args: argparse.Namespace) -> int:
-    from cairn.publish.backend import open_backend
     from cairn.publish.publisher import promote
+    from cairn.remote.backend import open_backend
 
     results = [(path, _read_gate_result(path)) for path in args.gates]
     keys, root = keys_and_root(args)

@@ -39,7 +39,6 @@ from cairn.errors import CairnError
 from cairn.matrix.build import cell_id, record_gates
 from cairn.matrix.model import CHANNELS
 from cairn.publish import fastpath
-from cairn.publish.backend import Backend
 from cairn.publish.bundle import Bundle
 from cairn.publish.changes import channel_objects
 from cairn.publish.early import EarlyBlobs
@@ -48,6 +47,7 @@ from cairn.publish.objects import JSON, Obj, json_bytes
 from cairn.publish.report import Report
 from cairn.publish.stage import stage_objects
 from cairn.publish.upload import Log, Run
+from cairn.remote.backend import Backend
 from cairn.sign.keys import KeySet
 from cairn.sign.session import SigningSession
 

@@ -101,7 +101,7 @@ class SharedCache:
     """The bucket side: fetch a record and its verified tree into a local store, push them from one."""
 
     def __init__(self, url: str, *, read_only: bool = False, warn: Callable[[str], None] = _stderr) -> None:
-        from cairn.publish.backend import s3_backend  # the one S3 wrapper
+        from cairn.remote.backend import s3_backend  # the one S3 wrapper
 
         parsed = urlparse(url)
         if parsed.scheme != "s3" or not parsed.netloc:
@@ -304,7 +304,7 @@ class SharedCache:
     def push(self, record: ActionRecord, local: LocalStore) -> None:
         """Upload the tree (unless the bucket has it), then the record; both conditional. Never raises: the
         local build is complete whatever the bucket says."""
-        from cairn.publish.backend import RefusedOverwrite
+        from cairn.remote.backend import RefusedOverwrite
 
         if self.read_only or self.report.offline:
             return
@@ -348,7 +348,7 @@ class SharedCache:
         """The tree's archive, written to a file in the store's work area and sent from there (an output of
         gigabytes never sits in memory: a build sharing a whole release keeps to the machine's RAM), after the
         blobs it names that the bucket lacks."""
-        from cairn.publish.backend import RefusedOverwrite
+        from cairn.remote.backend import RefusedOverwrite
 
         archive = _scratch(local.root / "tmp", "pack")
         blobs: list[Blob] = []
@@ -366,7 +366,7 @@ class SharedCache:
 
     def _put_blob(self, blob: Blob, path: Path, local: LocalStore) -> None:
         """Upload one file as ``blobs/<sha256>.zst`` unless the bucket has it (asked once per build and blob)."""
-        from cairn.publish.backend import RefusedOverwrite
+        from cairn.remote.backend import RefusedOverwrite
 
         name = self.blob_key(blob.sha256)
         with self._lock:

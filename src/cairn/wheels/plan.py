@@ -28,12 +28,12 @@ from packaging.version import Version
 from cairn import digest
 from cairn.errors import ManifestError
 from cairn.model.manifest import Framework
+from cairn.model.wheel_recipes import Recipe, known_recipes, load_recipe
+from cairn.model.wheel_versions import extra_name, framework_version, rocm_major, sdk_version
 from cairn.plan.context import LAYOUT_VERSIONS, StageContext, build_id, fetch_id
 from cairn.plan.graph import Action, closure_blocked
 from cairn.plan.probe import Host
 from cairn.wheels import frameworks, index, sdk, wheelfile
-from cairn.wheels.recipes import Recipe, known_recipes, load_recipe
-from cairn.wheels.versions import extra_name, framework_version, rocm_major, sdk_version
 
 LAYOUT = 1
 SDK_PARTS = ("rocm-sdk-core", "rocm-sdk-devel")

@@ -358,7 +358,7 @@ def build_sdk_wheel(out: Path, part: str, tree: Path, inputs: dict[str, Any], lo
 
 def build_meta_wheel(out: Path, inputs: dict[str, Any]) -> Path:
     """``rocm-sdk``: no files, static extras per family plus ``devel``, every pin ``==`` the release."""
-    from cairn.wheels.versions import extra_name
+    from cairn.model.wheel_versions import extra_name
 
     version = inputs["sdk_version"]
     devices = inputs.get("devices", [])
@@ -386,7 +386,7 @@ def build_target_meta_wheel(out: Path, inputs: dict[str, Any]) -> Path:
     there brings one target's device code, not the whole family's. It never sits on the family's index, where
     the plain meta wheel is the only ``rocm-sdk`` (a higher local version there would win for every GPU).
     """
-    from cairn.wheels.versions import extra_name
+    from cairn.model.wheel_versions import extra_name
 
     version, family, target = inputs["sdk_version"], inputs["family"], inputs["target"]
     devices = inputs.get("devices", [])
