@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import base64
 import json
+import shutil
 import tempfile
 import uuid
 from pathlib import Path
@@ -97,9 +98,7 @@ def cosign(services) -> Any:
     status, out, err = run("version")
     need(status == 0 and "GitVersion" in out + err, f"cosign in {COSIGN_IMAGE} does not run: {out}{err}")
     yield run
-    for path in keys_dir.iterdir():
-        path.unlink()
-    keys_dir.rmdir()
+    shutil.rmtree(keys_dir, ignore_errors=True)
 
 
 @pytest.fixture(scope="module")
@@ -213,8 +212,9 @@ def test_cosign_refuses_a_tampered_manifest(cosign, published):
     assert status == 0, err
 
 
-def test_a_mangled_signature_is_refused_by_both(cosign, published):
-    """Characters outside base64 in the annotation: Go's decoder (cosign) rejects them, so Cairn must too —
+def test_a_replaced_signature_of_the_signed_digest_is_refused_by_both(cosign, published):
+    """The signed image's own ``.sig`` tag overwritten: with a mangled annotation, then with another digest's
+    genuine signature. Characters outside base64: Go's decoder (cosign) rejects them, so Cairn must too —
     Python's lenient ``b64decode`` dropped them and let Cairn accept a signature cosign refuses."""
     registry, repo = published["registry"], published["repo"]
     _tag, digest = published["images"]["gfx90a"]
@@ -230,6 +230,17 @@ def test_a_mangled_signature_is_refused_by_both(cosign, published):
         status, _out, err = verify(cosign, str(image))
         assert status != 0 and NO_MATCH in err, err
         with pytest.raises(CheckFailed, match="signature does not verify"):
+            verify_signature(str(image), published["pem"])
+    finally:
+        reg.put_manifest(repo, image.signature_tag, original)
+
+    # the other image's genuine signature (right key, payload of another digest) put in this image's .sig tag
+    _tag, other_digest = published["images"]["gfx1100"]
+    reg.put_manifest(repo, image.signature_tag, reg.manifest(repo, other_digest.replace(":", "-") + ".sig") or b"")
+    try:
+        status, _out, err = verify(cosign, str(image))
+        assert status != 0 and NO_MATCH in err, err
+        with pytest.raises(CheckFailed, match=f"payload signs {other_digest}"):
             verify_signature(str(image), published["pem"])
     finally:
         reg.put_manifest(repo, image.signature_tag, original)
