@@ -25,10 +25,10 @@ from cryptography.hazmat.primitives.asymmetric import ec
 from securesystemslib.signer import CryptoSigner
 
 from cairn.errors import CheckFailed
-from cairn.remote.backend import FileBackend
 from cairn.publish.bundle import load_bundle
 from cairn.publish.publisher import publish
 from cairn.publish.sample import write_sample_bundle
+from cairn.remote.backend import FileBackend
 from cairn.sign.cosign import PAYLOAD_TYPE, SIGNATURE_ANNOTATION, ImageName, Registry, verify_signature
 from cairn.sign.keys import init_keys, make_root
 from conftest import need, need_tool
