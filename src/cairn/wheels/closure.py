@@ -98,7 +98,7 @@ def _tags(python: str) -> frozenset[Tag]:
 def _installable(wheel: Served, env: _Env) -> Version | None:
     """The wheel's version when pip would consider it on ``env``'s Python, else None."""
     try:
-        name, version, _build, tags = parse_wheel_filename(wheel.filename)
+        _name, version, _build, tags = parse_wheel_filename(wheel.filename)
     except InvalidWheelFilename:
         return None
     if not tags & env.tags:
