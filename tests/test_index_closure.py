@@ -29,10 +29,10 @@ from packaging.utils import canonicalize_name
 from cairn.errors import CheckFailed, ManifestError
 from cairn.model.manifest import load_manifest
 from cairn.model.targets import load_registry
+from cairn.model.wheel_recipes import load_recipe
 from cairn.plan.prepare import make_plan
 from cairn.plan.probe import Host
 from cairn.wheels import closure, sdk
-from cairn.wheels.recipes import load_recipe
 from cairn.wheels.wheelfile import Member, Metadata, write_wheel
 from conftest import ROOT, need_module
 
