@@ -331,3 +331,12 @@ def _split(arguments: str) -> list[str]:
     import shlex
 
     return shlex.split(arguments)
+
+
+def test_a_source_framework_left_out_of_the_check_is_named_and_does_not_stop_the_index() -> None:
+    """SGLang from its sdist mirrors none of its requirements: listed as unchecked, the rest is still checked."""
+    sglang = closure.Served("sglang-0.5.10-py3-none-any.whl", ("IPython",))
+    leaf = closure.Served("leaf-1.0-py3-none-any.whl", ("missing-thing",))
+    assert closure.unsatisfied([sglang], [closure.Claim("3.11", (), True, ("SGLang",))]) == []
+    left = closure.unsatisfied([sglang, leaf], [closure.Claim("3.11", (), True, ("sglang",))])
+    assert [(m.wheel, m.requirement) for m in left] == [("leaf-1.0-py3-none-any.whl", "missing-thing")]

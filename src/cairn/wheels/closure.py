@@ -58,6 +58,10 @@ class Claim:
     python: str
     roots: tuple[str, ...] = ()
     every: bool = False
+    # projects ``every`` leaves out: frameworks built from an sdist whose recipe mirrors none of their
+    # requirements (the legacy release's SGLang, whose image is blocked anyway); their wheels are served,
+    # and said not to install by themselves (docs/wheels.md), instead of failing the whole family's index
+    unchecked: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -139,8 +143,9 @@ class _Checker:
         seen: set[tuple[str, str]] = set()
         for root in claim.roots:
             self._requirement("", root, env, seen)
-        for candidates in env.by_name.values() if claim.every else ():
-            for _version, wheel in candidates:
+        skipped = {canonicalize_name(p) for p in claim.unchecked}
+        for project, candidates in env.by_name.items() if claim.every else ():
+            for _version, wheel in candidates if project not in skipped else ():
                 self._wheel(wheel, "", env, seen)
 
     def _wheel(self, wheel: Served, extra: str, env: _Env, seen: set[tuple[str, str]]) -> None:

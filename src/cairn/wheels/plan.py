@@ -165,7 +165,10 @@ def extend_plan(context: StageContext) -> None:
     for fam, members in per_family.items():
         # what the matrix's commands install from the index: the SDK with the family's extra or one target's
         sdk_roots = [f"rocm-sdk[{extra_name(fam)}]", *(f"rocm-sdk[device-{t}]" for t in registry.expand(fam))]
-        pythons = {python: {"python": python, "every": True, "roots": sdk_roots} for python in release.python}
+        unchecked = sorted({load_recipe(f.recipe).project for f in manifest.frameworks
+                            if load_recipe(f.recipe).kind == "source"})
+        pythons = {python: {"python": python, "every": True, "roots": sdk_roots, **({"unchecked": unchecked} if unchecked else {})}
+                   for python in release.python}
         for python, roots in claims.get(fam, {}).items():  # further Pythons an engine's recipe serves
             pythons.setdefault(python, {"python": python, "every": False, "roots": [*roots, *sdk_roots]})
         actions[f"index:{fam}"] = Action(f"index:{fam}", "index", {"layout": index.LAYOUT, "code": code_digest(), "family": fam,

@@ -57,7 +57,7 @@ def run_index(ctx: Any) -> None:
     # the index installs by itself: every requirement of every wheel, for each Python it claims, from it alone
     served = [closure.Served.from_headers(variants.plain_filename(w.name), read_metadata(w))
               for w in {w.name: w for w in wheels}.values()]
-    claims = [closure.Claim(c["python"], tuple(c["roots"]), c["every"]) for c in ctx.action.inputs["claims"]]
+    claims = [closure.Claim(c["python"], tuple(c["roots"]), c["every"], tuple(c.get("unchecked", ()))) for c in ctx.action.inputs["claims"]]
     closure.check(family, served, claims)
     summary = {"schema": "cairn.index/v1", "family": family, "files": [i.filename for i in indexed], "skipped": skipped}
     (ctx.out / family / "index-report.json").write_text(json.dumps(summary, indent=2, sort_keys=True) + "\n")
