@@ -112,8 +112,8 @@ class Run(Writer):
                 self.uploaded += len(files)
                 report.signed = True
                 self.log("metadata: targets, snapshot, timestamp signed")
-        ts = signed.files[-1][1] if signed else (self.backend.get("metadata/timestamp.json") or b"{}")
-        report.timestamp_version = int(json.loads(ts).get("signed", {}).get("version", 0))
+        # nothing signed: the timestamp is the verified one this run built on, not whatever the bucket holds now
+        report.timestamp_version = int(json.loads(signed.files[-1][1])["signed"]["version"]) if signed else current
         report.uploaded, report.skipped = self.uploaded, self.skipped
 
 
