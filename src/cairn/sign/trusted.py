@@ -103,5 +103,6 @@ def signed_bytes(backend: Any, state: RepoState, key: str) -> bytes | None:
         info.verify_length_and_hashes(data)
     except tuf_errors.LengthOrHashMismatchError:
         raise CheckFailed(f"{backend.url}/{key} is not the file its signed targets list (sha256 {sha[:12]}…, "
-                          f"{info.length} bytes) — {FIX}") from None
+                          f"{info.length} bytes) — it was changed after signing; run cairn verify on the repository "
+                          "and restore what cairn signed") from None
     return data
