@@ -19,11 +19,10 @@ from __future__ import annotations
 import tempfile
 from collections.abc import Iterator
 from datetime import UTC, datetime
-from pathlib import Path
 from typing import Any
 
 from tuf.api import exceptions as tuf_errors
-from tuf.api.metadata import Metadata, Snapshot, TargetFile, Targets, Timestamp
+from tuf.api.metadata import Metadata, TargetFile
 from tuf.api.serialization import DeserializationError
 from tuf.ngclient import FetcherInterface, Updater
 
@@ -82,10 +81,9 @@ def verified_state(backend: Any, root_bytes: bytes) -> RepoState:
             what = "missing (the signed metadata names it)" if isinstance(exc, tuf_errors.DownloadHTTPError) else \
                 f"does not verify against the pinned root ({type(exc).__name__}: {exc})"
             raise CheckFailed(f"{backend.url}/{fetcher.last or METADATA}: {what} — {FIX}") from None
-        files = Path(cache)
-        return RepoState(Metadata[Timestamp].from_bytes((files / "timestamp.json").read_bytes()),
-                         Metadata[Snapshot].from_bytes((files / "snapshot.json").read_bytes()),
-                         Metadata[Targets].from_bytes((files / "targets.json").read_bytes()))
+        # the objects python-tuf verified, as it holds them (parsing the persisted files again would cost as much
+        # as the targets' own parse); a run reads only their signed parts
+        return RepoState(Metadata(trusted.timestamp), Metadata(trusted.snapshot), Metadata(trusted.targets))
 
 
 def signed_bytes(backend: Any, state: RepoState, key: str) -> bytes | None:
