@@ -257,11 +257,14 @@ def test_a_forged_publish_record_does_not_freeze_a_publish(keys, tmp_path):
 
 
 def test_a_forged_timestamp_does_not_freeze_a_publish(keys, tmp_path):
+    _forge_timestamp_attack(Dir(tmp_path / "repo"), keys, tmp_path)
+
+
+def _forge_timestamp_attack(repo: Dir | Bucket, keys: Path, tmp_path: Path, environ: dict[str, str] | None = None) -> None:
     """Record and timestamp both forged (the timestamp keeps old signatures): the fast path does not skip, and
     the full run refuses the timestamp in one line with nothing written."""
-    repo = Dir(tmp_path / "repo")
     to = ["--to", repo.url, "--keys", str(keys), "--json"]
-    ok(cairn(["publish", str(write_sample_bundle(tmp_path / "a", families=("gfx90a",))), *to]))
+    ok(cairn(["publish", str(write_sample_bundle(tmp_path / "a", families=("gfx90a",))), *to], environ))
     bundle = write_sample_bundle(tmp_path / "b", version="5.2.4", families=("gfx90a",))
     timestamp, _, _, _ = chain(repo)
     version = timestamp["signed"]["version"] + 1
@@ -270,7 +273,7 @@ def test_a_forged_timestamp_does_not_freeze_a_publish(keys, tmp_path):
     timestamp["signed"][RECORD_FIELD] = {"length": len(record), "hashes": {"sha256": hashlib.sha256(record).hexdigest()}}
     repo.put("metadata/timestamp.json", dumps(timestamp))
     before = repo.state()
-    proc = cairn(["publish", str(bundle), *to])
+    proc = cairn(["publish", str(bundle), *to], environ)
     assert "already_published" not in proc.stdout
     refused(proc, "metadata/timestamp.json", "does not verify")
     assert repo.state() == before
@@ -434,3 +437,8 @@ def test_the_fast_path_reads_what_the_signer_writes(keys, tmp_path):
     sig = timestamp["signatures"][0]["sig"]
     timestamp["signatures"][0]["sig"] = ("0" if sig[0] != "0" else "1") + sig[1:]
     assert not fastpath.signed_by_timestamp_keys(timestamp, root_signed)
+
+
+@pytest.mark.s3
+def test_s3_a_forged_timestamp_does_not_freeze_a_publish(s3, keys, tmp_path):
+    _forge_timestamp_attack(Bucket(s3, "forged-timestamp"), keys, tmp_path, s3_env(s3, tmp_path))
