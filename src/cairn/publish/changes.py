@@ -15,7 +15,6 @@ run left behind unsigned.
 
 from __future__ import annotations
 
-import hashlib
 import json
 from typing import Any
 
@@ -23,7 +22,6 @@ from cairn.diff.compare import compare
 from cairn.diff.views import staged_view
 from cairn.errors import CairnError
 from cairn.matrix.model import Previous, diff_key, parse_matrix
-from cairn.names import hashed_name
 from cairn.publish.indexes import promotion
 from cairn.publish.objects import JSON, Obj, json_bytes
 from cairn.publish.report import Report
@@ -60,14 +58,7 @@ def since_previous(run: Run, channel: str, record: dict[str, Any], gates: dict[s
 
 
 def _signed(run: Run, key: str) -> bytes | None:
-    """``key``'s bytes as the signed targets list them (``None`` when they do not list it), read from its
+    """``key``'s bytes as the verified signed targets list them (``None`` when they do not list it), read from its
     content-addressed copy: the plain name may already hold a newer version that a killed run wrote and never
-    signed. Refused when neither copy holds the signed bytes."""
-    expected = run.known.get(key)
-    if not expected:
-        return None
-    data = run.backend.get(hashed_name(key, expected))
-    if data is None or hashlib.sha256(data).hexdigest() != expected:
-        raise CairnError(f"{run.backend.url}/{key} is not the file its signed targets list (sha256 {expected[:12]}…) — "
-                         "run cairn verify on the repository")
-    return data
+    signed. Refused when that copy does not hold the signed bytes (``Run.signed``)."""
+    return run.signed(key)

@@ -13,7 +13,10 @@ So the blobs are sent from a thread of their own, started by ``cairn publish`` a
    have exactly the keys' ``root.json``; where that cannot be told here (no root file, or a pinned root later
    than version 1), nothing is written here and the run's own check, under the signing libraries, decides as
    it always did;
-3. the bucket policy, and the publish record marked in progress, as the run does before its first write;
+3. a repository that already has a timestamp is verified against the pinned root first
+   (``cairn.sign.trusted``: python-tuf's client, which waits for the signing libraries; a repository that does
+   not verify gets nothing written), then the bucket policy, and the publish record marked in progress, as the
+   run does before its first write;
 4. every blob whose key the LIST does not hold, with its content-addressed copy (conditional writes, as
    always). A listed key is left to the run, which judges it against the signed targets.
 
@@ -62,6 +65,12 @@ class EarlyBlobs:
         if not may_write_early(writer, self._first_root):
             return writer
         objs = [obj for blob in blobs for obj in (blob.obj, blob.sidecar) if obj is not None and obj.key not in writer.listing]
+        if objs and "metadata/timestamp.json" in writer.listing:
+            # verify, then write: a repository that does not verify against the pinned root gets nothing, not even
+            # blobs (this waits for the signing libraries; only a first publish writes before they load)
+            from cairn.sign.trusted import verified_state
+
+            writer.verified = verified_state(writer.backend, self._first_root)  # type: ignore[arg-type]
         if objs:
             if self._public_read:  # before anything is written: a refused policy leaves nothing half-published
                 writer.grant_public_read()

@@ -9,6 +9,15 @@ when the fingerprint is its own, the timestamp is the one the record committed (
 nothing committed since) and the timestamp is not close to expiry, the release is already published and the
 command exits: zero PUTs, zero HEADs, no LIST, no hashing of the artifacts, no key loading.
 
+Neither file is taken on the bucket's word: a bucket writer holds no key, but could otherwise write a record with
+the next publish's fingerprint (and the current timestamp's version) and freeze every publish. So the timestamp
+must be signed by a threshold of the timestamp keys of the pinned root (the run's own ``root.json``), and its signed
+part names the record's length and sha256 (``x-cairn-published``, written by ``cairn.sign.tuf.sign_state``): the
+record must be exactly those bytes. That costs one Ed25519 verification and the import of ``cryptography``'s
+Ed25519 alone (≈5 ms), not python-tuf. A timestamp that does not verify — or a repository signed before the field
+existed — only means the full run, which verifies the whole repository with python-tuf and signs a timestamp
+that names the record.
+
 An image whose signature could not be pushed last time (its registry was down) is tried again — by the full
 run — as soon as its registry accepts a connection.
 
@@ -17,8 +26,9 @@ is killed half-way (or ``promote``/gate recording, which write fingerprint "") n
 doubt — unreadable record, other credentials than the environment's, a network error — means "not known to be
 published" and the full, content-checking publish runs; the fast path can only ever skip work, never do it.
 
-This module imports nothing heavier than the standard library: it runs before tuf, securesystemslib,
-cryptography and boto3 are imported (together ≈0.5 s of an unchanged re-publish otherwise).
+This module imports nothing heavier than the standard library and, to check the timestamp, ``cryptography``'s
+Ed25519: it runs before tuf, securesystemslib and boto3 are imported (together ≈0.5 s of an unchanged re-publish
+otherwise).
 """
 
 from __future__ import annotations
@@ -34,6 +44,7 @@ from urllib.parse import quote, urlparse
 from cairn import __version__
 
 RECORD_KEY = "channels/published.json"
+RECORD_FIELD = "x-cairn-published"  # the timestamp's field naming the record (= cairn.sign.tuf.RECORD_FIELD, a test checks)
 SCHEMA = "cairn.published/v1"
 LAYOUT = 2  # 2: an S3 repository is publicly readable (bucket policy); a repository published before is published again
 REFRESH_BEFORE = timedelta(hours=12)  # must equal cairn.sign.tuf.REFRESH_BEFORE (a test checks)
@@ -73,6 +84,52 @@ def timestamp_fresh(timestamp: dict[str, Any], now: datetime | None = None) -> b
     return expires - (now or datetime.now(UTC)) > REFRESH_BEFORE
 
 
+def names_record(timestamp: dict[str, Any], record: bytes) -> bool:
+    """The timestamp's signed part names exactly these record bytes (``cairn.sign.tuf.record_binding``)."""
+    named = timestamp["signed"].get(RECORD_FIELD)
+    return named == {"length": len(record), "hashes": {"sha256": hashlib.sha256(record).hexdigest()}}
+
+
+def signed_by_timestamp_keys(timestamp: dict[str, Any], root_signed: dict[str, Any]) -> bool:
+    """A threshold of the timestamp role's keys in the pinned root signed ``timestamp`` (Ed25519, the online key's
+    type; any other key type is left to the full run). Only ``cryptography``'s Ed25519 is imported (≈5 ms)."""
+    from cryptography.exceptions import InvalidSignature
+    from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
+
+    role = root_signed["roles"]["timestamp"]
+    keyids, threshold = set(role["keyids"]), int(role["threshold"])
+    if threshold < 1 or timestamp["signed"].get("_type") != "timestamp":
+        return False
+    message = canonical_json(timestamp["signed"]).encode()
+    good: set[str] = set()
+    for signature in timestamp.get("signatures", []):
+        keyid = signature.get("keyid")
+        key = root_signed["keys"].get(keyid) if keyid in keyids else None
+        if key is None or keyid in good or key.get("keytype") != "ed25519" or key.get("scheme") != "ed25519":
+            continue
+        try:
+            Ed25519PublicKey.from_public_bytes(bytes.fromhex(key["keyval"]["public"])).verify(bytes.fromhex(signature["sig"]), message)
+        except (InvalidSignature, ValueError):
+            continue
+        good.add(keyid)
+    return len(good) >= threshold
+
+
+def canonical_json(value: Any) -> str:
+    """OLPC canonical JSON, which TUF signs (sorted keys, no whitespace, only ``"`` and ``\\`` escaped; no floats)."""
+    if isinstance(value, str):
+        return '"' + value.replace("\\", "\\\\").replace('"', '\\"') + '"'
+    if value is True or value is False or value is None:
+        return {True: "true", False: "false", None: "null"}[value]
+    if isinstance(value, int):
+        return str(value)
+    if isinstance(value, list):
+        return "[" + ",".join(canonical_json(v) for v in value) + "]"
+    if isinstance(value, dict):
+        return "{" + ",".join(canonical_json(k) + ":" + canonical_json(v) for k, v in sorted(value.items())) + "}"
+    raise ValueError(f"not canonical JSON: {type(value).__name__}")
+
+
 def already_published(url: str, bundle_dir: Path, channel: str | None, stage_only: bool, root_path: Path,
                       keys_dir: Path, public_read: bool = True) -> dict[str, Any] | None:
     """The report of the committed publish this one would repeat exactly, or None (then publish for real)."""
@@ -96,7 +153,10 @@ def already_published(url: str, bundle_dir: Path, channel: str | None, stage_onl
         timestamp = json.loads(ts_raw) if ts_raw else {}
         if timestamp.get("signed", {}).get("version") != record["timestamp_version"] or not timestamp_fresh(timestamp):
             return None
-    except (OSError, ValueError, KeyError, TypeError):
+        # the record is the one the signed timestamp names: else a bucket writer could freeze every publish
+        if not names_record(timestamp, raw) or not signed_by_timestamp_keys(timestamp, root_signed):
+            return None
+    except (OSError, ValueError, KeyError, TypeError, AttributeError):
         return None
     return {"url": url.rstrip("/"), "uploaded": 0, "skipped": 0, "signed": False,
             "timestamp_version": record["timestamp_version"], "already_published": True, **report}

@@ -122,14 +122,10 @@ def promote(backend: Backend, keys: KeySet, root: Metadata[Root], version: str, 
     if channel not in CHANNELS:
         raise CairnError(f"unknown channel '{channel}' — use one of {', '.join(CHANNELS)}")
     attested = attested_gates(keys, root, version, gate_results or [])
-    run = Run(backend, SigningSession(keys, root), log)
+    run = Run(backend, SigningSession(keys, root), log)  # the repository verified against the pinned root first
+    stage, gates = staged_records(run, version)  # read before anything is written: a refused record writes nothing
     if public_read:
         run.grant_public_read()
-    raw = backend.get(f"staging/{version}/release.json")
-    if raw is None:
-        raise CairnError(f"{backend.url} has no staged release {version} — run cairn publish --stage-only first")
-    stage = json.loads(raw)
-    gates = json.loads(backend.get(f"staging/{version}/gates.json") or b"{}")
     indexes: list[Obj] = []
     if attested:  # recorded with the promotion's pages, before the metadata that makes them visible
         results, proofs = attested
@@ -146,7 +142,11 @@ def promote(backend: Backend, keys: KeySet, root: Metadata[Root], version: str, 
                     Obj(f"staging/{as_version}/gates.json", json_bytes(gates), JSON, False)]
         version = as_version
     report = Report(backend.url, version, channel)
-    indexes += channel_objects(run, channel, stage, gates, report)
+    try:
+        indexes += channel_objects(run, channel, stage, gates, report)
+    except (KeyError, TypeError, ValueError, AttributeError) as exc:  # a signed record of another shape: one line
+        raise CairnError(f"{backend.url}/staging/{version}/release.json: a staged record this cairn cannot promote "
+                         f"({type(exc).__name__}: {exc}) — stage the release again with this cairn") from None
     run.upload_in_order([], indexes)
     run.commit(report)
     return report
@@ -171,6 +171,44 @@ def attested_gates(keys: KeySet, root: Metadata[Root], version: str, files: list
         result["runner"]["attestation"] = key
         proofs.append(Obj(key, data, JSON, True))
     return results, proofs
+
+
+def staged_records(run: Run, version: str) -> tuple[dict[str, Any], dict[str, Any]]:
+    """``staging/<version>/release.json`` and ``gates.json`` as the verified targets list them (``Run.signed``): a
+    record written or flipped in the bucket without the keys is refused, never promoted and signed over."""
+    where = f"{run.backend.url}/staging/{version}"
+    found: dict[str, Any] = {}
+    for name in ("release.json", "gates.json"):
+        key = f"staging/{version}/{name}"
+        raw = run.signed(key)
+        if raw is None:
+            if key in run.listing:
+                raise CairnError(f"{where}/{name}: not a signed target of the repository (written without the keys) — "
+                                 "stage the release with cairn publish --stage-only; nothing was written")
+            if name == "release.json":
+                raise CairnError(f"{run.backend.url} has no staged release {version} — run cairn publish --stage-only first")
+            raw = b"{}"
+        try:
+            found[name] = json.loads(raw)
+        except ValueError as exc:
+            raise CairnError(f"{where}/{name}: not JSON ({exc}) — stage the release again") from None
+    stage, gates = found["release.json"], found["gates.json"]
+    release = stage.get("release") if isinstance(stage, dict) else None
+    if not (isinstance(release, dict) and isinstance(release.get("version"), str) and isinstance(release.get("required_gates"), dict)
+            and isinstance(stage.get("cells"), list) and all(_cell_shape(c) for c in stage["cells"])):
+        raise CairnError(f"{where}/release.json: not a staged record (a JSON object with release.version, "
+                         "release.required_gates and a list of cells, each with its target, os, python, framework "
+                         "and wheels) — stage the release again")
+    if not (isinstance(gates, dict) and all(isinstance(g, dict) for g in gates.values())):
+        raise CairnError(f"{where}/gates.json: not a gate record (an object of cells, each an object of gates) — "
+                         "stage the release again")
+    return stage, gates
+
+
+def _cell_shape(cell: Any) -> bool:
+    """A staged cell has what ``cell_id`` and the channel pages read."""
+    return (isinstance(cell, dict) and all(isinstance(cell.get(k), str) for k in ("release", "gfx_target", "os", "python"))
+            and isinstance(cell.get("framework"), dict) and isinstance(cell.get("wheels"), list))
 
 
 def load_root(path: Path) -> Metadata[Root]:

@@ -20,7 +20,8 @@ from cairn.publish.report import Report
 from cairn.publish.writer import THREADS, Log, Writer
 from cairn.remote.backend import Backend, Listed
 from cairn.sign.session import SigningSession
-from cairn.sign.tuf import RepoState, known_target, read_state
+from cairn.sign.trusted import signed_bytes, verified_state
+from cairn.sign.tuf import RepoState, known_target
 
 if TYPE_CHECKING:
     from tuf.api.metadata import TargetFile
@@ -33,8 +34,12 @@ class Run(Writer):
         super().__init__(backend, log, after=writer)  # the early writer's LIST and writes, if there was one
         self.signing = signing
         self._check_root()
-        # the LIST says whether there is any metadata to read: a first publish asks for none
-        self.state: RepoState = read_state(backend) if "metadata/timestamp.json" in self.listing else RepoState(None, None, None)
+        # verify, then sign: the run builds only on what python-tuf verified against the pinned root
+        # (``cairn.sign.trusted``; the early writer may have done it already). The LIST says whether there is
+        # anything to verify: a first publish, to an empty repository, has nothing to build on.
+        if self.verified is None and "metadata/timestamp.json" in self.listing:
+            self.verified = verified_state(backend, signing.root_bytes())
+        self.state: RepoState = self.verified or RepoState(None, None, None)
         self.known = {p: t.hashes.get("sha256", "") for p, t in self.state.target_files().items()}
         self.targets: dict[str, TargetFile] = self.state.target_files()
 
@@ -45,6 +50,11 @@ class Run(Writer):
         if served is not None and first is not None and served != first:
             raise CairnError(f"{self.backend.url} was signed under another TUF root (metadata/1.root.json differs from "
                              "the root of these keys) — publish with that repository's keys, or to a new location")
+
+    def signed(self, key: str) -> bytes | None:
+        """``key``'s bytes as the verified targets list them (None when they do not list it; refused when no
+        copy holds them): what a run reads from the repository to build on (``cairn.sign.trusted.signed_bytes``)."""
+        return signed_bytes(self.backend, self.state, key)
 
     def upload_in_order(self, blobs: list[Obj], indexes: list[Obj]) -> None:
         """Blobs and every content-addressed copy first; then the plain names of ``indexes``, which link the
@@ -102,8 +112,8 @@ class Run(Writer):
                 self.uploaded += len(files)
                 report.signed = True
                 self.log("metadata: targets, snapshot, timestamp signed")
-        ts = signed.files[-1][1] if signed else (self.backend.get("metadata/timestamp.json") or b"{}")
-        report.timestamp_version = int(json.loads(ts).get("signed", {}).get("version", 0))
+        # nothing signed: the timestamp is the verified one this run built on, not whatever the bucket holds now
+        report.timestamp_version = int(json.loads(signed.files[-1][1])["signed"]["version"]) if signed else current
         report.uploaded, report.skipped = self.uploaded, self.skipped
 
 

@@ -13,6 +13,7 @@ from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass
+from typing import Any
 
 from cairn.names import hashed_name
 from cairn.publish import fastpath
@@ -56,11 +57,12 @@ class Writer:
             self.marked = self.granted = False  # the publish record marked in progress; the bucket policy granted
             self.served_first_root: bytes | None = None  # metadata/1.root.json as read by this run (when listed)
             self.access: AccessState | None = None  # the bucket's access settings as read by this run
+            self.verified: Any = None  # the repository's state as python-tuf verified it (``cairn.sign.trusted``)
         else:
             assert after.backend is backend, "a run writes to one repository"
             self.listing, self.confirmed = after.listing, after.confirmed
             self.uploaded, self.skipped, self.marked, self.granted = after.uploaded, after.skipped, after.marked, after.granted
-            self.served_first_root, self.access = after.served_first_root, after.access
+            self.served_first_root, self.access, self.verified = after.served_first_root, after.access, after.verified
 
     def grant_public_read(self) -> None:
         """Anyone may read the repository over HTTP (pip, uv, a TUF client): on S3 the bucket policy says so. Once

@@ -74,6 +74,10 @@ class SigningSession:
         """``metadata/1.root.json`` as these keys would write it; None when the pinned root is a later version."""
         return self.root.to_bytes(JSONSerializer(compact=False)) if self.root.signed.version == 1 else None
 
+    def root_bytes(self) -> bytes:
+        """The pinned root the run signs under, as the bytes a TUF client is bootstrapped from."""
+        return self.root.to_bytes(JSONSerializer(compact=False))
+
     def pinned(self) -> tuple[dict[str, Any], dict[str, Any]] | None:
         """The signed root and the key set's ``public.json``, which a publish fingerprint covers; None without it."""
         try:

@@ -24,6 +24,10 @@ SNAPSHOT_EXPIRY = timedelta(days=7)
 TIMESTAMP_EXPIRY = timedelta(days=1)
 REFRESH_BEFORE = timedelta(hours=12)  # an unchanged re-publish still re-signs a timestamp this close to expiry
 METADATA = "metadata"
+RECORD_KEY = "channels/published.json"  # = cairn.publish.fastpath.RECORD_KEY (a test checks)
+# The timestamp names the publish record's length and sha256 (an extra field of its signed part, which TUF clients
+# keep and sign over): the fast path checks the record against the one signed file it reads anyway.
+RECORD_FIELD = "x-cairn-published"  # = cairn.publish.fastpath.RECORD_FIELD (a test checks)
 
 
 @dataclass
@@ -43,7 +47,8 @@ class RepoState:
 
 
 def read_state(backend: Any) -> RepoState:
-    """Follow timestamp → snapshot → targets as the backend serves them (signatures are the client's job)."""
+    """Follow timestamp → snapshot → targets as the backend serves them, signatures unchecked: for reading only.
+    Nothing a publisher signs is built on this — ``cairn.sign.trusted.verified_state`` verifies first."""
     raw = backend.get(f"{METADATA}/timestamp.json")
     if raw is None:
         return RepoState(None, None, None)
@@ -92,7 +97,7 @@ def sign_state(keys: KeySet, root: Metadata[Root], state: RepoState, targets: di
 
     timestamp_version = (state.timestamp.signed.version + 1) if state.timestamp else 1
     tsmd = Metadata(Timestamp(version=timestamp_version, expires=now + TIMESTAMP_EXPIRY,
-                              snapshot_meta=MetaFile(version=snapshot_version)))
+                              snapshot_meta=MetaFile(version=snapshot_version), unrecognized_fields=record_binding(targets)))
     tsmd.sign(keys.signer("online"))
     files.append((f"{METADATA}/timestamp.json", tsmd.to_bytes(serializer), False))
     return SignedMetadata(tuple(files))
@@ -102,7 +107,16 @@ def needs_signing(state: RepoState, targets: dict[str, TargetFile], now: datetim
     """Whether serving ``targets`` takes new metadata: they differ from the signed ones, or the timestamp expires soon."""
     now = now or datetime.now(UTC).replace(microsecond=0)
     return not (state.targets is not None and state.timestamp is not None
-                and _same(state.target_files(), targets) and state.timestamp.signed.expires - now > REFRESH_BEFORE)
+                and _same(state.target_files(), targets) and state.timestamp.signed.expires - now > REFRESH_BEFORE
+                and state.timestamp.signed.unrecognized_fields == record_binding(targets))
+
+
+def record_binding(targets: dict[str, TargetFile]) -> dict[str, Any]:
+    """The timestamp's extra field naming the publish record's length and sha256 (none without a record)."""
+    record = targets.get(RECORD_KEY)
+    if record is None:
+        return {}
+    return {RECORD_FIELD: {"length": record.length, "hashes": {"sha256": record.hashes["sha256"]}}}
 
 
 def known_target(path: str, size: int, sha256: str, custom: dict[str, Any] | None = None) -> TargetFile:

@@ -88,6 +88,7 @@ def trusted_updater(url: str, root_bytes: bytes, cache: Path | None = None) -> t
         _check_is_repository(base)  # a local stat: say "not a repository" before making a cache for it
     cache = cache or cache_dir_for(base)
     (cache / "targets").mkdir(parents=True, exist_ok=True)
+    check_root(root_bytes, "the pinned root")  # said in one line here, not as python-tuf's traceback below
     updater = Updater(str(cache), base + "metadata/", str(cache / "targets"), base, fetcher=_FETCHER, bootstrap=root_bytes)
     started = time.time()
     try:
@@ -284,6 +285,27 @@ def load_pinned_root(path: Path | None = None) -> bytes:
 
             path = repo_root() / "publish" / "root.json"
     try:
-        return Path(path).read_bytes()
+        data = Path(path).read_bytes()
     except OSError as exc:
         raise CairnError(f"cannot read the pinned TUF root {path} ({exc}) — pass --root or set CAIRN_TUF_ROOT") from None
+    check_root(data, str(path))
+    return data
+
+
+def check_root(data: bytes, where: str) -> None:
+    """``data`` is a TUF root signed by a threshold of its own root keys — else one line naming ``where`` (a file
+    given as ``--root`` that is not one would otherwise surface as python-tuf's traceback)."""
+    from tuf.api.metadata import Metadata, Root
+
+    fix = "pass --root the root.json of the release keys (publish/root.json, or <keys>/root.json from cairn keys init)"
+    try:
+        root = Metadata[Root].from_bytes(data)
+        if root.signed.type != Root.type:
+            raise ValueError(f"it is {root.signed.type} metadata")
+        root.verify_delegate(Root.type, root)
+    except tuf_errors.UnsignedMetadataError as exc:
+        raise CairnError(f"{where}: a TUF root not signed by its own root keys ({exc}) — {fix}") from None
+    except (DeserializationError, ValueError, KeyError, TypeError) as exc:
+        reason = exc.__cause__ or exc
+        said = f"no {reason} field" if isinstance(reason, KeyError) else str(reason)
+        raise CairnError(f"{where}: not a TUF root.json ({said}) — {fix}") from None
