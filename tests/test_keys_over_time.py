@@ -231,3 +231,53 @@ def test_rotate_root_without_the_old_threshold_is_one_line_and_changes_nothing(t
     with pytest.raises(CairnError, match=r"1 of the root keys .* threshold is 2"):
         rotate_root(tmp_path / "keys")
     assert _snapshot(tmp_path / "keys") == before
+
+
+@pytest.mark.s3
+def test_on_s3_rotate_root_and_refresh_serve_what_the_old_roots_client_follows(tmp_path) -> None:
+    """The same over a moto S3 server: publish, rotate-root --repo s3://…, an expired timestamp refused by
+    python-tuf's client reading the bucket over HTTP, then cairn refresh s3://… and the client accepts."""
+    import os
+
+    from conftest import need_module
+    from servers import moto_s3
+
+    need_module("moto.server")
+    bucket = "cairn-keys-over-time"
+    keys = init_keys(tmp_path / "keys")
+    old_root = make_root(keys).to_bytes(JSONSerializer(compact=False))
+    (tmp_path / "keys" / "root.json").write_bytes(old_root)
+    with moto_s3(bucket) as s3:
+        environ = {**os.environ, "CAIRN_S3_ENDPOINT": s3["endpoint"], "AWS_ACCESS_KEY_ID": "test",
+                   "AWS_SECRET_ACCESS_KEY": "test", "AWS_DEFAULT_REGION": "us-east-1",
+                   "CAIRN_TUF_CACHE": str(tmp_path / "tuf-cache")}
+
+        def cairn(*args: str) -> subprocess.CompletedProcess[str]:
+            return subprocess.run([sys.executable, "-m", "cairn.cli", *args], env=environ, capture_output=True,
+                                  text=True, timeout=300)
+
+        bundle = write_sample_bundle(tmp_path / "bundle", families=("gfx90a",))
+        url = f"s3://{bucket}/repo"
+        assert cairn("publish", str(bundle), "--to", url, "--keys", str(tmp_path / "keys")).returncode == 0
+        rotated = cairn("keys", "rotate-root", "--dir", str(tmp_path / "keys"), "--repo", url)
+        assert rotated.returncode == 0 and "uploaded root version(s) 2" in rotated.stdout, rotated.stderr
+        # a timestamp written two days ago: expired now
+        with pytest.MonkeyPatch.context() as patch:
+            for name in ("CAIRN_S3_ENDPOINT", "AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_DEFAULT_REGION"):
+                patch.setenv(name, environ[name])
+            refresh(url, tmp_path / "keys", now=dt.datetime.now(UTC).replace(microsecond=0) - dt.timedelta(days=2))
+        base = f"{s3['endpoint']}/{bucket}/repo/"
+        cache = tmp_path / "client"
+        (cache / "dl").mkdir(parents=True)
+
+        def client() -> Updater:
+            updater = Updater(str(cache), base + "metadata/", str(cache / "dl"), base, bootstrap=old_root)
+            updater.refresh()
+            return updater
+
+        with pytest.raises(tuf_errors.ExpiredMetadataError):
+            client()
+        renewed = cairn("refresh", url, "--keys", str(tmp_path / "keys"))
+        assert renewed.returncode == 0 and "metadata valid for 23 h" in renewed.stdout, renewed.stderr
+        assert client().get_targetinfo("keys/provenance.json") is not None
+        assert _signed(cache / "root.json")["version"] == 2
