@@ -293,6 +293,26 @@ def test_the_least_privilege_check_can_fail(default_release) -> None:
     assert _secrets(pull["jobs"]["sdk"]) - READ_ONLY == {"CAIRN_CACHE_WRITE_ACCESS_KEY_ID"}
 
 
+@pytest.mark.parametrize("credential", ["read-only secret", "a fork's pull request: none"])
+def test_a_pull_request_build_reads_the_cache_with_its_secret_and_builds_without_one(default_release, tmp_path, credential) -> None:
+    """The pull-request build step, run by bash as GitHub would run it (``cairn`` replaced by a function printing
+    its arguments): with the read-only credential it asks for the cache read-only; a fork's run, whose secrets
+    GitHub renders empty, asks for no cache, instead of failing at the first request."""
+    script = _pull_request(default_release[2])["jobs"]["wheels"]["steps"][-1]["run"]
+    script = script.replace("${{ vars.CAIRN_CACHE_BUCKET }}", BUCKET)
+    assert "${{" not in script
+    env = {"PATH": os.environ["PATH"], "AWS_ACCESS_KEY_ID": "AKIA-READ" if credential == "read-only secret" else ""}
+    proc = subprocess.run(["bash", "-euc", 'cairn() { printf "%s\\n" "$@"; }\n' + script], env=env,
+                          capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    words = proc.stdout.splitlines()
+    assert words[:3] == ["build", "--store", ".cairn"]
+    if credential == "read-only secret":
+        assert words[-3:] == ["--cache", f"s3://{BUCKET}/cairn", "--cache-read-only"]
+    else:
+        assert "--cache" not in words and "--cache-read-only" not in words and words[-1] != ""
+
+
 @pytest.mark.parametrize("holds_root", [False, True])
 def test_a_key_archive_holding_a_root_key_is_refused_by_the_job_that_unpacks_it(tmp_path, holds_root) -> None:
     """The step that unpacks the signing keys, run as the workflow writes it: a root key in the archive stops it."""
