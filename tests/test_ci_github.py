@@ -228,7 +228,10 @@ def _secrets(value: object) -> set[str]:
 def test_least_privilege_no_write_secret_on_pull_request_no_root_key_publish_behind_an_environment(default_release) -> None:
     """What the workflows let each kind of run touch, read back from the files as GitHub reads them."""
     release, _, path = default_release
-    pull = _pull_request(path)
+    _check_least_privilege(release, _pull_request(path))
+
+
+def _check_least_privilege(release: dict, pull: dict) -> None:
     workflows = {"release.yml": release, "pull-request.yml": pull}
     # 1. No job that runs on a pull request holds anything but the read-only cache credential.
     for file, data in workflows.items():
@@ -248,7 +251,7 @@ def test_least_privilege_no_write_secret_on_pull_request_no_root_key_publish_beh
     # 3. Publish credentials and the signing keys: in the publish job alone, which has a protected environment
     #    and runs on main or a v* tag only, never on the schedule.
     publish = release["jobs"]["publish"]
-    assert publish["environment"] == "cairn-release" and TRUSTED in publish["if"] and "!= 'schedule'" in publish["if"]
+    assert publish.get("environment") == "cairn-release" and TRUSTED in publish["if"] and "!= 'schedule'" in publish["if"]
     publishing = {"CAIRN_PUBLISH_ACCESS_KEY_ID", "CAIRN_PUBLISH_SECRET_ACCESS_KEY", "CAIRN_SIGNING_KEYS"}
     assert {n for n, j in release["jobs"].items() if _secrets(j) & publishing} == {"publish"}
     # 4. Every job holding a write secret names an environment (whose deployment rule admits only trusted refs),
@@ -263,7 +266,7 @@ def test_least_privilege_no_write_secret_on_pull_request_no_root_key_publish_beh
             assert job["environment"] == "cairn-cache-write" and "CAIRN_CACHE_WRITE_ACCESS_KEY_ID" in _secrets(job), name
             assert "!= 'schedule'" in job["if"], name
     # 5. The refresh job is scheduled, holds only the online key and the metadata writer, and renews the metadata.
-    assert release["on"]["schedule"] and all("cron" in entry for entry in release["on"]["schedule"])
+    assert release["on"].get("schedule") and all("cron" in entry for entry in release["on"]["schedule"])
     refresh = release["jobs"]["refresh"]
     assert refresh["if"] == "${{ github.event_name == 'schedule' }}" and refresh["environment"] == "cairn-online"
     assert _secrets(refresh) == {"CAIRN_ONLINE_KEYS", "CAIRN_REFRESH_ACCESS_KEY_ID", "CAIRN_REFRESH_SECRET_ACCESS_KEY"}
@@ -285,12 +288,33 @@ def test_least_privilege_no_write_secret_on_pull_request_no_root_key_publish_beh
     assert '--compiler-cache "s3://${{ vars.CAIRN_CACHE_BUCKET }}/cairn/compilers"' in sdk["steps"][-1]["run"]
 
 
-def test_the_least_privilege_check_can_fail(default_release) -> None:
-    """The reading above catches a write secret in a pull-request job and a publish job without an environment."""
-    _, _, path = default_release
-    pull = _pull_request(path)
-    pull["jobs"]["sdk"]["env"]["AWS_ACCESS_KEY_ID"] = "${{ secrets.CAIRN_CACHE_WRITE_ACCESS_KEY_ID }}"
-    assert _secrets(pull["jobs"]["sdk"]) - READ_ONLY == {"CAIRN_CACHE_WRITE_ACCESS_KEY_ID"}
+def _break(release: dict, pull: dict, how: str) -> None:
+    if how == "write secret in a pull-request job":
+        pull["jobs"]["sdk"]["env"]["AWS_ACCESS_KEY_ID"] = "${{ secrets.CAIRN_CACHE_WRITE_ACCESS_KEY_ID }}"
+    elif how == "pull_request in the release workflow":
+        release["on"]["pull_request"] = {}
+    elif how == "root key secret":
+        release["jobs"]["publish"]["steps"][-2]["env"]["CAIRN_ROOT_KEYS"] = "${{ secrets.CAIRN_ROOT_KEYS }}"
+    elif how == "publish without an environment":
+        del release["jobs"]["publish"]["environment"]
+    elif how == "signing keys in a shard job":
+        release["jobs"]["sdk"]["env"]["K"] = "${{ secrets.CAIRN_SIGNING_KEYS }}"
+    elif how == "refresh not scheduled":
+        del release["on"]["schedule"]
+    elif how == "a shard job on any branch":
+        release["jobs"]["sdk"]["if"] = "${{ github.event_name != 'schedule' }}"
+
+
+@pytest.mark.parametrize("how", ["write secret in a pull-request job", "pull_request in the release workflow", "root key secret",
+                                 "publish without an environment", "signing keys in a shard job", "refresh not scheduled",
+                                 "a shard job on any branch"])
+def test_the_least_privilege_check_can_fail(default_release, how) -> None:
+    """The reading above is a real check: each of these changes to the workflows fails it."""
+    release, _, path = default_release
+    release, pull = json.loads(json.dumps(release)), _pull_request(path)
+    _break(release, pull, how)
+    with pytest.raises(AssertionError):
+        _check_least_privilege(release, pull)
 
 
 @pytest.mark.parametrize("credential", ["read-only secret", "a fork's pull request: none"])
