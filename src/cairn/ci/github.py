@@ -174,7 +174,10 @@ def workflow(shards: Sequence[Shard], settings: Settings) -> tuple[dict[str, Any
         "on": {"push": {"branches": ["main"], "tags": ["v*"]}, "workflow_dispatch": {},
                "schedule": [{"cron": REFRESH_CRON}]},
         "permissions": {"contents": "read"},
-        "concurrency": {"group": "release-${{ github.ref }}", "cancel-in-progress": False},
+        # the schedule has a group of its own: in one group with main's pushes, a scheduled run arriving while a
+        # push's run waits would cancel that waiting run (GitHub keeps one pending run per group)
+        "concurrency": {"group": "release-${{ github.event_name == 'schedule' && 'refresh' || github.ref }}",
+                        "cancel-in-progress": False},
         "jobs": jobs,
     }
     return data, comments
