@@ -73,6 +73,22 @@ def test_the_container_may_reach_the_cache_endpoint_and_nothing_else(monkeypatch
     assert not aws.allows("s3.eu-west-1.amazonaws.com", 80) and not aws.allows("pypi.example", 443)
 
 
+def test_the_container_gets_the_compiler_caches_own_credential_when_one_is_set(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The workflow's jobs hold the action cache's write credential too: only the compiler cache's own one, which
+    may touch its prefix alone, enters the build container when it is set."""
+    monkeypatch.setenv("CAIRN_S3_ENDPOINT", "http://127.0.0.1:9000")
+    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "action-cache-writer")
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "action-cache-secret")
+    cache = CompilerCache.from_url("s3://cairn-cc/ci/compilers")
+    image = f"reg/cairn/toolchain@sha256:{DIGEST_A}"
+    assert cache.container_env(image, ["gfx1100"])[1]["AWS_ACCESS_KEY_ID"] == "action-cache-writer"
+    monkeypatch.setenv("CAIRN_COMPILER_CACHE_ACCESS_KEY_ID", "compilers-only")
+    monkeypatch.setenv("CAIRN_COMPILER_CACHE_SECRET_ACCESS_KEY", "compilers-secret")
+    plain, secret = cache.container_env(image, ["gfx1100"])
+    assert secret == {"AWS_ACCESS_KEY_ID": "compilers-only", "AWS_SECRET_ACCESS_KEY": "compilers-secret"}
+    assert "action-cache" not in repr(plain) + repr(secret)
+
+
 def test_without_a_cache_the_scripts_name_no_sccache_and_with_one_every_compile_goes_through_it() -> None:
     args = {"cmake_args": ["-DX=1"]}
     plain = cmake_script(args, ["gfx1100"], 0, 2)

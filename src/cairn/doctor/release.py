@@ -86,5 +86,9 @@ def load_release_matrix(snap: HostSnapshot) -> tuple[list[LoadedMatrix], tuple[s
         matrix = parse_matrix(data, source.url)
     except InputError as exc:
         return [], ("refused", f"refused the release's matrix {said}: {exc}")
-    note = f"verified: signed target {source.target} of {source.repository}; the release of {source.where}"
+    from cairn.sign.refresh import time_left
+    from cairn.sign.verify import cache_dir_for, repository_url
+
+    note = (f"verified: signed target {source.target} of {source.repository}; the release of {source.where}; "
+            + time_left(cache_dir_for(repository_url(source.repository))))
     return [LoadedMatrix(matrix, source.url, source.repository, True, note)], ("", "")

@@ -17,8 +17,11 @@ bytes of a build without one (``bench/compiler_cache_bench.py`` checks the diges
 
 The build container keeps ``--network none``: sccache reaches S3 through the HTTP proxy variables, which point
 at a relay whose only way out is ``cairn.execute.egress``'s proxy, which connects to the cache's endpoint and
-refuses everything else. Credentials come from the same chain as every cairn S3 user (``cairn.remote.s3http``)
-and enter the container as environment variables named on the command line without their values.
+refuses everything else. Credentials come from ``$CAIRN_COMPILER_CACHE_ACCESS_KEY_ID`` and
+``$CAIRN_COMPILER_CACHE_SECRET_ACCESS_KEY`` when set — a credential that may touch the compiler cache's prefix
+alone, so the build container never holds the action cache's or anything else's (the CI workflow sets them) —
+else from the same chain as every cairn S3 user (``cairn.remote.s3http``), and enter the container as
+environment variables named on the command line without their values.
 
 If the cache cannot be used (sccache's server does not start, for example because the bucket cannot be
 reached), the build compiles without it and its log says so: a cache is never a reason for a build to fail.
@@ -26,6 +29,7 @@ reached), the build compiles without it and its log says so: a cache is never a 
 
 from __future__ import annotations
 
+import os
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -88,7 +92,7 @@ class CompilerCache:
 
     def container_env(self, toolchain_image: str, targets: Sequence[str]) -> tuple[dict[str, str], dict[str, str]]:
         """``(plain, secret)`` variables for the container: the secret ones are passed by name only."""
-        from cairn.remote.s3http import find_credentials
+        from cairn.remote.s3http import Credentials, find_credentials
 
         proxy = f"http://127.0.0.1:{RELAY_PORT}"
         plain = {"SCCACHE_BUCKET": self.bucket, "SCCACHE_S3_KEY_PREFIX": self.key_prefix(toolchain_image, targets),
@@ -97,7 +101,9 @@ class CompilerCache:
         if self.endpoint:
             plain["SCCACHE_ENDPOINT"] = self.endpoint
             plain["SCCACHE_S3_USE_SSL"] = "true" if self.endpoint.startswith("https://") else "false"
-        credentials = find_credentials()
+        own = (os.environ.get("CAIRN_COMPILER_CACHE_ACCESS_KEY_ID"), os.environ.get("CAIRN_COMPILER_CACHE_SECRET_ACCESS_KEY"))
+        credentials = (Credentials(own[0], own[1], os.environ.get("CAIRN_COMPILER_CACHE_SESSION_TOKEN", ""))
+                       if own[0] and own[1] else find_credentials())
         secret = {"AWS_ACCESS_KEY_ID": credentials.access_key, "AWS_SECRET_ACCESS_KEY": credentials.secret_key}
         if credentials.token:
             secret["AWS_SESSION_TOKEN"] = credentials.token

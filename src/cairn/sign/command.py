@@ -1,5 +1,6 @@
-"""``cairn keys``: create the release key set and the public root it pins (``init``); make a GPU runner's key
-(``runner``) and trust it for some gates (``trust-runner``: the signed runner list, ``cairn.sign.runners``)."""
+"""``cairn keys``: create the release key set and the public root it pins (``init``); replace the root keys
+(``rotate-root``); make a GPU runner's key (``runner``) and trust it for some gates (``trust-runner``: the
+signed runner list, ``cairn.sign.runners``)."""
 
 from __future__ import annotations
 
@@ -27,9 +28,19 @@ def configure(parser: argparse.ArgumentParser) -> None:
     trust.add_argument("--target", action="append", default=[], help="a gfx target it may vouch for (repeatable; default every target)")
     trust.add_argument("--name", default="", help="what to call it in reports (default: the file name)")
     trust.add_argument("--dir", type=Path, default=None, help="the key set (default ~/.config/cairn/keys or $CAIRN_KEYS)")
+    rotate = sub.add_parser("rotate-root", help="replace the root keys: a new root version signed by the old root keys and the new ones",
+                            description="replace the root keys: a new root version signed by the old root's threshold and the "
+                                        "new keys, so clients that trust the old root follow to the new one")
+    rotate.add_argument("--dir", type=Path, default=None, help="the key set (default ~/.config/cairn/keys or $CAIRN_KEYS); "
+                        "needs the old root keys present")
+    rotate.add_argument("--repo", action="append", default=[], metavar="REPOSITORY",
+                        help="also upload the new root to this repository (directory or s3://bucket/prefix; repeatable)")
+    rotate.add_argument("--root-out", type=Path, default=None, help="also write the new root.json here")
 
 
 def run(args: argparse.Namespace) -> int:
+    if args.keys_command == "rotate-root":
+        return _rotate(args)
     if args.keys_command == "runner":
         from cairn.sign.runners import make_runner_key
 
@@ -74,4 +85,26 @@ def _trust_runner(args: argparse.Namespace) -> int:
     entry = next(r for r in runners.runners if r.key.keyid == public["keyid"])
     print(f"{directory / 'runners.json'} (version {runners.version}): {entry.name} may sign {', '.join(entry.gates)} "
           f"on {', '.join(entry.targets)}; the next publish or promote publishes it as keys/runners.json")
+    return 0
+
+
+def _rotate(args: argparse.Namespace) -> int:
+    from cairn.sign.keys import rotate_root
+    from cairn.sign.refresh import upload_roots
+
+    directory = args.dir or default_keys_dir()
+    if args.root_out:
+        output_place(args.root_out)
+    old, new = rotate_root(directory)
+    print(f"root rotated in {directory}: version {old.signed.version} → {new.signed.version}, signed by "
+          f"{len(new.signatures) - 3} old and 3 new root keys; the old root keys are in {directory / 'retired'} "
+          "— destroy them once every repository serves the new root")
+    if args.root_out:
+        atomic_write(args.root_out, new.to_bytes(JSONSerializer(compact=False)))
+        print(f"new root written to {args.root_out}")
+    for repo in args.repo:
+        uploaded = upload_roots(repo, directory)
+        print(f"{repo}: uploaded root version(s) {', '.join(map(str, uploaded)) or 'none (already served)'}")
+    if not args.repo:
+        print("upload it to each repository: cairn refresh REPOSITORY (or the next cairn publish) serves it")
     return 0

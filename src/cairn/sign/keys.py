@@ -1,5 +1,11 @@
 """The release key set: who may sign what, created once with ``cairn keys init`` and kept out of the repo.
 
+Roots change over time: ``cairn keys rotate-root`` replaces the three root keys with new ones in a new root
+version signed by the old root's threshold *and* by the new keys (the TUF specification's rule, 5.3.4–5.3.5:
+a client that trusts version N accepts N+1 only when N's root keys and N+1's own keys both sign it). Every
+root version the key set has signed is kept in ``roots/<N>.root.json``, because a client must walk them one by
+one: a repository has to serve each of them (``cairn refresh`` and ``cairn publish`` upload the missing ones).
+
 Roles (``docs/publishing.md``): three offline Ed25519 root keys with threshold 2, one Ed25519 targets key,
 one online Ed25519 key shared by snapshot and timestamp, one Ed25519 provenance key (DSSE statements) and
 one ECDSA P-256 image key (cosign-format signatures; cosign verifies Ed25519 as Ed25519ph, which pyca cannot
@@ -121,6 +127,86 @@ def ensure_dev_keys(directory: Path) -> tuple[KeySet, bool]:
 
     _write(directory / "root.json", make_root(keys).to_bytes(JSONSerializer(compact=False)), 0o644)
     return keys, True
+
+
+ROOT_ROLES = ("root-1", "root-2", "root-3")
+ROOTS = "roots"  # <key dir>/roots/<N>.root.json: every root version this key set signed
+
+
+def read_root(path: Path) -> Metadata[Root]:
+    """A signed root from a file, or one line naming the file."""
+    try:
+        return Metadata[Root].from_bytes(Path(path).read_bytes())
+    except OSError as exc:
+        raise CairnError(f"{path}: cannot be read ({exc.strerror or exc}) — pass the key set's root.json") from None
+    except Exception as exc:  # DeserializationError and the like: not a root
+        raise CairnError(f"{path}: not a signed TUF root ({exc}) — pass the key set's root.json") from None
+
+
+def root_history(directory: Path) -> dict[int, bytes]:
+    """Every root version kept in the key directory (``roots/``), and its ``root.json`` under its own version."""
+    from tuf.api.serialization.json import JSONSerializer
+
+    directory = Path(directory)
+    found: dict[int, bytes] = {}
+    for path in sorted((directory / ROOTS).glob("*.root.json")):
+        found[read_root(path).signed.version] = path.read_bytes()
+    if (directory / "root.json").is_file():
+        current = read_root(directory / "root.json")
+        found.setdefault(current.signed.version, current.to_bytes(JSONSerializer(compact=False)))
+    return found
+
+
+def rotate_root(directory: Path, *, expires: datetime | None = None) -> tuple[Metadata[Root], Metadata[Root]]:
+    """Replace the root keys: a new root version naming three new root keys (threshold 2) and the same targets,
+    snapshot and timestamp keys, signed by the old root keys present (at least the old threshold) and by every
+    new one. Returns (old, new) after the files are written.
+
+    Written in this order, so that an interruption never loses a key: the old root and its private keys are
+    copied to ``roots/`` and ``retired/`` first, then the new private keys, ``public.json`` and last ``root.json``.
+    """
+    from tuf.api.serialization.json import JSONSerializer
+
+    directory = Path(directory)
+    keys = load_keys(directory)
+    old = read_root(directory / "root.json")
+    role = old.signed.roles["root"]
+    present = [keys.signers[name] for name in ROOT_ROLES if name in keys.signers
+               and keys.signers[name].public_key.keyid in role.keyids]
+    if len(present) < role.threshold:
+        raise CairnError(f"{directory}: {len(present)} of the root keys that {directory / 'root.json'} (version "
+                         f"{old.signed.version}) names are present, its threshold is {role.threshold} — bring the "
+                         "offline root keys (root-*.pem) into the key directory for the rotation")
+    new_signers = {name: CryptoSigner.generate_ed25519() for name in ROOT_ROLES}
+    signed = Root(version=old.signed.version + 1, expires=expires or _now() + ROOT_EXPIRY,
+                  consistent_snapshot=old.signed.consistent_snapshot)
+    for name in ("targets", "snapshot", "timestamp"):
+        for keyid in old.signed.roles[name].keyids:
+            signed.add_key(old.signed.get_key(keyid), name)
+        signed.roles[name].threshold = old.signed.roles[name].threshold
+    for signer in new_signers.values():
+        signed.add_key(signer.public_key, "root")  # type: ignore[arg-type]
+    signed.roles["root"].threshold = ROOT_THRESHOLD
+    new = Metadata(signed)
+    for signer in [*present, *new_signers.values()]:
+        new.sign(signer, append=True)
+    old.signed.verify_delegate("root", new.signed_bytes, new.signatures)  # what a client trusting the old root checks …
+    new.signed.verify_delegate("root", new.signed_bytes, new.signatures)  # … and what it checks with the new root's own keys
+
+    serializer = JSONSerializer(compact=False)
+    _write(directory / ROOTS / f"{old.signed.version}.root.json", old.to_bytes(serializer), 0o644)
+    for name in ROOT_ROLES:
+        if (directory / f"{name}.pem").is_file():
+            _write(directory / "retired" / f"{name}.v{old.signed.version}.pem", (directory / f"{name}.pem").read_bytes(), 0o600)
+    for name, signer in new_signers.items():
+        _write(directory / f"{name}.pem", signer.private_bytes, 0o600)
+    public = json.loads((directory / "public.json").read_bytes())
+    public.update({name: {"keyid": s.public_key.keyid, **s.public_key.to_dict()} for name, s in new_signers.items()})
+    _write(directory / "public.json", (json.dumps(public, indent=1, sort_keys=True) + "\n").encode(), 0o644)
+    new_bytes = new.to_bytes(serializer)
+    _write(directory / ROOTS / f"{signed.version}.root.json", new_bytes, 0o644)
+    _write(directory / "root.json", new_bytes, 0o644)
+    return old, new
 
 
 def make_root(keys: KeySet, *, version: int = 1, expires: datetime | None = None) -> Metadata[Root]:

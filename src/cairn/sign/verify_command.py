@@ -31,8 +31,14 @@ def run(args: argparse.Namespace) -> int:
         print(json.dumps({"file": args.what, "target": target}) if args.json else f"verified {args.what}: signed target {target} with provenance")
         return 0
     report = verify_repository(args.what, root, args.cache)
+    from cairn.sign.refresh import expiry_line, expiry_of
+    from cairn.sign.verify import cache_dir_for
+
+    expires = expiry_of(args.cache or cache_dir_for(report.repository))  # the client's trusted metadata, just verified
     if args.json:
-        print(json.dumps(report.to_dict(), indent=1))
+        print(json.dumps({**report.to_dict(), "expires": {role: f"{t:%Y-%m-%dT%H:%M:%SZ}" for role, t in expires.items()},
+                          "time_left": expiry_line(expires)}, indent=1))
     else:
         print(f"verified {report.repository}: timestamp v{report.timestamp_version}, {len(report.checked)} object(s) match their signatures")
+        print(expiry_line(expires))
     return 0
