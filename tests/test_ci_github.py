@@ -279,8 +279,10 @@ def _check_least_privilege(release: dict, pull: dict) -> None:
     for name, job in gpu.items():
         target = job["runs-on"][-1]
         assert job["runs-on"][0] == "self-hosted" and job["needs"] == ["publish"], name
-        assert _secrets(job) == {f"CAIRN_GATE_KEY_{target.upper()}"}, name
-        assert "--sign-with" in job["steps"][-2]["run"] and job["steps"][-1]["with"]["path"] == f"verdicts/{target}"
+        assert _secrets(job) - READ_ONLY == {f"CAIRN_GATE_KEY_{target.upper()}"}, name  # and the cache, read-only
+        gate = job["steps"][-2]["run"]
+        assert "--cache-read-only" in gate and f"--family {target}" in gate and "--compiler-cache" not in gate, name
+        assert "--sign-with" in gate and job["steps"][-1]["with"]["path"] == f"verdicts/{target}"
     # 7. The compiler cache's own credential is the one beside the write key (it, not that key, enters the build
     #    container: tests/test_compiler_cache.py).
     sdk = release["jobs"]["sdk"]

@@ -68,7 +68,7 @@ def run(args: argparse.Namespace) -> int:
             f"{len(cut)} shards over {len(plan.actions)} actions.")
     header = [made, "Regenerate it instead of editing it. Every action is pinned by commit SHA. Trusted refs only "
               "(main, v* tags): pull requests run pull-request.yml.",
-              "Needs: vars CAIRN_CACHE_BUCKET, CAIRN_S3_ENDPOINT, CAIRN_PUBLISH_TO, CAIRN_RELEASE_URL; secrets (docs/ci.md):",
+              "Needs: vars CAIRN_CACHE_BUCKET, CAIRN_S3_ENDPOINT, CAIRN_PUBLISH_TO; secrets (docs/ci.md):",
               *(f"  {name} ({f'environment {env}' if env else 'repository'}): {what}"
                 for name, (env, what) in github.SECRETS.items()),
               f"  {github.GATE_KEY_PREFIX}<GFX TARGET> (environment {github.GATE_ENV}): the GPU runner's key that signs verdicts"]
