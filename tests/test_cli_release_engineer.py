@@ -145,6 +145,9 @@ def test_the_project_store_is_found_from_a_subdirectory(release: Path, tmp_path:
     assert f"store {deeper / '.cairn'} (new — this project's store is {tmp_path / '.cairn'}; drop --store to use it)" \
         in given.stdout.splitlines()
     assert f"(default: {tmp_path / '.cairn'}," in cairn("build", "--help", cwd=deeper, columns=1000).stdout
+    missing = one_line(cairn("gate", str(release), "--store", ".cairn", cwd=deeper))
+    assert missing.endswith(f"no such store — run cairn build --store .cairn first, or drop --store to use this "
+                            f"project's store {tmp_path / '.cairn'}")
 
 
 def test_the_walk_up_stops_at_the_project_that_holds_the_manifests(tmp_path: Path) -> None:
@@ -235,6 +238,7 @@ def test_image_list_shows_a_blocked_image_as_blocked(tmp_path: Path) -> None:
         "image:sglang@gfx90a": {"status": "blocked", "output": None, "detail": sglang}}}))
     listed = cairn("image", "list", "--store", str(store), columns=200)
     assert listed.returncode == 0, listed.stderr
+    assert listed.stdout.splitlines()[0].strip() == f"images — store {store}"
     rows = {line.split("│")[1].strip(): line for line in listed.stdout.splitlines() if line.count("│") > 2}
     assert {"runtime", "jax", "sglang"} <= set(rows)
     assert "blocked" in rows["jax"] and "blocked" in rows["sglang"] and "blocked" not in rows["runtime"]

@@ -135,7 +135,9 @@ def run(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps(found, indent=2, sort_keys=True))
         return 0
-    table = Table(title="images")
+    from cairn.paths import describe_store
+
+    table = Table(title=f"images — {escape(describe_store(args.store))}", title_justify="left")
     for column in ("image", "target", "digest", "tags", "MB"):
         table.add_column(column, overflow="fold")
     for r in found:
