@@ -196,7 +196,8 @@ def test_gate_wraps_reasons_at_whole_words_and_rates_only_gated_cells(tmp_path: 
     words = proc.stdout.split()
     for word in LONG.split():  # every word whole, none cut at the edge of a column
         assert word in words, word
-    assert all(len(line) <= 80 or len(line.split()) == 1 for line in lines[1:]), proc.stdout
+    assert lines[:2] == ["gates — channel nightly requires static-coverage, in-container (marked *)", f"store {store}"]
+    assert all(len(line) <= 80 or len(line.split()) == 1 for line in lines[2:]), proc.stdout
     # a cell (image, target) counts when its required gates ran: gfx908's did not, so it rates nothing
     assert "gating pass rate gfx90a: 0/1 gated = 0%" in lines
     assert "gating pass rate gfx908: 0/0 gated = —, 1 not gated" in lines
@@ -217,6 +218,8 @@ def test_an_unknown_channel_is_one_line_with_the_closest_one(tmp_path: Path) -> 
         "cairn gate: --channel: unknown channel 'stabel' — did you mean 'stable'?")
     assert one_line(cairn("matrix", "--store", str(store), "--channel", "nightlly")) == (
         "cairn matrix: --channel: unknown channel 'nightlly' — did you mean 'nightly'?")
+    assert one_line(cairn("image", "dockerfile", "runtime@gfx90", LEGACY, "--store", str(store))) == (
+        "cairn image: runtime@gfx90: no target 'gfx90' in the release's families — did you mean 'gfx90a'?")
 
 
 # -- cairn image list ------------------------------------------------------------------------------------------

@@ -88,7 +88,11 @@ def show_dockerfile(image: str, manifest_arg: str | None, store: Path) -> int:
     manifest, registry = load(manifest_arg)
     family = next((f for f in manifest.release.families if target in registry.expand(f)), "")
     if not target or not family:
-        raise InputError(image, f"no target '{target}' in the release's families", "write IMAGE@TARGET, e.g. runtime@gfx90a")
+        from cairn.errors import did_you_mean
+
+        targets = [t for f in manifest.release.families for t in registry.expand(f)]
+        hint = did_you_mean(target, targets, "targets") if target else f"write IMAGE@TARGET, e.g. runtime@{targets[0]}"
+        raise InputError(image, f"no target '{target}' in the release's families", hint)
     actions = make_plan(manifest, registry, [family]).by_id()
     action = actions.get(f"image:{name}@{target}")
     if action is None:

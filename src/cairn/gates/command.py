@@ -47,8 +47,9 @@ def run(args: argparse.Namespace) -> int:
         return 0 if ok else 1
     console = Console(highlight=False)
     width = max(40, console.width)
-    console.print(f"gates — channel {channel} requires {', '.join(required) or 'no gate'} (marked *); "
-                  f"{describe_store(args.store)}", soft_wrap=True)
+    for line in words(f"gates — channel {channel} requires {', '.join(required) or 'no gate'} (marked *)", width):
+        console.print(escape(line), soft_wrap=True)
+    console.print(escape(describe_store(args.store)), soft_wrap=True)  # a path to copy: never broken
     mark = max((len(r.gate) for r in rows), default=0) + 2
     cell = None
     for r in rows:
