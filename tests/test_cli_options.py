@@ -8,6 +8,7 @@ import re
 from pathlib import Path
 
 from cairn.cli import COMMANDS, build_parser
+from cairn.paths import find_store
 
 SRC = Path(__file__).resolve().parents[1] / "src" / "cairn"
 
@@ -36,7 +37,8 @@ def test_every_store_and_json_option_has_the_same_type_default_and_destination()
         for action in parser._actions:
             if "--store" in action.option_strings:
                 stores.append(label)
-                assert (action.dest, action.type, action.default) == ("store", Path, Path(".cairn")), label
+                # the project's store, found from the working directory up (cairn.paths.find_store)
+                assert (action.dest, action.type, action.default) == ("store", Path, find_store()), label
             if "--json" in action.option_strings:
                 jsons.append(label)
                 assert (action.dest, action.const, action.default, action.nargs) == ("json", True, False, 0), label

@@ -16,8 +16,9 @@ def test_pass_rate_and_parity_name_the_family_that_skips() -> None:
             Row("static-coverage", "runtime", "gfx1030", "gfx1030", "passed", ""),
             Row("in-container", "runtime", "gfx1030", "gfx1030", "not-run", "blocked")]
     figs = figures(rows, ("static-coverage", "in-container"), ("gfx90a", "gfx1030"), {})
-    assert figs["families"]["gfx90a"]["pass_rate"] == 1.0
-    assert figs["families"]["gfx1030"]["pass_rate"] == 0.5
+    assert figs["families"]["gfx90a"] == {"passed": 1, "gated": 1, "not_gated": 0, "pass_rate": 1.0}
+    # gfx1030's runtime did not run in-container: a cell not gated rates nothing, parity names the gap
+    assert figs["families"]["gfx1030"] == {"passed": 0, "gated": 0, "not_gated": 1, "pass_rate": None}
     assert figs["parity"] is False and figs["parity_gaps"] == ["gfx1030 skips in-container"]
     assert json.dumps(figs)
 
@@ -31,18 +32,23 @@ def test_an_image_blocked_by_its_linkage_check_is_not_counted_against_the_family
             Row("static-coverage", "jax", "gfx942", "gfx94X-dcgpu", "not-run", blocked),
             Row("in-container", "jax", "gfx942", "gfx94X-dcgpu", "not-run", blocked)]
     figs = figures(rows, ("static-coverage", "in-container"), ("gfx94X-dcgpu",), {})
-    assert figs["families"]["gfx94X-dcgpu"] == {"passed": 2, "expected": 2, "pass_rate": 1.0}
+    assert figs["families"]["gfx94X-dcgpu"] == {"passed": 1, "gated": 1, "not_gated": 0, "pass_rate": 1.0}
     assert figs["parity"] is True
 
 
 def test_a_family_of_several_targets_is_judged_per_target_image() -> None:
     """gfx110X-dgpu builds its runtime for gfx1100, gfx1101 and gfx1102: three images, each gated. Counting
-    images by name once made 9 of 3 gates pass (300 %), and `cairn gate` — the front door's last check — fail."""
+    images by name once made 9 of 3 gates pass (300 %), and `cairn gate` — the front door's last check — fail.
+    A cell is one image for one target; it passes when every required gate of it passed."""
     rows = [Row(gate, "runtime", target, "gfx110X-dgpu", "passed", "")
             for target in ("gfx1100", "gfx1101", "gfx1102") for gate in ("static-coverage", "in-container")]
     figs = figures(rows, ("static-coverage",), ("gfx110X-dgpu",), {})
-    assert figs["families"]["gfx110X-dgpu"] == {"passed": 3, "expected": 3, "pass_rate": 1.0}
+    assert figs["families"]["gfx110X-dgpu"] == {"passed": 3, "gated": 3, "not_gated": 0, "pass_rate": 1.0}
     assert figs["parity"] is True
     rows[-2] = Row("static-coverage", "runtime", "gfx1102", "gfx110X-dgpu", "not-run", "image not built")
     figs = figures(rows, ("static-coverage",), ("gfx110X-dgpu",), {})
-    assert figs["families"]["gfx110X-dgpu"]["passed"] == 2 and figs["parity_gaps"] == ["gfx110X-dgpu skips static-coverage"]
+    assert figs["families"]["gfx110X-dgpu"] == {"passed": 2, "gated": 2, "not_gated": 1, "pass_rate": 1.0}
+    assert figs["parity_gaps"] == ["gfx110X-dgpu skips static-coverage"]
+    rows[0] = Row("static-coverage", "runtime", "gfx1100", "gfx110X-dgpu", "failed", "no gfx1100 code")
+    figs = figures(rows, ("static-coverage",), ("gfx110X-dgpu",), {})
+    assert figs["families"]["gfx110X-dgpu"] == {"passed": 1, "gated": 2, "not_gated": 1, "pass_rate": 0.5}

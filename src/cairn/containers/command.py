@@ -2,7 +2,7 @@
 
 ``diff`` takes two OCI layouts (or two store trees holding ``oci/``) and names the first layer and file
 that differ; exit 1 when they differ. ``list`` shows every image of the store's last build with its
-digest, tags and size. ``dockerfile IMAGE@TARGET`` prints the rendered Dockerfile: the one kept with a
+digest, tags and size, and a blocked image as blocked with its reason (``--json``: ``"blocked": reason``). ``dockerfile IMAGE@TARGET`` prints the rendered Dockerfile: the one kept with a
 built image, or — for an image this release cannot build — the one it would build, rendered from the
 plan and the store (parent digest, wheels of the index), headed by why it is blocked (exit 1).
 """
@@ -14,6 +14,7 @@ import json
 from pathlib import Path
 
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 from cairn.cli_options import add_json, add_store
@@ -44,20 +45,36 @@ def _layout(path: Path) -> Path:
 
 
 def images(store: Path) -> list[dict]:
+    """Every image of the store's last build: a built one with its record (``image.json``), a blocked one — at
+    planning, or by its linkage check when it ran (``blocked.json``, no image) — as ``{"blocked": reason}``, so
+    one blocked image lists as blocked instead of stopping the listing with exit 2."""
+    from cairn.containers.linkage import BLOCKED
     from cairn.model.json_reader import load_object
     from cairn.store.report import read_actions
 
     found = []
     for action_id, info in sorted(read_actions(store).items()):
-        if action_id.startswith("image:") and info.output:
-            path = store / "trees" / info.output / "image.json"
-            record = load_object(path, "image record", f"rebuild it (cairn build --only {action_id})")
-            layers, tags = record.get("layers"), record.get("tags")
-            if not (isinstance(record.get("name"), str) and isinstance(record.get("digest"), str) and isinstance(tags, list)
-                    and isinstance(layers, list) and all(isinstance(x, dict) and isinstance(x.get("size"), int) for x in layers)):
-                raise InputError(path, "not an image record (name, digest, tags, layers)", f"rebuild it (cairn build --only {action_id})")
-            record["tree"] = str(store / "trees" / info.output)
-            found.append(record)
+        if not action_id.startswith("image:"):
+            continue
+        name, _, target = action_id.removeprefix("image:").partition("@")
+        tree = store / "trees" / info.output if info.output else None
+        if tree is not None and (tree / BLOCKED).is_file():
+            marker = load_object(tree / BLOCKED, "blocked-image record", f"rebuild it (cairn build --only {action_id})")
+            found.append({"name": name, "target": str(marker.get("target") or target), "blocked": str(marker.get("reason", "")),
+                          "tree": str(tree)})
+            continue
+        if tree is None:
+            if info.status == "blocked":
+                found.append({"name": name, "target": target, "blocked": info.detail})
+            continue
+        path = tree / "image.json"
+        record = load_object(path, "image record", f"rebuild it (cairn build --only {action_id})")
+        layers, tags = record.get("layers"), record.get("tags")
+        if not (isinstance(record.get("name"), str) and isinstance(record.get("digest"), str) and isinstance(tags, list)
+                and isinstance(layers, list) and all(isinstance(x, dict) and isinstance(x.get("size"), int) for x in layers)):
+            raise InputError(path, "not an image record (name, digest, tags, layers)", f"rebuild it (cairn build --only {action_id})")
+        record["tree"] = str(tree)
+        found.append(record)
     return found
 
 
@@ -71,7 +88,11 @@ def show_dockerfile(image: str, manifest_arg: str | None, store: Path) -> int:
     manifest, registry = load(manifest_arg)
     family = next((f for f in manifest.release.families if target in registry.expand(f)), "")
     if not target or not family:
-        raise InputError(image, f"no target '{target}' in the release's families", "write IMAGE@TARGET, e.g. runtime@gfx90a")
+        from cairn.errors import did_you_mean
+
+        targets = [t for f in manifest.release.families for t in registry.expand(f)]
+        hint = did_you_mean(target, targets, "targets") if target else f"write IMAGE@TARGET, e.g. runtime@{targets[0]}"
+        raise InputError(image, f"no target '{target}' in the release's families", hint)
     actions = make_plan(manifest, registry, [family]).by_id()
     action = actions.get(f"image:{name}@{target}")
     if action is None:
@@ -118,10 +139,15 @@ def run(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps(found, indent=2, sort_keys=True))
         return 0
-    table = Table(title="images")
+    from cairn.paths import describe_store
+
+    table = Table(title=f"images — {escape(describe_store(args.store))}", title_justify="left")
     for column in ("image", "target", "digest", "tags", "MB"):
         table.add_column(column, overflow="fold")
     for r in found:
+        if "blocked" in r:
+            table.add_row(escape(r["name"]), escape(str(r.get("target", ""))), "[red]blocked[/]", escape(r["blocked"]), "")
+            continue
         size = sum(x["size"] for x in r["layers"]) / 1e6
         table.add_row(r["name"], str(r.get("target", "")), r["digest"], ", ".join(map(str, r["tags"])), f"{size:.1f}")
     console.print(table)

@@ -20,7 +20,7 @@ from cairn.errors import InputError
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
-    add_store(parser, "store of the build (default .cairn/)")
+    add_store(parser, "store of the build")
     add_json(parser, "machine-readable output")
 
 

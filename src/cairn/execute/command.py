@@ -1,8 +1,11 @@
 """``cairn build [MANIFEST] [--family F]... [--jobs N] [--store DIR] [--cache s3://B/P [--cache-read-only]]
-[--compiler-cache s3://B/P] [--json]``.
+[--compiler-cache s3://B/P] [--json | --quiet | --verbose]``.
 
-Runs the plan into the store with a progress display (rich on a terminal, one plain line per action
-otherwise), then prints where the SDK tree is. Exit 0 when everything runnable succeeded, 1 if an action
+Says which store it uses, runs the plan into it with one progress display (a rich bar on a terminal; logged,
+a line per action that ran or failed — a no-op build of 312 cached actions prints none of them; ``--verbose``
+a line for every action, ``--quiet`` nothing), then a summary: the counts, failures with their logs, blocked
+actions grouped by reason, where the SDK tree is. ``last-build.json`` keeps, for each action, the seconds of
+the run that built it (a cached action its earlier run's), which ``cairn ci github --timings`` sizes shards by. Exit 0 when everything runnable succeeded, 1 if an action
 failed; blocked actions are listed with their reasons but do not fail the build. With ``--cache`` the
 local store gets a shared S3 action cache behind it (``cairn.store.shared``); with ``--compiler-cache`` the
 compiles of actions that do run go through sccache in S3 (``cairn.execute.compiler_cache``).
@@ -14,9 +17,11 @@ import argparse
 import json
 import os
 import sys
+import time
 from pathlib import Path
 
 from rich.console import Console
+from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from cairn.cli_options import add_json, add_store, positive_int
@@ -24,8 +29,10 @@ from cairn.errors import CairnError
 from cairn.execute.compiler_cache import CompilerCache
 from cairn.execute.executor import BuildReport, Outcome, closure, execute
 from cairn.io import atomic_write
+from cairn.paths import describe_store
 from cairn.plan.graph import Action
 from cairn.plan.prepare import load, make_plan
+from cairn.plan.summary import count_line, group_blocked, id_list
 from cairn.store.local import LocalStore
 from cairn.store.shared import CachedStore, SharedCache
 
@@ -34,10 +41,13 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("manifest", nargs="?", help="release manifest path or name (default: the default release)")
     parser.add_argument("--family", action="append", default=[], help="limit to this gfx family (repeatable)")
     parser.add_argument("--jobs", "-j", type=positive_int, default=os.cpu_count() or 2, help="actions to run at once")
-    add_store(parser, "content-addressed store (default .cairn/)")
+    add_store(parser, "content-addressed store")
     parser.add_argument("--only", action="append", default=[], metavar="ACTION",
                         help="run only this action and what it depends on (repeatable), e.g. assemble:sdk")
-    add_json(parser, "print a machine-readable report at the end")
+    shown = parser.add_mutually_exclusive_group()
+    add_json(shown, "print a machine-readable report at the end (nothing while it runs)")
+    shown.add_argument("--quiet", "-q", action="store_true", help="no progress; at the end the counts and failures only")
+    shown.add_argument("--verbose", "-v", action="store_true", help="a line for every action as it finishes, cached ones too")
     parser.add_argument("--cache", metavar="s3://BUCKET/PREFIX", default=os.environ.get("CAIRN_CACHE") or None,
                         help="shared action cache in S3 (endpoint from $CAIRN_S3_ENDPOINT; default $CAIRN_CACHE): "
                              "looked up before an action runs, written after it ran")
@@ -55,16 +65,24 @@ def run(args: argparse.Namespace) -> int:
     cache = SharedCache(args.cache, read_only=args.cache_read_only) if args.cache else None
     compiler_cache = CompilerCache.from_url(args.compiler_cache) if args.compiler_cache else None
     plan = make_plan(manifest, registry, args.family, store=args.store)
+    mode = "json" if args.json else "quiet" if args.quiet else "verbose" if args.verbose else "normal"
+    which = describe_store(args.store)  # before the store is made: "(new)" when this build creates it
     local = LocalStore(args.store)
+    if mode in ("normal", "verbose"):  # before the first action: a wrong store is seen before a cold build starts
+        print(which, file=sys.stderr, flush=True)
+        for note in plan.notes[:1] if plan.notes and plan.notes[0].startswith("--family") else ():
+            print(f"note: {note}", file=sys.stderr, flush=True)
     store: LocalStore | CachedStore = CachedStore(local, cache) if cache else local
+    started = time.monotonic()
     store.lock()
     try:
         try:
-            report = _execute_with_progress(plan, store, args.jobs, quiet=args.json, only=set(args.only) or None,
+            report = _execute_with_progress(plan, store, args.jobs, mode, only=set(args.only) or None,
                                             compiler_cache=compiler_cache)
         finally:
             if cache:
                 cache.finish()  # every upload in the bucket (or reported failed) before the report and the unlock
+        earlier = _earlier_seconds(store.root / "last-build.json")
     finally:
         store.unlock()
     sdk = report.outcomes.get("assemble:sdk")
@@ -74,26 +92,58 @@ def run(args: argparse.Namespace) -> int:
         "manifest_sha256": plan.manifest_sha256,
         "store": str(store.root),
         "counts": {s: report.count(s) for s in ("ran", "cached", "blocked", "failed", "skipped")},
+        "seconds": round(time.monotonic() - started, 3),
         "sdk_tree": str(store.tree(sdk.output)) if sdk and sdk.output else None,
         "cache": cache.report.to_json() if cache else None,
         "compiler_cache": compiler_cache.url if compiler_cache else None,
         "actions": {o.action: {"status": o.status, "output": o.output or None, "detail": o.detail or None,
-                               "seconds": round(o.seconds, 3), "log": o.log or None} for o in report.outcomes.values()},
+                               "seconds": _seconds(o, earlier), "log": o.log or None} for o in report.outcomes.values()},
     }
     _write_report(store.root / "last-build.json", summary)
     if args.json:
         print(json.dumps(summary, indent=2))
     else:
-        _print_summary(report, summary)
+        _print_summary(report, summary, quiet=args.quiet)
     return 0 if report.ok else 1
 
 
-def _execute_with_progress(plan, store: LocalStore | CachedStore, jobs: int, quiet: bool, only: set[str] | None,
+def _earlier_seconds(path: Path) -> dict[tuple[str, str], float]:
+    """(action, output) → seconds from the previous report: a cache record written before records kept seconds
+    says 0, and the report of the run that built the output still knows. Unreadable: nothing (it is only a hint)."""
+    try:
+        actions = json.loads(path.read_text()).get("actions", {})
+        return {(str(a), str(o["output"])): float(o["seconds"]) for a, o in actions.items()
+                if isinstance(o, dict) and o.get("output") and isinstance(o.get("seconds"), int | float)}
+    except (OSError, ValueError, AttributeError, TypeError):
+        return {}
+
+
+def _seconds(outcome: Outcome, earlier: dict[tuple[str, str], float]) -> float:
+    """The seconds of the run that built the action's output: this run's, or for a cached action its record's
+    (else the previous report's for the same output), never the 0 s a cache hit took."""
+    seconds = outcome.seconds
+    if outcome.status == "cached" and not seconds:
+        seconds = earlier.get((outcome.action, outcome.output), 0.0)
+    return round(seconds, 3)
+
+
+def _line(item: Outcome, done: int, total: int) -> str:
+    """One action's line (``--verbose``, and a logged build's ran and failed actions)."""
+    took = f" ({item.seconds:.1f}s)" if item.status in ("ran", "failed") else ""
+    extra = f" — {item.detail}" if item.detail else ""
+    return f"[{done}/{total}] {item.action}: {item.status}{took}{extra}"
+
+
+def _execute_with_progress(plan, store: LocalStore | CachedStore, jobs: int, mode: str, only: set[str] | None,
                            compiler_cache: CompilerCache | None = None) -> BuildReport:
+    """``json``/``quiet``: nothing while it runs. On a terminal: one progress bar naming the running actions,
+    a line only for each failure (``verbose``: a line for every action). Logged (not a terminal): a line for each
+    action that ran or failed — a no-op build prints none (``verbose``: every action, cached ones too)."""
     total = len(closure(plan, only)) if only else len(plan.actions)
-    if quiet:
+    if mode in ("json", "quiet"):
         return execute(plan, store, jobs=jobs, only=only, compiler_cache=compiler_cache)
-    console = Console(stderr=True)
+    verbose = mode == "verbose"
+    console = Console(stderr=True, highlight=False)
     if not console.is_terminal:
         done_count = 0
 
@@ -101,37 +151,53 @@ def _execute_with_progress(plan, store: LocalStore | CachedStore, jobs: int, qui
             nonlocal done_count
             if event == "done" and isinstance(item, Outcome):
                 done_count += 1
-                extra = f" — {item.detail}" if item.detail else ""
-                print(f"[{done_count}/{total}] {item.action}: {item.status} ({item.seconds:.1f}s){extra}", file=sys.stderr, flush=True)
+                if verbose or item.status in ("ran", "failed"):
+                    print(_line(item, done_count, total), file=sys.stderr, flush=True)
 
         return execute(plan, store, jobs=jobs, listener=plain, only=only, compiler_cache=compiler_cache)
-    with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(), console=console) as progress:
+    with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+                  console=console, transient=True) as progress:
         task = progress.add_task("building", total=total)
         active: set[str] = set()
+        finished = 0
 
         def live(event: str, item: Outcome | Action) -> None:
+            nonlocal finished
             if isinstance(item, Action):
                 active.add(item.id)
             else:
                 active.discard(item.action)
+                finished += 1
                 progress.advance(task)
-                if item.status in ("ran", "failed"):
-                    progress.console.print(f"{item.action}: {item.status} ({item.seconds:.1f}s)" + (f" — {item.detail}" if item.status == "failed" else ""))
+                if verbose or item.status == "failed":
+                    progress.console.print(escape(_line(item, finished, total)))
             progress.update(task, description=", ".join(sorted(active))[:60] or "building")
 
         return execute(plan, store, jobs=jobs, listener=live, only=only, compiler_cache=compiler_cache)
 
 
-def _print_summary(report: BuildReport, summary: dict) -> None:
-    console = Console()
-    if not console.is_terminal:
-        console = Console(width=220)
+def _print_summary(report: BuildReport, summary: dict, quiet: bool = False) -> None:
+    """The end of every build: the counts, what failed (with its log), what is blocked grouped by reason, the cache
+    and where the SDK is. ``--quiet``: the counts and the failures only."""
+    from cairn.plan.command import blocked_grid
+
+    console = Console(highlight=False)
     counts = summary["counts"]
-    console.print(f"{counts['ran']} ran, {counts['cached']} cached, {counts['blocked']} blocked, "
-                  f"{counts['failed']} failed, {counts['skipped']} skipped")
+    console.print(f"{len(report.outcomes)} actions in {summary['seconds']:.1f} s: "
+                  f"{count_line(counts, ('ran', 'cached', 'failed', 'skipped', 'blocked'))}")
     for outcome in report.outcomes.values():
-        if outcome.status in ("failed", "blocked"):
-            console.print(f"  {outcome.action}: {outcome.status} — {outcome.detail}" + (f" (log: {outcome.log})" if outcome.log else ""))
+        if outcome.status == "failed":
+            console.print(f"  [red]failed[/] {escape(outcome.action)} — {escape(outcome.detail)}"
+                          + (f" (log: {escape(outcome.log)})" if outcome.log else ""), soft_wrap=True)
+    if quiet:
+        return
+    skipped = [o.action for o in report.outcomes.values() if o.status == "skipped"]
+    if skipped:
+        console.print(f"  skipped after a failure: {escape(id_list(tuple(skipped)))}")
+    groups = group_blocked((o.action, o.detail) for o in report.outcomes.values() if o.status == "blocked")
+    if groups:
+        console.print(f"blocked, by reason ({counts['blocked']}):")
+        console.print(blocked_grid(groups))
     cache = summary["cache"]
     if cache:
         console.print(f"cache {cache['url']}{' (read-only)' if cache['read_only'] else ''}: {len(cache['fetched'])} fetched, "
@@ -139,7 +205,7 @@ def _print_summary(report: BuildReport, summary: dict) -> None:
                       f"{len(cache['failed'])} failed; {_megabytes(cache['received_bytes'])} received, "
                       f"{_megabytes(cache['sent_bytes'])} sent")
     if summary["sdk_tree"]:
-        console.print(f"SDK tree: {summary['sdk_tree']}")
+        console.print(f"SDK tree: {escape(summary['sdk_tree'])}", soft_wrap=True)  # a path to copy: never broken
 
 
 def _megabytes(count: int) -> str:

@@ -27,7 +27,7 @@ class Outcome:
     status: str  # cached | ran | blocked | failed | skipped
     key: str = ""
     output: str = ""
-    seconds: float = 0.0
+    seconds: float = 0.0  # how long the run that built it took (for a cached action: an earlier run's, from its record)
     detail: str = ""
     log: str = ""
 
@@ -134,8 +134,8 @@ def _run(action: Action, report: BuildReport, store: Store, compiler_cache: Comp
     dep_outputs = {d: report.outcomes[d].output for d in action.deps}
     key = action.key(dep_outputs)
     record = store.lookup(key)
-    if record:
-        return Outcome(action.id, "cached", key=key, output=record.output)
+    if record:  # the seconds of the run that built it: a no-op build must not tell CI sharding that it takes 0 s
+        return Outcome(action.id, "cached", key=key, output=record.output, seconds=record.seconds)
     log_path = store.log_path(key)
     started = time.monotonic()
     workdir = store.workdir(action.id)

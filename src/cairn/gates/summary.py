@@ -1,7 +1,7 @@
 """Gate results of a build, and the two figures release engineers steer by.
 
-*Gating pass rate* (per family): required gates passed / required gates expected, over the family's
-images, one per gfx target it is built for. *Gating parity*: every family ran every required gate; a family that skipped one (not run,
+*Gating pass rate* (per family): cells passed / cells gated, a cell being one of the family's images for one gfx
+target it is built for, gated when every required gate of it ran, passed when every one passed. *Gating parity*: every family ran every required gate; a family that skipped one (not run,
 blocked, or never planned) is named with the gate. Results come from ``<store>/last-build.json``:
 a passed or not-run gate has ``gate.json`` in its tree, a failed one carries its reason in the build
 record, a blocked or skipped one is not run.
@@ -48,21 +48,28 @@ def collect(store: Path) -> list[Row]:
 
 
 def figures(rows: list[Row], required: tuple[str, ...], families: tuple[str, ...], family_of: dict[str, str]) -> dict[str, Any]:
+    """Per family, the pass rate over its *gated* cells and what was not gated; parity over the families.
+
+    A cell is one image for one gfx target. It is gated when every required gate of it ran (passed or failed),
+    and it passes when every one passed. The pass rate counts gated cells only — a cell whose gate did not run
+    says nothing about quality — and is None when no cell was gated; the cells left ungated are counted and
+    named in the parity gaps, which fail ``cairn gate`` just as a failed gate does."""
     per_family: dict[str, dict[str, Any]] = {}
     parity_gaps: list[str] = []
     # an image blocked when it ran (a soname its wheels need is not in the release) counts like one blocked at
     # planning: it is named in the table with its reason, but it is not an image of the family to gate
     rows = [r for r in rows if not r.reason.startswith(BLOCKED_PREFIX)]
     for family in families:
-        mine = [r for r in rows if (r.family or family_of.get(r.target)) == family and r.gate in required]
+        mine = [r for r in rows if (r.family or family_of.get(r.target)) == family]
         # an image is gated once per gfx target it is built for: a family of three targets has three runtimes
-        images = sorted({(r.image, r.target) for r in rows if (r.family or family_of.get(r.target)) == family})
-        expected = len(images) * len(required)
-        passed = sum(1 for r in mine if r.status == "passed")
-        per_family[family] = {"passed": passed, "expected": expected,
-                              "pass_rate": round(passed / expected, 4) if expected else 0.0}
+        cells = sorted({(r.image, r.target) for r in mine})
+        status = {(r.image, r.target, r.gate): r.status for r in mine if r.gate in required}
+        gated = [c for c in cells if all(status.get((*c, g)) in ("passed", "failed") for g in required)]
+        passed = [c for c in gated if all(status[(*c, g)] == "passed" for g in required)]
+        per_family[family] = {"passed": len(passed), "gated": len(gated), "not_gated": len(cells) - len(gated),
+                              "pass_rate": round(len(passed) / len(gated), 4) if gated else None}
         for gate in required:
-            ran = [r for r in mine if r.gate == gate and r.status in ("passed", "failed")]
-            if len(ran) < len(images) or not images:
+            ran = [c for c in cells if status.get((*c, gate)) in ("passed", "failed")]
+            if len(ran) < len(cells) or not cells:
                 parity_gaps.append(f"{family} skips {gate}")
     return {"required": list(required), "families": per_family, "parity": not parity_gaps, "parity_gaps": parity_gaps}

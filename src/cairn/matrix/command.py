@@ -19,7 +19,7 @@ import os
 import sys
 from pathlib import Path
 
-from cairn.cli_options import add_store
+from cairn.cli_options import add_store, check_choice
 from cairn.errors import CairnError
 from cairn.io import atomic_write
 from cairn.matrix.commands import REGISTRY_ENV, check_registry
@@ -30,8 +30,9 @@ from cairn.matrix.render import registry_products, to_html, to_markdown
 def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--from", dest="source", default=None,
                         help="repository dir/URL or a matrix.json file (default: <store>/publish)")
-    parser.add_argument("--channel", choices=CHANNELS, default="dev", help="channel whose matrix to read from a repository")
-    add_store(parser, "build store (default .cairn/)")
+    parser.add_argument("--channel", default="dev", metavar="{" + ",".join(CHANNELS) + "}",
+                        help="channel whose matrix to read from a repository")
+    add_store(parser, "build store")
     parser.add_argument("--root", type=Path, default=None, help="verify the matrix against this pinned TUF root first")
     parser.add_argument("--format", choices=("json", "html", "md"), default="json")
     parser.add_argument("--out", type=Path, default=None, help="write here instead of printing")
@@ -121,6 +122,7 @@ def base_url(option: str | None, source: str) -> str | None:
 
 
 def run(args: argparse.Namespace) -> int:
+    check_choice("--channel", args.channel, CHANNELS, "channel")
     source = args.source or str(Path(args.store) / "publish")
     registry = public_registry(args.registry)
     base = base_url(args.base_url, source)

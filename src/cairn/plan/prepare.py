@@ -5,9 +5,10 @@ Shared by ``cairn plan`` and ``cairn build`` so both always show and run the sam
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 
-from cairn.errors import InputError
+from cairn.errors import InputError, did_you_mean
 from cairn.model.manifest import Manifest, load_manifest
 from cairn.model.targets import Registry, load_registry
 from cairn.paths import default_manifest, releases_dir
@@ -60,11 +61,53 @@ def _base_pins_apt_checks(manifest: Manifest) -> list[str]:
 
 def make_plan(manifest: Manifest, registry: Registry, families: list[str] | None = None, host: Host | None = None,
               stages: list[str] | None = None, store: Path | None = None) -> Plan:
-    for fam in families or ():
-        if not registry.is_family(fam):
-            try:
-                registry.expand(fam)
-            except KeyError as exc:
-                raise InputError("--family", str(exc.args[0]).split(" — ")[0], str(exc.args[0]).split(" — ")[-1]) from None
+    """The plan for ``families`` (default: the release's), each checked first (:func:`check_families`); a target
+    chosen instead of its family gets a first note saying what the selection leaves out."""
+    notes = check_families(manifest, registry, families or ())
     paths = {str(c.source.get("dir")): path_digest(str(c.source.get("dir"))) for c in manifest.components if c.source.kind == "path"}
-    return plan_release(manifest, registry, host or host_for(manifest, store), tuple(families or ()), paths, stages)
+    plan = plan_release(manifest, registry, host or host_for(manifest, store), tuple(families or ()), paths, stages)
+    return replace(plan, notes=(*notes, *plan.notes)) if notes else plan
+
+
+def check_families(manifest: Manifest, registry: Registry, families: list[str] | tuple[str, ...]) -> list[str]:
+    """Each ``--family`` must be one of the release's families or name only targets they build (a target is a
+    family of itself): anything else is one line with the closest name, before any planning. Returns one note
+    per target-instead-of-family selection, naming what it leaves out — ``--family gfx1100`` plans gfx1100 alone,
+    without gfx1101, gfx1102 and what the release builds for the whole family only (llama.cpp)."""
+    release = manifest.release
+    members = {t: fam for fam in release.families for t in registry.expand(fam)}
+    known = sorted({*release.families, *members})
+    notes = []
+    for chosen in families:
+        if chosen in release.families:
+            continue
+        if not registry.is_family(chosen):
+            longer = [name for name in release.families if name.startswith(chosen)]  # gfx110X: gfx110X-dgpu, not gfx1102
+            hint = f"did you mean '{longer[0]}'?" if len(longer) == 1 else did_you_mean(chosen, known, "families and targets")
+            raise InputError("--family", f"unknown gfx family '{chosen}'", hint)
+        outside = [t for t in registry.expand(chosen) if t not in members]
+        if outside:
+            raise InputError("--family", f"{chosen} is not built by {release.name} {release.version} (none of its families "
+                             f"holds {', '.join(outside)})", f"use one of its families: {', '.join(release.families)}")
+        parents = sorted({members[t] for t in registry.expand(chosen)} - set(families))
+        notes += [note for parent in parents if (note := _left_out(manifest, registry, chosen, parent))]
+    return notes
+
+
+def _left_out(manifest: Manifest, registry: Registry, chosen: str, family: str) -> str:
+    """The one line for ``--family chosen`` where ``chosen`` is part of the release family ``family`` ("" when it
+    leaves nothing out: gfx942 is all of gfx94X-dcgpu)."""
+    others = [t for t in registry.expand(family) if t not in registry.expand(chosen)]
+    per_family = []
+    for comp in manifest.components:
+        named = comp.build.arg("families") if comp.build.target_specific else None
+        if named is not None and family in [str(n) for n in (named if isinstance(named, tuple | list) else [named])]:
+            per_family.append(comp.name)
+    parts = [", ".join(others)] if others else []
+    if per_family:
+        parts.append(f"{', '.join(per_family)} (built for {family} only)")
+    if not parts:
+        return ""
+    what = " and ".join(parts)
+    return (f"--family {chosen} is part of the release's family {family}: this plan leaves out {what} "
+            f"— give --family {family} for the family")

@@ -36,7 +36,7 @@ def read_actions(store: Path, *, missing_ok: bool = False) -> dict[str, ActionIn
         if missing_ok and not path.exists():
             return {}
         what = "no such store" if not Path(store).exists() else "no build report (the store was never built)"
-        raise InputError(path, what, f"run cairn build --store {store} first, or pass --store of a built store")
+        raise InputError(path, what, f"run cairn build --store {store} first, or {_built_store_hint(Path(store))}")
     try:
         data = json.loads(path.read_text())
     except (OSError, ValueError) as exc:
@@ -56,3 +56,14 @@ def _info(path: Path, action_id: str, raw: Any, rebuild: str) -> ActionInfo:
     if detail is not None and not isinstance(detail, str):
         raise InputError(path, f"action {action_id!r}: detail is {type(detail).__name__}, not a string", rebuild)
     return ActionInfo(raw["status"], output or None, detail or "")
+
+
+def _built_store_hint(store: Path) -> str:
+    """Where a built store is: this project's, when ``store`` is not it (a relative ``--store`` given from a
+    subdirectory), else "pass --store of a built store"."""
+    from cairn.paths import find_store, is_store
+
+    found = find_store()
+    if is_store(found) and found != store.absolute():
+        return f"drop --store to use this project's store {found}"
+    return "pass --store of a built store"
