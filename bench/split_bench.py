@@ -27,7 +27,7 @@ from machine import describe
 
 from cairn.audit.split import split_file
 from cairn.audit.split_tree import split_tree
-from cairn.io import download
+from cairn.remote.url import download
 from cairn.sources.debian import resolve_mirror
 
 CACHE = Path(os.environ.get("CAIRN_TEST_CACHE", "~/.cache/cairn-test")).expanduser()

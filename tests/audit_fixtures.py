@@ -93,7 +93,7 @@ def pool_package(package: str) -> Path:
     import hashlib
 
     from cairn.errors import CairnError
-    from cairn.io import download
+    from cairn.remote.url import download
     from cairn.sources.debian import resolve_mirror
 
     _, pool_path, sha256 = POOL_DEBS[package]

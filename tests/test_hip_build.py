@@ -12,8 +12,9 @@ from pathlib import Path
 import pytest
 
 from cairn.audit import audit_file
+from cairn.audit.check import check_coverage
 from cairn.errors import CheckFailed, InputError
-from cairn.execute.hip import check_coverage, compile_hip, hipcc_version
+from cairn.execute.hip import compile_hip, hipcc_version
 from cairn.paths import recipes_dir
 from conftest import need, requires
 from fatbin_writer import bundle_for, section, write_elf

@@ -7,12 +7,12 @@ from pathlib import Path
 
 import pytest
 
-from cairn import io
 from cairn.doctor.advice import load as load_advice_matrix
 from cairn.errors import CairnError, InputError, UrlError
 from cairn.matrix.model import load_matrix
 from cairn.remote.backend import open_backend, s3_backend
 from cairn.remote.s3http import find_endpoint
+from cairn.remote.url import download, exists, read_status, read_url
 from servers import moto_s3, serve_directory
 from test_matrix_model import sample
 
@@ -69,23 +69,23 @@ def s3_env(s3, monkeypatch: pytest.MonkeyPatch):
 @pytest.mark.s3
 def test_read_url_download_and_exists_over_s3(s3_env, tmp_path: Path) -> None:
     url = f"s3://{BUCKET}/dir/hello.txt"
-    assert io.read_url(url) == b"hello from s3\n"
-    assert io.read_status(url) == (b"hello from s3\n", 200)
-    io.download(url, tmp_path / "hello.txt")
+    assert read_url(url) == b"hello from s3\n"
+    assert read_status(url) == (b"hello from s3\n", 200)
+    download(url, tmp_path / "hello.txt")
     assert (tmp_path / "hello.txt").read_bytes() == b"hello from s3\n"
-    assert io.exists(url)
-    assert not io.exists(f"s3://{BUCKET}/dir/missing.txt")
+    assert exists(url)
+    assert not exists(f"s3://{BUCKET}/dir/missing.txt")
 
 
 @pytest.mark.s3
 def test_a_missing_s3_object_is_404_and_one_line(s3_env, tmp_path: Path) -> None:
     url = f"s3://{BUCKET}/dir/missing.txt"
-    assert io.read_status(url) == (None, 404)
+    assert read_status(url) == (None, 404)
     with pytest.raises(UrlError) as caught:
-        io.read_url(url)
+        read_url(url)
     assert str(caught.value) == f"cannot read {url}: 404 NoSuchKey"
     with pytest.raises(UrlError) as caught:
-        io.download(url, tmp_path / "missing.txt")
+        download(url, tmp_path / "missing.txt")
     assert str(caught.value) == f"cannot download {url}: 404 NoSuchKey"
     assert list(tmp_path.iterdir()) == []  # nothing half-written
 
@@ -95,7 +95,7 @@ def test_an_unreachable_endpoint_is_one_line_after_the_retries(s3_env, monkeypat
     monkeypatch.setenv("CAIRN_S3_ENDPOINT", "http://127.0.0.1:9")  # discard port: nothing listens
     url = f"s3://{BUCKET}/dir/hello.txt"
     with pytest.raises(UrlError) as caught:
-        io.read_status(url)  # nothing answered: no status to return
+        read_status(url)  # nothing answered: no status to return
     assert str(caught.value).startswith(f"cannot read {url}: S3 get failed: ")
     assert str(caught.value).endswith("— check that http://127.0.0.1:9 is reachable and retry")
 
@@ -121,20 +121,20 @@ def test_the_doctor_reads_an_s3_matrix_through_the_aws_endpoint_variable(s3_env,
 # -- files and http ----------------------------------------------------------------------------------------------
 def test_files_and_http_read_the_same_bytes_and_statuses(tmp_path: Path) -> None:
     (tmp_path / "a.txt").write_bytes(b"abc")
-    assert io.read_url(str(tmp_path / "a.txt")) == io.read_url((tmp_path / "a.txt").as_uri()) == b"abc"
-    assert io.read_status((tmp_path / "none.txt").as_uri()) == (None, 404)
+    assert read_url(str(tmp_path / "a.txt")) == read_url((tmp_path / "a.txt").as_uri()) == b"abc"
+    assert read_status((tmp_path / "none.txt").as_uri()) == (None, 404)
     with serve_directory(tmp_path) as base:
-        assert io.read_status(f"{base}/a.txt") == (b"abc", 200)
-        assert io.read_status(f"{base}/none.txt") == (None, 404)
+        assert read_status(f"{base}/a.txt") == (b"abc", 200)
+        assert read_status(f"{base}/none.txt") == (None, 404)
         with pytest.raises(UrlError) as caught:
-            io.read_url(f"{base}/none.txt")
+            read_url(f"{base}/none.txt")
         assert str(caught.value) == f"cannot read {base}/none.txt: File not found"
         assert caught.value.detail == "HTTP Error 404: File not found"
 
 
 def test_an_unknown_scheme_is_one_line() -> None:
     with pytest.raises(CairnError) as caught:
-        io.read_url("ftp://example.invalid/x")
+        read_url("ftp://example.invalid/x")
     assert str(caught.value) == "cannot read ftp://example.invalid/x: only file, http, https and s3 URLs are supported here"
 
 

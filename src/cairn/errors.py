@@ -58,7 +58,7 @@ class ManifestError(InputError):
 
 
 class UrlError(CairnError):
-    """A URL ``cairn.io`` could not read. ``detail`` is what the transport said, for a caller that words its own
+    """A URL ``cairn.remote.url`` could not read. ``detail`` is what the transport said, for a caller that words its own
     line (the matrix readers do); ``status`` is the status that said no — an HTTP status, 404 also for a missing
     file or S3 key, 403 for a refused S3 read — or None when nothing answered."""
 

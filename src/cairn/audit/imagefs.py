@@ -3,7 +3,9 @@
 Layers are applied in order (later entries replace earlier ones, ``.wh.`` whiteouts delete, opaque
 whiteouts clear a directory). Only what the static gate needs is kept: each path's type and link target,
 and for ELF files their DT_NEEDED, RUNPATH/RPATH and ELF class — from each layer's scan
-(``cairn.audit.layers``), which is read once per layer digest when a cache directory is given.
+(``cairn.audit.layers``), which is read once per layer digest when a cache directory is given. And what ld.so
+would not find in it (``unresolved``): the static gate's linkage check and the linkage check of a framework's
+wheels before its image is built both ask it.
 """
 
 from __future__ import annotations
@@ -135,3 +137,46 @@ class ImageFS:
 def image_env(config: dict) -> dict[str, str]:
     return dict(item.split("=", 1) for item in (config.get("config") or {}).get("Env") or [] if "=" in item)
 
+
+# -- what ld.so would not find ---------------------------------------------------------------------------------
+DEFAULT_DIRS = ("/lib/x86_64-linux-gnu", "/usr/lib/x86_64-linux-gnu", "/lib64", "/lib", "/usr/lib")
+
+
+def _ld_conf_dirs(fs: ImageFS) -> list[str]:
+    dirs: list[str] = []
+    for path in sorted(fs.texts):
+        for line in fs.texts[path].splitlines():
+            line = line.split("#", 1)[0].strip()
+            if line.startswith("/"):
+                dirs.append(line)
+    return dirs
+
+
+def unresolved(fs: ImageFS, env: dict[str, str], paths: Iterable[str] | None = None) -> list[tuple[str, str]]:
+    """(ELF path, DT_NEEDED) for each library no search path of the image provides — of every ELF file, or of
+    ``paths`` only (the files a framework's wheels add, checked before its image is built)."""
+    env_dirs = [d for d in env.get("LD_LIBRARY_PATH", "").split(":") if d]
+    system = [*_ld_conf_dirs(fs), *DEFAULT_DIRS]
+    elves = fs.elf_files()
+    wanted = sorted(elves) if paths is None else sorted(p for p in set(paths) if p in elves)
+    problems = []
+    for path in wanted:
+        info = elves[path]
+        origin = posixpath.dirname(path)
+        runpath = [d.replace("$ORIGIN", origin).replace("${ORIGIN}", origin) for d in info.runpath if d]
+        for lib in info.needed:
+            if "/" in lib:
+                found = fs.exists(lib)
+            else:
+                found = any(fs.exists(posixpath.join(d, lib)) for d in (*runpath, *env_dirs, *system))
+                # auditwheel's vendored libraries (scipy.libs/libgfortran-….so needs libquadmath-….so beside it,
+                # with no RUNPATH): the extension that links them loads both, and ld.so matches the soname
+                found = found or (origin.endswith(".libs") and fs.exists(posixpath.join(origin, lib)))
+            if not found:
+                problems.append((path, lib))
+    return problems
+
+
+def unresolved_needed(fs: ImageFS, env: dict[str, str]) -> list[str]:
+    """``path needs lib: not found`` for each DT_NEEDED no search path of the image provides."""
+    return [f"{path} needs {lib}: not found in the image" for path, lib in unresolved(fs, env)]

@@ -21,10 +21,9 @@ from pathlib import Path
 from typing import Any
 
 from cairn import digest
-from cairn.audit.imagefs import ImageFS, image_env
+from cairn.audit.imagefs import ImageFS, image_env, unresolved
 from cairn.containers import wheels as index_wheels
 from cairn.formats.oci import read_image
-from cairn.gates.static import unresolved
 from cairn.plan.graph import Action
 
 LAYOUT = 1

@@ -22,9 +22,9 @@ from urllib.parse import urljoin, urlparse
 
 from packaging.version import InvalidVersion, Version
 
-from cairn import io
 from cairn.errors import CairnError, InputError, UrlError
 from cairn.matrix.commands import public_image
+from cairn.remote.url import download, exists
 
 CHANNEL_RANK = {"stable": 3, "prerelease": 2, "nightly": 1, "dev": 0}
 
@@ -102,7 +102,7 @@ def _fetch(source: str) -> tuple[Path, str]:
         handle, local = tempfile.mkstemp(prefix="cairn-matrix-", suffix=".json")
         os.close(handle)
         try:
-            io.download(source, Path(local))  # the user's matrix URL
+            download(source, Path(local))  # the user's matrix URL
         except UrlError as exc:
             Path(local).unlink(missing_ok=True)
             if parsed.scheme == "s3":
@@ -138,7 +138,7 @@ def _repository_root(url: str) -> str:
     parts = url.split("/")
     for cut in range(len(parts) - 1, max(len(parts) - 5, 3), -1):
         candidate = "/".join(parts[:cut]) + "/"
-        if io.exists(candidate + "metadata/timestamp.json", timeout=10):
+        if exists(candidate + "metadata/timestamp.json", timeout=10):
             return candidate
     return ""
 

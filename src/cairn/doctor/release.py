@@ -15,10 +15,10 @@ import re
 from dataclasses import dataclass
 from urllib.parse import urlparse, urlunparse
 
-from cairn import io
 from cairn.doctor.advice import LoadedMatrix
 from cairn.doctor.snapshot import HostSnapshot
 from cairn.errors import CairnError, InputError, UrlError
+from cairn.remote.url import read_url
 
 _CAIRN_INDEX = re.compile(r"^(?P<repository>.+/)(?P<release>channels/[A-Za-z0-9_-]+|staging/[^/]+)/simple/[^/]+/?$")
 PASS_MATRIX = "pass --matrix URL (a release's channels/<channel>/matrix.json) or set CAIRN_MATRIX"
@@ -70,7 +70,7 @@ def load_release_matrix(snap: HostSnapshot) -> tuple[list[LoadedMatrix], tuple[s
 
     said = f"{source.url} (the release of {source.where} {source.index})"
     try:
-        data = io.read_url(source.url, timeout=30)  # the release's matrix, beside the index pip is configured with
+        data = read_url(source.url, timeout=30)  # the release's matrix, beside the index pip is configured with
     except UrlError as exc:
         return [], ("refused", f"cannot read the release's matrix {said}: {exc.detail} — {PASS_MATRIX}")
     try:

@@ -38,6 +38,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import IO, cast
 
+from cairn.audit.check import check_coverage
 from cairn.errors import CairnError
 from cairn.execute.compiler_cache import CompilerCache
 from cairn.execute.compiler_cache import start_lines as cache_start_lines
@@ -169,7 +170,6 @@ def cmake_in_image(source: Path, deps: Sequence[Path], out: Path, *, image: str,
 
 def check_device_code(out: Path, args: Mapping[str, object], targets: Sequence[str]) -> None:
     """Every library named by ``device_libraries`` carries code for exactly ``targets`` (the audit's words)."""
-    from cairn.execute.hip import check_coverage
 
     for name in _names(args, "device_libraries"):
         library = out / "lib" / name

@@ -4,7 +4,7 @@ One hipcc invocation per library compiles every translation unit for every targe
 each), so each TU's bundle carries the same target list. Output bytes depend only on the sources, the
 targets and the toolchain: inputs and targets are sorted, source and output directories are mapped away
 (``-ffile-prefix-map``), the build ID is a content hash, and ``SOURCE_DATE_EPOCH`` is pinned.
-``check_coverage`` then proves with the audit that every bundle carries exactly the requested targets.
+``cairn.audit.check.check_coverage`` then proves with the audit that every bundle carries exactly the requested targets.
 """
 
 from __future__ import annotations
@@ -17,9 +17,7 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import IO
 
-from cairn.audit import audit_file, audit_paths
-from cairn.audit.model import FATBIN
-from cairn.errors import CheckFailed, InputError
+from cairn.errors import InputError
 from cairn.execute.compiler_cache import CompilerCache
 from cairn.execute.compiler_cache import start_lines as cache_start_lines
 from cairn.execute.compiler_cache import stats_lines as cache_stats_lines
@@ -159,23 +157,3 @@ def _check_targets(targets: Sequence[str]) -> None:
         except ValueError as exc:
             what, _, fix = str(exc).partition(" — ")
             raise InputError("targets", what, fix) from None
-
-
-def check_coverage(lib: Path, targets: Iterable[str]) -> None:
-    """Gate: ``lib`` must carry code for exactly ``targets`` in every bundle — no target missing, none extra.
-
-    Raises CheckFailed (exit 1) with the audit's own words; returns None when the library passes.
-    """
-    wanted = tuple(sorted(set(targets)))
-    audit = audit_file(lib)
-    if audit.kind != FATBIN or not audit.bundles:
-        raise CheckFailed(f"{lib}: no HIP device code (.hip_fatbin) — expected {', '.join(wanted)}")
-    if audit.mismatches:
-        raise CheckFailed(f"{lib}: {audit.mismatches[0]}")
-    report = audit_paths([lib])
-    problems = [c.message() for c in (report.coverage(t) for t in wanted) if not c.covered]
-    extra = sorted(set(audit.targets) - set(wanted))
-    if extra:
-        problems.append(f"{lib} carries targets outside the requested set: {', '.join(extra)}")
-    if problems:
-        raise CheckFailed("; ".join(problems))

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import IO, Any
 
 from cairn import proc
+from cairn.audit.check import check_coverage
 from cairn.errors import CairnError
 from cairn.execute.compiler_cache import CompilerCache
 from cairn.plan.graph import Action
@@ -131,7 +132,7 @@ def run_hip(ctx: ActionContext) -> None:
         if device_libs is None:
             raise CairnError(f"{ctx.action.id}: no amdgcn/bitcode among its dependencies — depend on the device-libs component")
         hip.compile_hip(sources, targets, library, device_lib_path=device_libs, log=ctx.log, include_dirs=(sources_tree,))
-    hip.check_coverage(library, targets)
+    check_coverage(library, targets)
     for header in sorted(sources_tree.glob("*.h")):
         (ctx.out / "include").mkdir(exist_ok=True)
         shutil.copy2(header, ctx.out / "include" / header.name)

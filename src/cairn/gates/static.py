@@ -11,20 +11,16 @@ from __future__ import annotations
 
 import posixpath
 import re
-from collections.abc import Iterable
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 from cairn.audit import AuditReport
-from cairn.audit.imagefs import ImageFS, image_env
+from cairn.audit.imagefs import ImageFS, image_env, unresolved_needed
 from cairn.audit.layers import image_scans
 from cairn.audit.sources import image_audits
 from cairn.formats.oci import read_image
 from cairn.model.targets import load_registry
-
-DEFAULT_DIRS = ("/lib/x86_64-linux-gnu", "/usr/lib/x86_64-linux-gnu", "/lib64", "/lib", "/usr/lib")
-
 
 LIBRARIES_ROOT = "_rocm_sdk_libraries/"
 
@@ -50,46 +46,6 @@ def coverage_check(report: AuditReport, target: str, partial: tuple[str, ...] = 
     covered = coverage.binaries - len(known)
     return True, (f"{target}: covered by {covered} of {coverage.binaries} binaries; partial — the release's "
                   f"{', '.join(names)} {'was' if len(names) == 1 else 'were'} built without {target} code"), evidence
-
-
-def _ld_conf_dirs(fs: ImageFS) -> list[str]:
-    dirs: list[str] = []
-    for path in sorted(fs.texts):
-        for line in fs.texts[path].splitlines():
-            line = line.split("#", 1)[0].strip()
-            if line.startswith("/"):
-                dirs.append(line)
-    return dirs
-
-
-def unresolved(fs: ImageFS, env: dict[str, str], paths: Iterable[str] | None = None) -> list[tuple[str, str]]:
-    """(ELF path, DT_NEEDED) for each library no search path of the image provides — of every ELF file, or of
-    ``paths`` only (the files a framework's wheels add, checked before its image is built)."""
-    env_dirs = [d for d in env.get("LD_LIBRARY_PATH", "").split(":") if d]
-    system = [*_ld_conf_dirs(fs), *DEFAULT_DIRS]
-    elves = fs.elf_files()
-    wanted = sorted(elves) if paths is None else sorted(p for p in set(paths) if p in elves)
-    problems = []
-    for path in wanted:
-        info = elves[path]
-        origin = posixpath.dirname(path)
-        runpath = [d.replace("$ORIGIN", origin).replace("${ORIGIN}", origin) for d in info.runpath if d]
-        for lib in info.needed:
-            if "/" in lib:
-                found = fs.exists(lib)
-            else:
-                found = any(fs.exists(posixpath.join(d, lib)) for d in (*runpath, *env_dirs, *system))
-                # auditwheel's vendored libraries (scipy.libs/libgfortran-….so needs libquadmath-….so beside it,
-                # with no RUNPATH): the extension that links them loads both, and ld.so matches the soname
-                found = found or (origin.endswith(".libs") and fs.exists(posixpath.join(origin, lib)))
-            if not found:
-                problems.append((path, lib))
-    return problems
-
-
-def unresolved_needed(fs: ImageFS, env: dict[str, str]) -> list[str]:
-    """``path needs lib: not found`` for each DT_NEEDED no search path of the image provides."""
-    return [f"{path} needs {lib}: not found in the image" for path, lib in unresolved(fs, env)]
 
 
 _ROCM_LOCAL = re.compile(r"rocm[._]?(\d+)[._](\d+)(?:[._](\d+))?")

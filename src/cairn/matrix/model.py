@@ -19,10 +19,10 @@ from typing import Any
 
 from packaging.version import InvalidVersion, Version
 
-from cairn import io
 from cairn.errors import InputError, UrlError
 from cairn.model import json_reader
 from cairn.model.reader import Field, Table
+from cairn.remote.url import read_url
 
 SCHEMA_ID = "cairn.matrix/v1"
 GATE_STATUSES = ("passed", "failed", "not-run")
@@ -224,7 +224,7 @@ def load_matrix(path_or_url: str | Path) -> Matrix:
 
 def _read(where: str) -> str:
     try:
-        return io.read_url(where, timeout=30).decode()
+        return read_url(where, timeout=30).decode()
     except UrlError as exc:
         raise InputError(where, f"cannot read the matrix ({exc.detail})", "check the path or URL") from None
 

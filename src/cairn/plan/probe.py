@@ -120,11 +120,11 @@ def suite_versions(suite_pins: Iterable[tuple[str, str]]) -> dict[str, dict[str,
 
 def mirrored(store: Path | None, wanted: Iterable[str]) -> frozenset[str]:
     """Which of the ``wanted`` sha256s a source mirror holds: the store's own, then ``$CAIRN_SOURCE_MIRROR``."""
-    from cairn import io
+    from cairn.remote.url import exists
     from cairn.sources.fetch import mirror_key, source_mirrors
 
     bases = source_mirrors(store)
-    return frozenset(d for d in set(wanted) if any(io.exists(f"{b.rstrip('/')}/{mirror_key(d)}") for b in bases))
+    return frozenset(d for d in set(wanted) if any(exists(f"{b.rstrip('/')}/{mirror_key(d)}") for b in bases))
 
 
 def probe_host(urls: Iterable[str] = (), deb_packages: Iterable[str] = (), suite_pins: Iterable[tuple[str, str]] = (),

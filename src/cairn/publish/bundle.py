@@ -38,27 +38,12 @@ from cairn.matrix.model import (
 from cairn.model import json_reader
 from cairn.model.reader import Field, Table
 from cairn.names import inside, safe_name, safe_relpath
+from cairn.sign.facts import BuildFacts
 
 SCHEMA = "cairn.bundle/v1"
 KINDS = ("wheel", "metadata", "dockerfile", "source", "other")
 INDEXES = ("family", "target")  # or none: every index of its cells
 _RANK = {"passed": 0, "not-run": 1, "failed": 2}
-
-
-@dataclass(frozen=True)
-class BuildFacts:
-    """What every provenance statement of one release records about how it was built (``cairn.sign.provenance``).
-    Here, with the bundle that carries them, so that reading a bundle loads no signing library."""
-
-    release: str
-    version: str
-    manifest_sha256: str
-    source_date_epoch: int
-    builder_id: str = "https://cairn.invalid/builder/local"
-    pins: tuple[tuple[str, str], ...] = ()  # component -> source identity (pin)
-    git_commit: str = ""
-    invocation: str = ""
-    extra: tuple[tuple[str, str], ...] = field(default=())
 
 
 @dataclass(frozen=True)

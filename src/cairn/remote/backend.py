@@ -27,8 +27,9 @@ from urllib.parse import quote, urlparse
 from xml.sax.saxutils import escape
 
 from cairn.errors import CairnError
-from cairn.io import TEMP_PREFIX, atomic_write, check_url_place, link_or_copy
+from cairn.io import TEMP_PREFIX, atomic_write, link_or_copy
 from cairn.names import BUCKET_NAME, relpath_problem
+from cairn.remote.places import check_url_place
 from cairn.remote.s3http import ConnectionFailed, Response, S3Error, xml_text
 
 IMMUTABLE_CACHE = "public, max-age=31536000, immutable"

@@ -12,9 +12,9 @@ import os
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from cairn import io
 from cairn.errors import UrlError
 from cairn.io import atomic_write
+from cairn.remote.url import read_status
 
 SCHEMA = "cairn.services/v1"
 
@@ -101,7 +101,7 @@ def engine_ready(socket_path: Path, timeout: float = 2.0) -> bool:
 def registry_ready(address: str, timeout: float = 2.0) -> bool:
     """The registry answers ``GET /v2/`` (the distribution API's version check)."""
     try:
-        return io.read_status(f"http://{address}/v2/", timeout)[1] == 200
+        return read_status(f"http://{address}/v2/", timeout)[1] == 200
     except UrlError:
         return False
 

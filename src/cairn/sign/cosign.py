@@ -76,7 +76,7 @@ def payload(image: ImageName) -> bytes:
 class Registry:
     """The handful of OCI distribution API calls signing needs; loopback registries speak plain HTTP.
 
-    Its own urllib requests, not ``cairn.io``: this is a protocol client (POST/PUT uploads, Accept and
+    Its own urllib requests, not ``cairn.remote.url``: this is a protocol client (POST/PUT uploads, Accept and
     Content-Type headers, the status and headers of every answer, an error body that is data), not a reader of
     a URL's bytes."""
 

@@ -11,15 +11,13 @@ from __future__ import annotations
 import base64
 import json
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from securesystemslib import dsse
 from securesystemslib.signer import Key, Signer
 
 from cairn import __version__
-
-if TYPE_CHECKING:
-    from cairn.publish.bundle import BuildFacts
+from cairn.sign.facts import BuildFacts
 
 PAYLOAD_TYPE = "application/vnd.in-toto+json"
 STATEMENT_TYPE = "https://in-toto.io/Statement/v1"

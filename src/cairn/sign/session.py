@@ -11,18 +11,16 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Iterable
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from tuf.api.metadata import Metadata, Root, TargetFile
 from tuf.api.serialization.json import JSONSerializer
 
 from cairn.errors import CairnError
 from cairn.sign import provenance
+from cairn.sign.facts import BuildFacts
 from cairn.sign.keys import KeySet
 from cairn.sign.tuf import RepoState, SignedMetadata, needs_signing, sign_state
-
-if TYPE_CHECKING:
-    from cairn.publish.bundle import BuildFacts
 
 PEM = "application/x-pem-file"
 JSON = "application/json"

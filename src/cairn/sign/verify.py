@@ -24,21 +24,22 @@ from tuf.api import exceptions as tuf_errors
 from tuf.api.serialization import DeserializationError
 from tuf.ngclient import FetcherInterface, Updater
 
-from cairn import io
 from cairn.errors import CairnError, CheckFailed, UrlError
 from cairn.names import hashed_name, relpath_problem
+from cairn.remote.places import check_url_place
+from cairn.remote.url import read_status, read_url
 from cairn.sign.provenance import verify_attestation
 
 
 class AnyFetcher(FetcherInterface):
     """``file://``, ``http(s)://`` (anonymous, as pip reads the index) and ``s3://bucket/prefix`` (signed requests
     with the environment's AWS credentials, endpoint by the one S3 rule) for the TUF client, all read by
-    ``cairn.io``. A status that said no becomes TUF's DownloadHTTPError, which its client expects for a missing
+    ``cairn.remote.url``. A status that said no becomes TUF's DownloadHTTPError, which its client expects for a missing
     role file; nothing answering is the UrlError line, which TUF reports as a DownloadError."""
 
     def _fetch(self, url: str) -> Iterator[bytes]:
         try:
-            return iter([io.read_url(url, timeout=30)])  # user-given repository URL
+            return iter([read_url(url, timeout=30)])  # user-given repository URL
         except UrlError as exc:
             if exc.status is None:
                 raise
@@ -55,7 +56,7 @@ def fetch(url: str) -> bytes | None:
 
 def fetch_status(url: str) -> tuple[bytes | None, int]:
     """The bytes at ``url`` and 200, or None and the HTTP status that said no (404 missing, 403 not readable)."""
-    return io.read_status(url, timeout=30)
+    return read_status(url, timeout=30)
 
 
 @dataclass
@@ -77,7 +78,7 @@ def repository_url(url: str) -> str:
     """The repository's base URL with one trailing slash; a plain path becomes a ``file://`` URL."""
     if "://" not in url:
         url = Path(url).absolute().as_uri()
-    io.check_url_place(url)
+    check_url_place(url)
     return url.rstrip("/") + "/"
 
 

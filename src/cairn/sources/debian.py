@@ -28,7 +28,8 @@ from pathlib import Path
 
 from cairn import proc
 from cairn.errors import CairnError
-from cairn.io import atomic_write, cache_dir, read_url
+from cairn.io import atomic_write, cache_dir
+from cairn.remote.url import read_url
 
 KEYRING = Path("/usr/share/keyrings/debian-archive-keyring.gpg")
 _FIELD = re.compile(r"^([A-Za-z0-9-]+): ?(.*)$")

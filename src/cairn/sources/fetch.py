@@ -16,11 +16,12 @@ from pathlib import Path, PurePosixPath
 from typing import IO, Any
 from urllib.parse import urlparse
 
-from cairn import io, proc
+from cairn import proc
 from cairn.digest import file_sha256
 from cairn.errors import CairnError, PinMismatch, UrlError
 from cairn.io import link_or_copy
 from cairn.paths import repo_root
+from cairn.remote.url import download, exists
 from cairn.sources.pypi import download_pinned
 
 Fetcher = Callable[[Mapping[str, Any], Path, IO[str]], None]
@@ -53,10 +54,10 @@ def mirror_key(sha256: str) -> str:
 def _from_mirrors(sha256: str, dest: Path, log: IO[str], store_mirror: Path | None) -> bool:
     for base in source_mirrors(store_mirror):
         url = f"{base.rstrip('/')}/{mirror_key(sha256)}"
-        if not io.exists(url):
+        if not exists(url):
             continue
         try:
-            io.download(url, dest)
+            download(url, dest)
             _verify(dest, "sha256", sha256, url)
         except CairnError as exc:
             log.write(f"mirror {url} unusable: {exc}\n")
@@ -89,7 +90,7 @@ def fetch_deb_from_suite(source: Mapping[str, Any], out: Path, log: IO[str], sto
                              f"{suite} now offers {offered} — run: cairn pins refresh MANIFEST")
         url = debian.pool_url(entry)
         log.write(f"+ download {url}\n")
-        io.download(url, dest)
+        download(url, dest)
         _verify(dest, "sha256", sha256, f"{package}={version}")
     if store_mirror:
         keep_in_mirror(dest, sha256, store_mirror)
@@ -138,7 +139,7 @@ def fetch_archive(source: Mapping[str, Any], out: Path, log: IO[str]) -> None:
     unverified = out / f".{name}.unverified"
     log.write(f"+ download {url}\n")
     try:
-        io.download(url, unverified, timeout=60)
+        download(url, unverified, timeout=60)
     except UrlError as exc:  # the transport's own words, as this line always gave them
         raise CairnError(f"cannot download {url}: {exc.detail}") from None
     algorithm = "sha256" if "sha256" in source else "sha512"

@@ -30,6 +30,7 @@ from pathlib import Path, PurePosixPath
 from typing import IO, Any
 
 from cairn import proc
+from cairn.audit.check import check_coverage
 from cairn.errors import CairnError
 from cairn.wheels import elf
 from cairn.wheels.sdk import LIBRARIES, ROOTS, scratch_dir, write_report
@@ -134,7 +135,6 @@ def stage_libraries(lib_dir: Path, scratch: Path, rpath: str, log: IO[str]) -> l
 
 def run_engine_wheel(ctx: Any) -> None:
     """``package:<project>@<family>``: the sdist's Python package + the family's built libraries, audited."""
-    from cairn.execute.hip import check_coverage
 
     inputs = ctx.action.inputs
     built = ctx.deps[inputs["build"]]

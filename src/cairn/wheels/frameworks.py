@@ -173,7 +173,7 @@ def run_hip_extension(ctx: Any) -> None:
 def _gate(library: Path, targets: tuple[str, ...]) -> None:
     """The device-code stage's coverage check when it exists, else the audit API directly."""
     try:
-        from cairn.execute.hip import check_coverage
+        from cairn.audit.check import check_coverage
     except ImportError:
         pass
     else:
