@@ -11,12 +11,12 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass
 
 from cairn.names import hashed_name
 from cairn.publish import fastpath
-from cairn.publish.backend import COPY_MAX, AccessState, Backend, Listed
+from cairn.publish.backend import COPY_MAX, MULTIPART_THRESHOLD, AccessState, Backend, Listed
 from cairn.publish.objects import JSON, Obj
 from cairn.publish.progress import Advance, Meter
 
@@ -25,6 +25,10 @@ THREADS = 16
 # release's biggest wheels would otherwise hand 16 of them to the server together — moto, which reads each
 # request body whole, was killed for memory at 13.7 GB on the default release.
 IN_FLIGHT = 2 << 30
+# At most this many multipart uploads at once: each holds up to ``backend.PART_THREADS`` parts in memory, so the
+# publisher's memory is bounded by part size x part threads x this (plus 16 writers' 1 MiB send blocks), whatever
+# the release and ``CAIRN_MULTIPART_THRESHOLD`` (the byte budget alone let 5 objects of 80 MiB go as 5 at once).
+MULTIPART_AT_ONCE = 2
 # From this size the content-addressed copy is a server-side copy of the plain name, not a second upload. Below
 # it a CopyObject costs the server about as much as a small PUT (a request's fixed cost dominates) and would
 # wait for the first upload to finish.
@@ -157,7 +161,8 @@ class Writer:
         """Write in order; returns how many keys were written and how many already held these bytes."""
         written = 0
         for w in writes:
-            with _IN_FLIGHT.hold(w.obj.size):
+            parts = _MULTIPART if _sent(w) >= MULTIPART_THRESHOLD else nullcontext()
+            with _IN_FLIGHT.hold(w.obj.size), parts:
                 written += self._write(w)
             advance(_sent(w))
             self.confirmed[w.key] = w.obj.sha256  # written, or there with these bytes (a different digest raises)
@@ -201,3 +206,4 @@ class _Budget:
 
 
 _IN_FLIGHT = _Budget(IN_FLIGHT)
+_MULTIPART = threading.BoundedSemaphore(MULTIPART_AT_ONCE)
