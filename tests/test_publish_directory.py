@@ -45,6 +45,14 @@ def test_artifacts_are_hard_links_to_the_bundles_files_on_one_file_system(tmp_pa
     again = _publish(bundle, repo, tmp_path / "store", "--json")
     assert again.returncode == 0, again.stderr
     assert {p: p.stat().st_ino for p in repo.rglob("*") if p.is_file()} == before
+    # with the keys now in place the blobs go up early, from their own thread: into the temp sibling as well
+    other = tmp_path / "repo2"
+    proc = _publish(bundle, other, tmp_path / "store")
+    assert proc.returncode == 0, proc.stderr
+    assert "blobs, while the signing libraries load: " in proc.stderr
+    wheel = next((bundle / "files" / "wheels").rglob("*.whl"))
+    assert (other / "packages" / wheel.parent.name / wheel.name).stat().st_ino == wheel.stat().st_ino
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["b", "repo", "repo2", "store"]
 
 
 def test_a_publish_shows_its_progress_when_not_asked_for_json(tmp_path):
@@ -104,7 +112,10 @@ def test_too_little_space_is_one_line_before_anything_is_written(tmp_path, small
 def test_a_disk_that_fills_during_the_publish_leaves_no_partial_tree(tmp_path, small_disk):
     """The check before writing passes (as when another writer fills the disk meanwhile): the file system's own
     ENOSPC, in the middle of the writes, is the same one line, and the temp sibling is gone."""
+    from cairn.sign.keys import ensure_dev_keys
+
     bundle = write_sample_bundle(tmp_path / "b", version="7.4.0", wheels_per_family=2, payload_bytes=1 << 20)
+    ensure_dev_keys(tmp_path / "store" / "keys" / "dev")  # keys in place: the blobs go up early, from their own thread
     repo = small_disk / "repo"
     script = ("import sys; import cairn.publish.directory as d; d.free_space = lambda place: 1 << 40; "
               "from cairn.cli import main; sys.exit(main())")
