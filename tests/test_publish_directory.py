@@ -126,3 +126,32 @@ def test_a_disk_that_fills_during_the_publish_leaves_no_partial_tree(tmp_path, s
     assert line.startswith(f"cairn publish: {repo}: no space left on device (writing ") and "this publish needs about" in line, line
     assert line.endswith("nothing was written"), line
     assert list(small_disk.iterdir()) == []  # neither the repository nor its temp sibling
+
+
+def test_a_full_disk_under_an_existing_repository_leaves_it_serving_its_release(tmp_path, small_disk):
+    """Updated in place, as a bucket is: the new release's blobs stop at the full disk, no temp file of a copy
+    is left, and the repository still verifies with the release it served."""
+    store = tmp_path / "store"
+    repo = small_disk / "repo"
+    first = _publish(write_sample_bundle(tmp_path / "small", version="7.5.0", families=("gfx90a",)), repo, store, "--json")
+    assert first.returncode == 0, first.stderr
+    before = sorted(p.relative_to(repo).as_posix() for p in repo.rglob("*"))
+    bundle = write_sample_bundle(tmp_path / "b", version="7.6.0", wheels_per_family=2, payload_bytes=1 << 20)
+    script = ("import sys; import cairn.publish.directory as d; d.free_space = lambda place: 1 << 40; "
+              "from cairn.cli import main; sys.exit(main())")
+    proc = subprocess.run([sys.executable, "-c", script, "publish", str(bundle), "--to", str(repo), "--dev-keys",
+                           "--store", str(store), "--json"], capture_output=True, text=True)
+    assert proc.returncode == 1, proc.stderr
+    # beside the note on development keys, the error is one line
+    (line,) = [x for x in proc.stderr.strip().splitlines() if not x.startswith("using DEVELOPMENT signing keys")]
+    assert line.startswith(f"cairn publish: {repo}: no space left on device (writing "), line
+    assert line.endswith("the repository still serves what it served before (its timestamp is written last)"), line
+    assert not [p for p in repo.rglob(".tmp-*")], "a temp file of an interrupted copy was left"
+    assert set(before) <= {p.relative_to(repo).as_posix() for p in repo.rglob("*")}
+    # every signed target is intact; only the publish record says a publish is in progress (docs/publishing.md, Faults)
+    from cairn.sign.verify import verify_repository
+
+    verify_repository(str(repo), (store / "keys" / "dev" / "root.json").read_bytes(), tmp_path / "tuf", in_progress=True)
+    verified = subprocess.run([sys.executable, "-m", "cairn.cli", "verify", str(repo), "--root", str(store / "keys" / "dev" / "root.json")],
+                              capture_output=True, text=True)
+    assert verified.stderr.startswith("cairn verify: channels/published.json: ") and "a publish is in progress" in verified.stderr
