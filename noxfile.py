@@ -124,7 +124,7 @@ def install_llama_cpp(session: nox.Session) -> None:
                     env={"CMAKE_ARGS": "-DGGML_NATIVE=OFF -DLLAMA_BUILD_TESTS=OFF"})
 
 
-BENCHMARKS = ["audit", "wheels", "containers", "publish", "split", "llama_gate", "compiler_cache", "release_build", "two_machines", "shards", "gates", "deflate",
+BENCHMARKS = ["audit", "wheels", "containers", "publish", "publish_memory", "split", "llama_gate", "compiler_cache", "release_build", "two_machines", "shards", "gates", "deflate",
               "device_wheels"]
 # two_machines reads the store release_build made and, as a CI runner's disk goes when its job ends, deletes it
 # before machine B starts: the store, the bucket and machine B's store together do not fit a 100 GB disk

@@ -1,6 +1,6 @@
 """Publish benchmark: ``cairn publish`` vs ``aws s3 sync`` of the same tree, to the same moto S3 endpoint.
 
-    python bench/publish_bench.py --out bench/results/publish.json [--store .cairn] [--only release|sample] [--repeat 3] [--sample-repeat 7]
+    python bench/publish_bench.py --out bench/results/publish.json [--store .cairn | --bundle DIR] [--only release|sample] [--repeat 3] [--sample-repeat 7]
 
 Two bundles in one run, each on a moto server of its own that both sides share: the ``bundle:release`` tree of ``--store``'s last
 build (the default release; only read) and the sample bundle (3 families x 4 wheels x 1 MiB). Both sides
@@ -184,6 +184,8 @@ def main() -> int:
     parser.add_argument("--out", type=Path, required=True)
     parser.add_argument("--store", type=Path, default=ROOT / ".cairn")
     parser.add_argument("--only", choices=("release", "sample"), default=None, help="bench one bundle (default: both)")
+    parser.add_argument("--bundle", type=Path, default=None,
+                        help="bench this bundle directory as the release (e.g. publish_memory_bench.py --make-synthetic's)")
     parser.add_argument("--repeat", type=int, default=3, help="runs per side of the release, order alternating; medians reported")
     parser.add_argument("--sample-repeat", type=int, default=7,
                         help="runs per side of the sample (about 2 s each, so one busy second moves a run by half)")
@@ -204,7 +206,8 @@ def main() -> int:
     bundles: dict[str, tuple[Path, str]] = {}
     if args.only in (None, "release"):
         try:  # the store is only read: publishing reads the bundle's files, never writes next to them
-            bundles["release"] = (last_build_bundle(args.store), f"default release, bundle:release of {args.store}")
+            bundles["release"] = (args.bundle, f"bundle {args.bundle}") if args.bundle else \
+                (last_build_bundle(args.store), f"default release, bundle:release of {args.store}")
         except CairnError as exc:
             print(f"no default release bundle ({exc}); benching the sample only", file=sys.stderr)
     if args.only in (None, "sample"):

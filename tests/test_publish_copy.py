@@ -71,6 +71,11 @@ class _Recording(FileBackend):
         self.order.append(key)
         return wrote
 
+    def put_file(self, key, path, **kwargs):  # type: ignore[no-untyped-def, override]
+        wrote = super().put_file(key, path, **kwargs)  # an artifact: linked from the bundle's file
+        self.order.append(key)
+        return wrote
+
 
 def test_pages_are_written_after_what_they_link(keys, tmp_path):  # noqa: F811
     # sixteen projects per family: the family root page is then bigger than a project page, so "largest first"

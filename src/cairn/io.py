@@ -6,6 +6,7 @@ sees half a file. Reading a URL (path, ``file://``, ``http(s)://``, ``s3://``) i
 
 from __future__ import annotations
 
+import errno
 import fcntl
 import os
 import shutil
@@ -74,13 +75,40 @@ def exclusive(lock_file: Path) -> Iterator[None]:
 
 def link_or_copy(source: Path, dest: Path) -> None:
     """``dest`` becomes another name for ``source``'s bytes: a hard link where the filesystem allows one (the
-    store's files are immutable, and a GB deb or wheel is then stored once), else a copy. Made under a temp name
-    and renamed, so a reader or a racing writer only ever sees a complete file."""
+    store's files are immutable, and a GB deb or wheel is then stored once), else a clone or a copy
+    (``clone_or_copy``). Made under a temp name and renamed, so a reader or a racing writer only ever sees a
+    complete file, and a copy that fails (a full disk) leaves nothing behind."""
     dest.parent.mkdir(parents=True, exist_ok=True)
     tmp = dest.with_name(f"{TEMP_PREFIX}{dest.name}.{os.getpid()}.{threading.get_ident()}.link")
     tmp.unlink(missing_ok=True)
     try:
-        os.link(source, tmp)
-    except OSError:
-        shutil.copyfile(source, tmp)
-    os.replace(tmp, dest)
+        try:
+            os.link(source, tmp)
+        except OSError:
+            clone_or_copy(source, tmp)
+        os.replace(tmp, dest)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+
+
+def clone_or_copy(source: Path, dest: Path) -> None:
+    """Copy ``source`` to the new file ``dest`` with ``copy_file_range``, which shares the blocks (a reflink) on
+    a file system that can (btrfs, XFS, bcachefs on one device) and copies in the kernel elsewhere; a plain copy
+    where the call is refused (across file systems on older kernels, or not in this OS)."""
+    try:
+        with open(source, "rb") as src, open(dest, "wb") as out:
+            left = os.fstat(src.fileno()).st_size
+            while left > 0:
+                sent = os.copy_file_range(src.fileno(), out.fileno(), min(left, 1 << 30))
+                if sent == 0:
+                    break
+                left -= sent
+            if left == 0:
+                return
+    except OSError as exc:
+        if exc.errno not in (errno.EXDEV, errno.ENOSYS, errno.EOPNOTSUPP, errno.EINVAL):
+            raise
+    except AttributeError:  # no os.copy_file_range on this OS
+        pass
+    shutil.copyfile(source, dest)

@@ -122,27 +122,32 @@ def run(args: argparse.Namespace) -> int:
         _dev_note(args, keys_dir, False)
         print_report(done, args.json)
         return 0
+    from cairn.publish.directory import publishing_into
     from cairn.publish.look import first_root_of, start_look
+    from cairn.publish.progress import meter_for
     from cairn.remote.backend import open_backend
 
     backend, log = open_backend(to), (lambda _: None) if args.json else print
-    first_root = first_root_of(args.root or keys_dir / "root.json")
-    looked = start_look(backend, first_root, args.public_read, log)  # reads only, while the bundle is read
-    # cairn.sign imports securesystemslib: only once the reads are started
-    from cairn.sign.keyfiles import check_signing_keys
+    # a new directory is written into a temp sibling and renamed at the end (cairn.publish.directory)
+    with meter_for(args.json) as meter, publishing_into(backend, bundle_dir) as place:
+        first_root = first_root_of(args.root or keys_dir / "root.json")
+        looked = start_look(backend, first_root, args.public_read, log)  # reads only, while the bundle is read
+        # cairn.sign imports securesystemslib: only once the reads are started
+        from cairn.sign.keyfiles import check_signing_keys
 
-    if first_root is not None:  # blobs may go up before the keys load: keys that cannot sign stop the run first
-        check_signing_keys(keys_dir)
-    from cairn.publish.bundle import load_bundle
-    from cairn.publish.early import EarlyBlobs
+        if first_root is not None:  # blobs may go up before the keys load: keys that cannot sign stop the run first
+            check_signing_keys(keys_dir)
+        from cairn.publish.bundle import load_bundle
+        from cairn.publish.early import EarlyBlobs
 
-    bundle = load_bundle(bundle_dir)  # a bad bundle is refused before keys are made or anything is written
-    # the blobs go up while the signing libraries load (cairn.publish.early says what is checked first)
-    early = EarlyBlobs(backend, bundle, first_root, args.public_read, log, prefetch, looked)
-    from cairn.publish.publisher import publish
+        bundle = load_bundle(bundle_dir)  # a bad bundle is refused before keys are made or anything is written
+        # the blobs go up while the signing libraries load (cairn.publish.early says what is checked first)
+        early = EarlyBlobs(backend, bundle, first_root, args.public_read, log, prefetch, looked, meter)
+        place.settle = early.writer
+        from cairn.publish.publisher import publish
 
-    keys, root = keys_and_root(args)
-    report = publish(bundle, backend, keys, root, channel=args.channel, stage_only=args.stage_only,
-                     public_read=args.public_read, log=log, early=early)
+        keys, root = keys_and_root(args)
+        report = publish(bundle, backend, keys, root, channel=args.channel, stage_only=args.stage_only,
+                         public_read=args.public_read, log=log, early=early)
     print_report(report.to_dict(), args.json)
     return 0

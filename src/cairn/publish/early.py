@@ -31,6 +31,7 @@ from cairn.publish.blobs import Blob, read_blobs
 from cairn.publish.bundle import Bundle
 from cairn.publish.look import may_write_early, start_look
 from cairn.publish.prefetch import Prefetch
+from cairn.publish.progress import Meter
 from cairn.publish.writer import Log, Writer
 from cairn.remote.backend import Backend
 
@@ -39,12 +40,14 @@ class EarlyBlobs:
     """The blob thread: ``blobs()`` waits for the read and check, ``writer()`` for the writes."""
 
     def __init__(self, backend: Backend, bundle: Bundle, first_root: bytes | None, public_read: bool, log: Log,
-                 prefetch: Prefetch | None = None, looked: Future[Writer] | None = None) -> None:
+                 prefetch: Prefetch | None = None, looked: Future[Writer] | None = None, meter: Meter | None = None) -> None:
         """``prefetch``: the bundle's files as ``cairn publish`` started reading them, before anything else;
-        ``looked``: the reads (``cairn.publish.look``) as ``cairn publish`` started them, before the bundle was read."""
+        ``looked``: the reads (``cairn.publish.look``) as ``cairn publish`` started them, before the bundle was read;
+        ``meter``: the progress display (``cairn.publish.progress``) of the check and of every write."""
         self._first_root, self._public_read = first_root, public_read
+        self._meter = meter or Meter()
         pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="cairn-early-blobs")
-        self._blobs: Future[list[Blob]] = pool.submit(read_blobs, bundle, prefetch)
+        self._blobs: Future[list[Blob]] = pool.submit(self._read, bundle, prefetch)
         # the reads go on while the bundle is checked (on a daemon thread: a bad bundle's error never waits for an
         # unreachable endpoint's retries)
         self._looked = looked or start_look(backend, first_root, public_read, log)
@@ -59,9 +62,15 @@ class EarlyBlobs:
         """The writer once every early write is done (its errors raise here)."""
         return self._writer.result()
 
+    def _read(self, bundle: Bundle, prefetch: Prefetch | None) -> list[Blob]:
+        wanted = [bundle.file(a) for a in bundle.artifacts if a.kind != "metadata"]
+        sizes = sum(p.stat().st_size for p in wanted if p.is_file())  # a missing one is read_blobs's one-line error
+        return read_blobs(bundle, prefetch, self._meter.phase("checking the bundle's files", sizes, len(wanted)))
+
     def _write(self) -> Writer:
         blobs = self._blobs.result()  # a bad bundle: nothing written (its error is the one reported)
         writer = self._looked.result()
+        writer.meter = self._meter
         if not may_write_early(writer, self._first_root):
             return writer
         objs = [obj for blob in blobs for obj in (blob.obj, blob.sidecar) if obj is not None and obj.key not in writer.listing]

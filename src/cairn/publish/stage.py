@@ -31,7 +31,7 @@ def stage_objects(bundle: Bundle, signing: SigningSession, blobs: list[Blob]) ->
     for blob in blobs:
         artifact, obj = blob.artifact, blob.obj
         objs.append(obj)
-        files[obj.key] = {"sha256": artifact.sha256, "size": len(obj.data)}
+        files[obj.key] = {"sha256": artifact.sha256, "size": obj.size}
         if blob.sidecar is not None:  # a wheel
             objs.append(blob.sidecar)
             files[obj.key].update(metadata_sha256=blob.sidecar.sha256, requires_python=_requires_python(blob.sidecar.data))

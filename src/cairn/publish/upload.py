@@ -118,7 +118,7 @@ class Run(Writer):
 
 
 def _target(obj: Obj) -> TargetFile:
-    return known_target(obj.key, len(obj.data), obj.sha256, obj.custom)
+    return known_target(obj.key, obj.size, obj.sha256, obj.custom)
 
 
 def _family_root(key: str) -> bool:

@@ -11,20 +11,25 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass
 from typing import Any
 
 from cairn.names import hashed_name
 from cairn.publish import fastpath
 from cairn.publish.objects import JSON, Obj
-from cairn.remote.backend import COPY_MAX, AccessState, Backend, Listed
+from cairn.publish.progress import Advance, Meter
+from cairn.remote.backend import COPY_MAX, MULTIPART_THRESHOLD, AccessState, Backend, Listed
 
 THREADS = 16
 # At most this many bytes of objects are being written at once (a bigger object goes alone): 16 threads on a
 # release's biggest wheels would otherwise hand 16 of them to the server together — moto, which reads each
 # request body whole, was killed for memory at 13.7 GB on the default release.
 IN_FLIGHT = 2 << 30
+# At most this many multipart uploads at once: each holds up to ``backend.PART_THREADS`` parts in memory, so the
+# publisher's memory is bounded by part size x part threads x this (plus 16 writers' 1 MiB send blocks), whatever
+# the release and ``CAIRN_MULTIPART_THRESHOLD`` (the byte budget alone let 5 objects of 80 MiB go as 5 at once).
+MULTIPART_AT_ONCE = 2
 # From this size the content-addressed copy is a server-side copy of the plain name, not a second upload. Below
 # it a CopyObject costs the server about as much as a small PUT (a request's fixed cost dominates) and would
 # wait for the first upload to finish.
@@ -50,6 +55,7 @@ class Writer:
         """``after``: carry on where another writer of this run stopped (its LIST, what it wrote, its counts)."""
         self.backend, self.log = backend, log
         self.known: dict[str, str] = {}  # target path → sha256 the signed metadata gives it (``Run`` fills it)
+        self.meter: Meter = after.meter if after is not None else Meter()  # what the user sees of the writes
         if after is None:
             self.listing: dict[str, Listed] = backend.list()
             self.confirmed: dict[str, str] = {}  # key → sha256 this run wrote there, or found there by its digest
@@ -82,7 +88,7 @@ class Writer:
     def _holds(self, key: str, obj: Obj) -> bool:
         """``key`` holds ``obj``'s bytes, judged from one LIST and the signed targets (no request per object)."""
         listed = self.listing.get(key)
-        return listed is not None and listed.size == len(obj.data) and self.known.get(obj.key) == obj.sha256
+        return listed is not None and listed.size == obj.size and self.known.get(obj.key) == obj.sha256
 
     def _keys(self, obj: Obj, names: str) -> list[str]:
         """Every key ``obj`` is written to under ``names``: ``"all"``, ``"hashed"`` (only the content-addressed
@@ -96,7 +102,7 @@ class Writer:
         A content-addressed copy of a big object that this task writes under its plain name first is made by the
         server from that name (``source``): its bytes are sent once. A key this run already wrote is done.
         """
-        sha, size = obj.sha256, len(obj.data)
+        sha, size = obj.sha256, obj.size
         writes: list[_Write] = []
         if names != "hashed":
             for key in self._plain_keys(obj):
@@ -145,28 +151,38 @@ class Writer:
         self.skipped += candidates - sum(len(t) for t in tasks)
         if tasks:
             self._mark_in_progress()
-        tasks.sort(key=lambda writes: -len(writes[0].obj.data))
+        tasks.sort(key=lambda writes: -writes[0].obj.size)
+        advance = self.meter.phase(phase, sum(_sent(w) for t in tasks for w in t), sum(len(t) for t in tasks))
         with ThreadPoolExecutor(max_workers=THREADS) as pool:
-            for written, present in pool.map(self._write_all, tasks):
+            for written, present in pool.map(lambda writes: self._write_all(writes, advance), tasks):
                 self.uploaded += written
                 self.skipped += present
         self.log(f"{phase}: {len(objs) + len(extra)} object(s)")
 
-    def _write_all(self, writes: list[_Write]) -> tuple[int, int]:
+    def _write_all(self, writes: list[_Write], advance: Advance) -> tuple[int, int]:
         """Write in order; returns how many keys were written and how many already held these bytes."""
         written = 0
         for w in writes:
-            with _IN_FLIGHT.hold(len(w.obj.data)):
+            parts = _MULTIPART if _sent(w) >= MULTIPART_THRESHOLD else nullcontext()
+            with _IN_FLIGHT.hold(w.obj.size), parts:
                 written += self._write(w)
+            advance(_sent(w))
             self.confirmed[w.key] = w.obj.sha256  # written, or there with these bytes (a different digest raises)
-            self.listing[w.key] = Listed(len(w.obj.data))
+            self.listing[w.key] = Listed(w.obj.size)
         return written, len(writes) - written
 
     def _write(self, w: _Write) -> bool:
         obj = w.obj
         if w.source:
             return self.backend.copy(w.source, w.key, content_type=obj.content_type, immutable=w.immutable, sha256=obj.sha256)
+        if obj.path is not None:  # an artifact: streamed from its file, never read into memory whole
+            return self.backend.put_file(w.key, obj.path, content_type=obj.content_type, immutable=w.immutable, sha256=obj.sha256)
         return self.backend.put(w.key, obj.data, content_type=obj.content_type, immutable=w.immutable, sha256=obj.sha256)
+
+
+def _sent(w: _Write) -> int:
+    """The bytes a write sends (a server-side copy sends none)."""
+    return 0 if w.source else w.obj.size
 
 
 class _Budget:
@@ -192,3 +208,4 @@ class _Budget:
 
 
 _IN_FLIGHT = _Budget(IN_FLIGHT)
+_MULTIPART = threading.BoundedSemaphore(MULTIPART_AT_ONCE)

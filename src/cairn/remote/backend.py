@@ -15,6 +15,7 @@ from __future__ import annotations
 import base64
 import builtins
 import contextlib
+import errno
 import hashlib
 import os
 import time
@@ -26,6 +27,7 @@ from typing import Any, BinaryIO, Protocol
 from urllib.parse import quote, urlparse
 from xml.sax.saxutils import escape
 
+from cairn.digest import file_sha256
 from cairn.errors import CairnError
 from cairn.io import TEMP_PREFIX, atomic_write, link_or_copy
 from cairn.names import BUCKET_NAME, relpath_problem
@@ -89,6 +91,8 @@ class Backend(Protocol):
 
     def put(self, key: str, data: bytes, *, content_type: str, immutable: bool, sha256: str = "") -> bool: ...
 
+    def put_file(self, key: str, path: Path, *, content_type: str, immutable: bool, sha256: str) -> bool: ...
+
     def copy(self, source: str, key: str, *, content_type: str, immutable: bool, sha256: str) -> bool: ...
 
     def delete(self, key: str) -> None: ...
@@ -145,14 +149,39 @@ def open_backend(url: str) -> Backend:
 
 
 # -- local directory ----------------------------------------------------------------------------------------
+class NoSpace(CairnError):
+    """The file system of a directory repository is full: one line naming the place and the space needed."""
+
+    exit_code = 1
+
+
+def human_bytes(n: int) -> str:
+    """``n`` bytes for a person: 1.2 GB, 340.0 MB, 12 KB (decimal units, as ``df -H`` prints them)."""
+    for unit, size in (("GB", 10**9), ("MB", 10**6), ("KB", 10**3)):
+        if n >= size:
+            return f"{n / size:.1f} {unit}"
+    return f"{n} B"
+
+
 @dataclass
 class FileBackend:
+    """A directory with the bucket's layout. An artifact (``put_file``) becomes a hard link to its file where
+    the file system allows one — the bundle's files are the store's, which are never modified in place (a tree
+    is written elsewhere and renamed in whole; ``cairn.store.local``), and nothing here writes into a file
+    either: every write is a new file renamed over the name (``atomic_write``) — else a copy-on-write clone or a
+    copy. ``shown``: the directory the user named, when this writes into a temp sibling of it first
+    (``cairn.publish.directory``); ``needed``: what the whole publish needs there, for the error when the disk
+    fills."""
+
     root: Path
     counters: Counters = field(default_factory=Counters)
+    shown: Path | None = None
+    needed: int = 0
+    fresh: bool = False  # writing a new repository into a temp sibling: a failure leaves nothing behind
 
     @property
     def url(self) -> str:
-        return self.root.absolute().as_uri()
+        return (self.shown or self.root).absolute().as_uri()
 
     def _path(self, key: str) -> Path:
         """The file of ``key``; a key that would leave the root (``..``, absolute, ``//``) is refused outright."""
@@ -160,6 +189,26 @@ class FileBackend:
         if problem:
             raise CairnError(f"refusing object key {key!r} under {self.root}: it {problem} — a repository key is a relative path of plain names")
         return self.root / (key + "index.html" if key.endswith("/") else key)
+
+    @contextlib.contextmanager
+    def _writing(self, key: str) -> Any:
+        """A full disk (or quota) while writing ``key`` is one line: where, and how much the publish needs."""
+        try:
+            yield
+        except OSError as exc:
+            if exc.errno not in (errno.ENOSPC, errno.EDQUOT):
+                raise
+            raise self.no_space(f"writing {key}") from None
+
+    def no_space(self, doing: str) -> NoSpace:
+        """The one-line error for a full file system under this repository (``doing``: what was being written)."""
+        place = self.shown or self.root
+        probe = next((p for p in (self.root, *self.root.parents) if p.exists()), Path("/"))
+        free = os.statvfs(probe).f_bavail * os.statvfs(probe).f_frsize
+        need = f"this publish needs about {human_bytes(self.needed)} there, {human_bytes(free)} is free" if self.needed else \
+            f"{human_bytes(free)} is free"
+        after = "nothing was written" if self.fresh else "the repository still serves what it served before (its timestamp is written last)"
+        return NoSpace(f"{place}: no space left on device ({doing}) — {need}; free space there or publish to another place; {after}")
 
     def list(self, prefix: str = "") -> dict[str, Listed]:
         self.counters.lists += 1
@@ -184,21 +233,39 @@ class FileBackend:
 
     def head_sha256(self, key: str) -> str | None:
         self.counters.heads += 1
-        data = self.get(key)
-        return None if data is None else sha256_hex(data)
+        try:
+            return file_sha256(self._path(key))  # streamed: a GB wheel is never read into memory whole
+        except (FileNotFoundError, IsADirectoryError, NotADirectoryError):
+            return None
 
     def put(self, key: str, data: bytes, *, content_type: str, immutable: bool, sha256: str = "") -> bool:
         path = self._path(key)
         if key.endswith("/") and path.exists() and path.read_bytes() == data:
             return False  # a directory alias of index.html: the same file on disk
         if path.exists():
-            same = sha256_hex(path.read_bytes()) == (sha256 or sha256_hex(data))
+            same = file_sha256(path) == (sha256 or sha256_hex(data))
             if same:
                 self.counters.skipped += 1
                 return False
             if immutable:
                 raise RefusedOverwrite(f"{key} already exists with different bytes — a published version is never replaced; bump the version")
-        atomic_write(path, data)
+        with self._writing(key):
+            atomic_write(path, data)
+        self.counters.puts += 1
+        return True
+
+    def put_file(self, key: str, path: Path, *, content_type: str, immutable: bool, sha256: str) -> bool:
+        """``key`` becomes ``path``'s bytes (``sha256``, checked by the caller): a hard link to it where the file
+        system allows, else a clone or a copy (``link_or_copy``), made under a temp name and renamed."""
+        dest = self._path(key)
+        if dest.exists():
+            if file_sha256(dest) == sha256:
+                self.counters.skipped += 1
+                return False
+            if immutable:
+                raise RefusedOverwrite(f"{key} already exists with different bytes — a published version is never replaced; bump the version")
+        with self._writing(key):
+            link_or_copy(path, dest)
         self.counters.puts += 1
         return True
 
@@ -207,12 +274,13 @@ class FileBackend:
         immutable objects, the consistent-snapshot twin of a GB wheel or deb), else a copy of the bytes."""
         path, origin = self._path(key), self._path(source)
         if path.exists() or not immutable:
-            wrote = self.put(key, origin.read_bytes(), content_type=content_type, immutable=immutable, sha256=sha256)
+            wrote = self.put_file(key, origin, content_type=content_type, immutable=immutable, sha256=sha256)
             if wrote:
                 self.counters.puts -= 1
                 self.counters.copies += 1
             return wrote
-        link_or_copy(origin, path)
+        with self._writing(key):
+            link_or_copy(origin, path)
         self.counters.copies += 1
         return True
 
