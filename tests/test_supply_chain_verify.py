@@ -58,10 +58,12 @@ def ok(proc: subprocess.CompletedProcess[str]) -> subprocess.CompletedProcess[st
 
 
 def refused(proc: subprocess.CompletedProcess[str], *named: str) -> str:
-    """The run failed closed: nonzero exit, one line on stderr naming every one of ``named``, no traceback."""
-    line = proc.stderr.strip()
+    """The run failed closed: nonzero exit, one error line on stderr naming every one of ``named``, no traceback
+    (a publish's progress lines — "checking the bundle's files: …" — may come before it)."""
+    errors = [line for line in proc.stderr.splitlines() if line.startswith("cairn ")]
     assert proc.returncode != 0, f"the attack went through: {proc.stdout}"
-    assert "Traceback" not in proc.stderr and len(line.splitlines()) == 1, proc.stderr
+    assert "Traceback" not in proc.stderr and len(errors) == 1, proc.stderr
+    line = errors[0]
     for name in named:
         assert name in line, line
     return line
