@@ -16,6 +16,7 @@ from packaging.version import Version
 
 from cairn.errors import CairnError
 from cairn.model.image_recipes import ImageRecipe
+from cairn.model.wheel_recipes import known_recipes, load_recipe
 from cairn.plan.context import StageContext
 from cairn.plan.graph import Action
 
@@ -38,10 +39,6 @@ def published(context: StageContext, family: str) -> dict[str, Action]:
 
 def _wheels_recipes() -> dict[str, object]:
     """canonical project → wheels recipe (cairn.model.wheel_recipes), for the wheels no action publishes."""
-    try:
-        from cairn.model.wheel_recipes import known_recipes, load_recipe
-    except ImportError:
-        return {}
     found: dict[str, object] = {}
     for name in known_recipes():
         try:

@@ -25,6 +25,7 @@ from packaging.version import InvalidVersion, Version
 from cairn.errors import CairnError, InputError, UrlError
 from cairn.matrix.commands import public_image
 from cairn.remote.url import download, exists
+from cairn.sign.verify import load_pinned_root, verify_file
 
 CHANNEL_RANK = {"stable": 3, "prerelease": 2, "nightly": 1, "dev": 0}
 
@@ -149,10 +150,6 @@ def verify(repository: str, local: Path) -> tuple[bool, str]:
     A tampered matrix is refused (InputError). No pinned root on this machine means "unverified", said
     plainly, because the doctor must still help on a host that never configured trust.
     """
-    try:
-        from cairn.sign.verify import load_pinned_root, verify_file
-    except ImportError:
-        return False, "unverified: this cairn has no `cairn verify`"
     try:
         root = load_pinned_root()
     except CairnError as exc:

@@ -12,7 +12,6 @@ import time
 from collections.abc import Callable
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
-from pathlib import Path
 
 from cairn.errors import CairnError
 from cairn.execute.compiler_cache import CompilerCache
@@ -161,6 +160,3 @@ def _run(action: Action, report: BuildReport, store: Store, compiler_cache: Comp
     store.record(ActionRecord(key=key, action=action.id, output=output, seconds=round(seconds, 3)))
     return Outcome(action.id, "ran", key=key, output=output, seconds=seconds, log=str(log_path))
 
-
-def output_tree(store: Store, report: BuildReport, action_id: str) -> Path:
-    return store.tree(report.output(action_id))

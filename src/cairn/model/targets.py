@@ -13,8 +13,7 @@ from dataclasses import dataclass, field
 from functools import cache
 from pathlib import Path
 
-from cairn.errors import InputError, ManifestError, did_you_mean
-from cairn.model import tomlpos
+from cairn.errors import ManifestError, did_you_mean
 from cairn.model.reader import Field, Reader, Table
 
 FEATURES = ("sramecc", "xnack")
@@ -286,9 +285,3 @@ def _build(reader: Reader) -> Registry:
                 raise ManifestError(doc.where(("target",)), f"target '{name}' has unknown feature '{feature}'", f"use {' or '.join(FEATURES)}")
     return Registry(doc.path, targets, families, generics, processors)
 
-
-def registry_error(where: tomlpos.Location | str, exc: KeyError | ValueError, fix: str = "") -> InputError:
-    """Turn a registry lookup failure into a located input error."""
-    text = exc.args[0] if exc.args else str(exc)
-    what, _, hint = str(text).partition(" — ")
-    return InputError(where, what, fix or hint)

@@ -311,11 +311,6 @@ class S3Backend:
     def url(self) -> str:
         return f"s3://{self.bucket}/{self.prefix}".rstrip("/")
 
-    def http_url(self) -> str:
-        """Path-style URL of the prefix, for HTTP clients (pip, TUF) reading the bucket."""
-        base = (self.endpoint or f"https://{self.bucket}.s3.amazonaws.com").rstrip("/")
-        return f"{base}/{self.bucket}/{self.prefix}" if self.endpoint else f"{base}/{self.prefix}"
-
     def _call(self, what: str, method: str, key: str = "", **kwargs: Any) -> Response:
         """One request; connection-level failures (a server restarting) and 5xx are retried with exponential
         backoff for up to ``CAIRN_S3_RETRY_SECONDS`` (60)."""

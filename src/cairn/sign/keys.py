@@ -30,7 +30,6 @@ from cairn.errors import CairnError
 from cairn.io import atomic_write
 from cairn.sign.keyfiles import FIX, read_key_files
 
-ROOT_KEYS = 3
 ROOT_THRESHOLD = 2
 ED25519_ROLES = ("root-1", "root-2", "root-3", "targets", "online", "provenance")
 ECDSA_ROLES = ("image",)

@@ -8,7 +8,6 @@ artifact and is itself a TUF target, so it is authenticated twice (DSSE key and 
 
 from __future__ import annotations
 
-import base64
 import json
 from datetime import UTC, datetime
 from typing import Any
@@ -85,6 +84,3 @@ def verify_attestation(data: bytes, sha256: str, key: Key) -> dict[str, Any]:
     assert found is not None
     return found
 
-
-def b64(data: bytes) -> str:
-    return base64.b64encode(data).decode()

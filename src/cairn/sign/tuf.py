@@ -41,11 +41,6 @@ class RepoState:
     def target_files(self) -> dict[str, TargetFile]:
         return dict(self.targets.signed.targets) if self.targets else {}
 
-    def sha256_of(self, path: str) -> str | None:
-        tf = self.target_files().get(path)
-        return tf.hashes.get("sha256") if tf else None
-
-
 def read_state(backend: Any) -> RepoState:
     """Follow timestamp → snapshot → targets as the backend serves them, signatures unchecked: for reading only.
     Nothing a publisher signs is built on this — ``cairn.sign.trusted.verified_state`` verifies first."""
