@@ -38,7 +38,7 @@ STAGE_CODE: dict[str, tuple[str, ...]] = {
     "wheels": ("wheels/*.py", "model/wheel_recipes.py", "model/wheel_versions.py"),
     "gates": ("gates/*.py", "audit/imagefs.py", "model/gate_result.py"),
     "linkage": ("containers/linkage.py", "gates/static.py", "audit/imagefs.py", "audit/layers.py"),
-    "layer-scan": ("audit/layers.py", "audit/binary.py", "audit/bundle.py", "audit/model.py", "audit/sources.py"),
+    "layer-scan": ("audit/archives.py", "audit/layers.py", "audit/binary.py", "audit/bundle.py", "audit/model.py", "audit/sources.py"),
     "tiny-model": ("engines/llama/*.py",),
 }
 

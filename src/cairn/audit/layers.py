@@ -34,6 +34,7 @@ from elftools.common.exceptions import ELFError
 from elftools.elf.dynamic import DynamicSection
 from elftools.elf.elffile import ELFFile
 
+from cairn.audit.archives import decompressed, layer_blob, tar_members
 from cairn.audit.bundle import ELF_MAGIC
 from cairn.audit.model import BinaryAudit, audit_from_json
 from cairn.digest import files_digest, stage_code_digest
@@ -121,13 +122,11 @@ def default_auditor() -> Auditor:
 def scan_blob(blob: Path, audit: Auditor) -> LayerScan:
     """Read one layer blob (gzip, xz, bzip2, zstd or plain tar) once, streaming; ELF members are spooled to a
     temporary file one at a time for the ELF reader and the audit."""
-    from cairn.audit.sources import _decompressed, _tar_members
-
     members: list[Member] = []
     with open(blob, "rb") as handle:
         head = handle.read(8)
         handle.seek(0)
-        for info, reader in _tar_members(_decompressed(handle, head), str(blob)):
+        for info, reader in tar_members(decompressed(handle, head), str(blob)):
             if info.isdir():
                 members.append(Member(info.name, "dir"))
             elif info.issym():
@@ -199,8 +198,6 @@ def _kept_scan(path: Path) -> LayerScan | None:
 
 def image_scans(layout: Path, manifest: dict[str, Any], cache: Path | None) -> list[LayerScan]:
     """The scans of an image's layers, bottom first."""
-    from cairn.audit.sources import layer_blob
-
     return [cached_scan(layer_blob(layout, layer.get("digest", "")), layer.get("digest", ""), cache)
             for layer in manifest["layers"]]
 

@@ -19,19 +19,16 @@ from pathlib import Path, PurePosixPath
 from typing import IO, TYPE_CHECKING
 
 if TYPE_CHECKING:
-    import tarfile
 
     from cairn.audit.layers import Auditor, LayerScan
 
+from cairn.audit.archives import COMPRESSED, decompressed, layer_blob, tar_members
 from cairn.audit.binary import is_elf
 from cairn.audit.bundle import ELF_MAGIC
 from cairn.audit.model import BinaryAudit
 from cairn.errors import InputError
 
 AR_MAGIC = b"!<arch>\n"
-_COMPRESSED = {b"\x1f\x8b": "gz", b"\xfd7zXZ": "xz", b"\x28\xb5\x2f\xfd": "zst", b"BZh": "bz2"}
-
-
 def audit_source(path: Path, audit: Auditor, *, explicit: bool = True) -> tuple[list[BinaryAudit], int]:
     """Audits of every ELF file under ``path`` and how many ELF files were looked at.
 
@@ -54,7 +51,7 @@ def audit_source(path: Path, audit: Auditor, *, explicit: bool = True) -> tuple[
         return _deb(path, audit)
     if _is_tar(path, head):
         with open(path, "rb") as handle:
-            return _tar_stream(_decompressed(handle, head), str(path), audit)
+            return _tar_stream(decompressed(handle, head), str(path), audit)
     raise InputError(path, "not an ELF file, wheel, tarball, .deb, directory or OCI image layout",
                      "give a shared library, a .whl, a .tar[.gz|.xz|.zst], a .deb, a directory or an OCI layout")
 
@@ -118,52 +115,17 @@ def _zip(path: Path, audit: Auditor) -> tuple[list[BinaryAudit], int]:
 
 
 def _is_tar(path: Path, head: bytes) -> bool:
-    if any(head.startswith(magic) for magic in _COMPRESSED):
+    if any(head.startswith(magic) for magic in COMPRESSED):
         return True
     with open(path, "rb") as handle:
         handle.seek(257)
         return handle.read(5) == b"ustar"
 
 
-def _decompressed(handle: IO[bytes], head: bytes) -> IO[bytes]:
-    """A streaming reader for a possibly compressed tar, chosen by magic bytes rather than file name."""
-    import bz2
-    import gzip
-    import lzma
-
-    import zstandard
-
-    kind = next((name for magic, name in _COMPRESSED.items() if head.startswith(magic)), None)
-    if kind == "gz":
-        return gzip.GzipFile(fileobj=handle)  # type: ignore[return-value]
-    if kind == "xz":
-        return lzma.LZMAFile(handle)  # type: ignore[return-value]
-    if kind == "bz2":
-        return bz2.BZ2File(handle)  # type: ignore[return-value]
-    if kind == "zst":
-        return zstandard.ZstdDecompressor(max_window_size=1 << 31).stream_reader(handle)  # type: ignore[return-value]
-    return handle
-
-
-def _tar_members(stream: IO[bytes], shown: str) -> Iterator[tuple[tarfile.TarInfo, IO[bytes] | None]]:
-    """Regular members of a tar stream in archive order, with a reader for each (None for others)."""
-    import lzma
-    import tarfile
-
-    import zstandard
-
-    try:
-        with tarfile.open(fileobj=stream, mode="r|") as archive:
-            for member in archive:
-                yield member, archive.extractfile(member) if member.isreg() else None
-    except (tarfile.TarError, OSError, EOFError, lzma.LZMAError, zstandard.ZstdError) as exc:
-        raise InputError(shown, f"cannot read as a tar archive ({exc})") from None
-
-
 def _tar_stream(stream: IO[bytes], shown: str, audit: Auditor) -> tuple[list[BinaryAudit], int]:
     results: list[BinaryAudit] = []
     seen = 0
-    for member, reader in _tar_members(stream, shown):
+    for member, reader in tar_members(stream, shown):
         if reader is None or member.size < 64:
             continue
         head = reader.read(4)
@@ -213,22 +175,11 @@ def _deb(path: Path, audit: Auditor) -> tuple[list[BinaryAudit], int]:
             if name.startswith("data.tar"):
                 window = io.BufferedReader(_Window(handle, start, size), 1 << 20)
                 head = window.peek(8)[:8]
-                return _tar_stream(_decompressed(window, head), str(path), audit)  # type: ignore[arg-type]
+                return _tar_stream(decompressed(window, head), str(path), audit)  # type: ignore[arg-type]
             handle.seek(start + size + (size & 1))
 
 
 # -- OCI image layouts -----------------------------------------------------------------------------------
-def layer_blob(root: Path, digest: str) -> Path:
-    """The blob file of ``digest`` in the OCI layout ``root`` (InputError when malformed or missing)."""
-    algorithm, _, value = digest.partition(":")
-    if not (algorithm.isalnum() and value.isalnum()):  # never let a digest walk out of blobs/
-        raise InputError(root, f"malformed blob digest {digest!r} in the image layout")
-    blob = root / "blobs" / algorithm / value
-    if not blob.is_file():
-        raise InputError(root, f"blob {digest} is missing from the image layout")
-    return blob
-
-
 def _json(path: Path, root: Path) -> dict:
     try:
         return json.loads(path.read_text())
