@@ -35,6 +35,7 @@ from machine import describe
 
 from cairn.audit import audit_paths
 from cairn.model.targets import load_registry
+from cairn.stages import STAGES
 from cairn.wheels.device import build_device_wheel, device_name
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -142,7 +143,7 @@ def fat_wheel(store: Path, trees: dict[str, Path], scratch: Path) -> dict[str, o
     manifest = load_manifest(releases_dir() / "default.toml", registry)
     host = Host(tools=frozenset({"git", "pip", "patchelf", "apt-get", "dpkg-deb", "docker", "mmdebstrap"}))
     family = manifest.release.families[0]
-    action = make_plan(manifest, registry, [family], host=host).by_id()[f"package:rocm-sdk-libraries@{family}"]
+    action = make_plan(manifest, registry, [family], host=host, stages=STAGES).by_id()[f"package:rocm-sdk-libraries@{family}"]
     owned = sdk.expansion_paths(trees[d] for d in action.deps if d.startswith("build:"))
     root = sdk.ROOTS[sdk.LIBRARIES]
     out = scratch / "fat"

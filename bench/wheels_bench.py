@@ -35,25 +35,26 @@ def main() -> int:
     from cairn.model.manifest import load_manifest
     from cairn.model.targets import load_registry
     from cairn.plan.prepare import make_plan
+    from cairn.stages import RUNNERS, chosen
     from cairn.store.local import LocalStore
 
     registry = load_registry()
     # the SDK and the wheels stage only: images, gates and the bundle are the containers and publish benches' part
     plan = make_plan(load_manifest(ROOT / "manifests" / "releases" / "rocm-5.2.3.toml", registry), registry, args.family,
-                     stages=["wheels"])
+                     stages=chosen(["wheels"]))
     store = LocalStore(args.store)
     stage = [a for a in plan.actions if a.kind in STAGE_KINDS and not a.blocked]
     store.lock()
     try:
         started = time.monotonic()
-        first = execute(plan, store, jobs=os.cpu_count() or 2)
+        first = execute(plan, store, runners=RUNNERS, jobs=os.cpu_count() or 2)
         first_seconds = time.monotonic() - started
         for action in stage:
             outcome = first.outcomes[action.id]
             if outcome.key:
                 (store.root / "ac" / f"{outcome.key}.json").unlink(missing_ok=True)
         started = time.monotonic()
-        second = execute(plan, store, jobs=os.cpu_count() or 2)
+        second = execute(plan, store, runners=RUNNERS, jobs=os.cpu_count() or 2)
         rebuild_seconds = time.monotonic() - started
     finally:
         store.unlock()

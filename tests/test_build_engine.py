@@ -23,6 +23,7 @@ from cairn.model.manifest import load_manifest
 from cairn.model.targets import load_registry
 from cairn.plan.planner import plan_release
 from cairn.plan.probe import Host
+from cairn.stages import RUNNERS
 from cairn.store.local import LocalStore
 from conftest import need_tool
 from servers import serve_directory
@@ -89,11 +90,11 @@ build = {{ kind = "copy" }}
 def _build(manifest_path: Path, store_dir: Path):  # type: ignore[no-untyped-def]
     registry = load_registry()
     manifest = load_manifest(manifest_path, registry)
-    plan = plan_release(manifest, registry, HOST, stages=[])  # the SDK graph only: later stages test themselves
+    plan = plan_release(manifest, registry, HOST, stages=())  # the SDK graph only: later stages test themselves
     store = LocalStore(store_dir)
     store.lock()  # as cairn build does: waits for other builds and clears work dirs of killed ones
     try:
-        return plan, execute(plan, store, jobs=2), store
+        return plan, execute(plan, store, runners=RUNNERS, jobs=2), store
     finally:
         store.unlock()
 
@@ -221,5 +222,5 @@ def test_image_builds_run_one_at_a_time_beside_other_work(tmp_path: Path, monkey
     for kind in running:
         monkeypatch.setitem(stages.RUNNERS, kind, runner)
     actions = (*(Action(f"image:{n}", "image-build", {"n": n}) for n in range(3)), Action("package:x", "package", {"n": 9}))
-    report = execute(Plan("m", "0" * 64, actions), LocalStore(tmp_path / "store"), jobs=2)
+    report = execute(Plan("m", "0" * 64, actions), LocalStore(tmp_path / "store"), runners=RUNNERS, jobs=2)
     assert report.ok and peak == {"image-build": 1, "both": 2}

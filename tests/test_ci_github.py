@@ -18,6 +18,7 @@ import pytest
 from cairn.ci.github import DOCKER_ENV, RUNNER_SETUP, UNPACK_KEYS
 from cairn.ci.shards import Shard, shard_plan
 from cairn.plan.graph import Action, Plan
+from cairn.stages import STAGES
 from conftest import need_module
 from servers import archive_release, moto_s3, serve_directory
 
@@ -125,7 +126,7 @@ def _bundle_and_blocked(host) -> tuple[str, set[str]]:
     is blocked."""
     from cairn.plan.prepare import load, make_plan
 
-    plan = make_plan(*load(None), host=host)
+    plan = make_plan(*load(None), host=host, stages=STAGES)
     bundle = plan.by_id()["bundle:release"]
     return bundle.key(dict.fromkeys(bundle.deps, "")), {a.id for a in plan.actions if a.blocked}
 
@@ -186,7 +187,7 @@ def test_needs_form_a_dag_that_holds_every_dependency_of_every_shard(default_rel
     assert all(name not in _closure(needs, name) for name in jobs), "needs: has a cycle"
 
     manifest, registry = load(None)
-    plan = make_plan(manifest, registry)
+    plan = make_plan(manifest, registry, stages=STAGES)
     shard_of = {a: s["name"] for s in report["shards"] for a in s["actions"]}
     assert sorted(shard_of) == sorted(a.id for a in plan.actions)  # every action in exactly one shard
     assert len(shard_of) == sum(len(s["actions"]) for s in report["shards"])
@@ -204,7 +205,7 @@ def test_publish_needs_every_gate_job_and_runs_only_when_they_passed(default_rel
     from cairn.plan.prepare import load, make_plan
 
     workflow, report, _ = default_release
-    gate_ids = {a.id for a in make_plan(*load(None)).actions if a.kind == "gate"}
+    gate_ids = {a.id for a in make_plan(*load(None), stages=STAGES).actions if a.kind == "gate"}
     gates = {s["name"] for s in report["shards"] if set(s["actions"]) & gate_ids}
     assert len(gates) >= 5  # one per family of the default release, at least
     assert {s["name"] for s in report["shards"] if s["gates"]} == gates
@@ -364,7 +365,7 @@ def test_a_key_archive_holding_a_root_key_is_refused_by_the_job_that_unpacks_it(
 def test_timings_size_each_shard_and_its_timeout(tmp_path) -> None:
     from cairn.plan.prepare import load, make_plan
 
-    plan = make_plan(*load(None), ["gfx1151"])
+    plan = make_plan(*load(None), ["gfx1151"], stages=STAGES)
     seconds = {a.id: 60.0 for a in plan.actions}
     report = tmp_path / "last-build.json"
     report.write_text(json.dumps({"actions": {a: {"status": "ran", "seconds": s} for a, s in seconds.items()}}))

@@ -33,6 +33,7 @@ from cairn.gates.static import static_gate
 from cairn.model.image_recipes import load_base
 from cairn.plan.prepare import load, make_plan
 from cairn.services import current, docker_client, services_dir
+from cairn.stages import RUNNERS, STAGES
 from cairn.store.local import LocalStore
 from conftest import LEGACY, need, need_tool
 
@@ -113,7 +114,7 @@ def test_gates_pass_and_gpu_is_not_run(built: Path, capsys: pytest.CaptureFixtur
 
 def test_two_clean_builds_give_identical_digests(built: Path, tmp_path: Path) -> None:
     manifest, registry = load(LEGACY)
-    plan = make_plan(manifest, registry, [FAMILY])
+    plan = make_plan(manifest, registry, [FAMILY], stages=STAGES)
     store = LocalStore(tmp_path / "another" / "place" / "store-b")
     seed(built, store.root)
     wanted = {f"image:runtime@{FAMILY}", f"image:smoke@{FAMILY}"}
@@ -123,7 +124,7 @@ def test_two_clean_builds_give_identical_digests(built: Path, tmp_path: Path) ->
     os.environ["TMPDIR"] = str(other_tmp)
     tempfile.tempdir = None  # re-read TMPDIR
     try:
-        report = execute(plan, store, jobs=2, only=wanted)
+        report = execute(plan, store, runners=RUNNERS, jobs=2, only=wanted)
     finally:
         os.umask(old_umask)
         if old_tmpdir is None:

@@ -6,6 +6,7 @@ from __future__ import annotations
 import pytest
 
 from cairn.plan.prepare import load, make_plan
+from cairn.stages import chosen
 from conftest import LEGACY
 
 STAGES = ["wheels", "images", "gates"]
@@ -14,7 +15,7 @@ STAGES = ["wheels", "images", "gates"]
 @pytest.fixture(scope="module")
 def actions() -> dict:
     manifest, registry = load(LEGACY)
-    return make_plan(manifest, registry, ["gfx90a"], stages=STAGES).by_id()
+    return make_plan(manifest, registry, ["gfx90a"], stages=chosen(STAGES)).by_id()
 
 
 def test_images_install_from_the_family_index(actions: dict) -> None:
@@ -33,14 +34,14 @@ def test_sglang_is_blocked_by_torch_for_rocm(actions: dict) -> None:
 
 def test_without_the_wheels_stage_images_say_what_is_missing() -> None:
     manifest, registry = load(LEGACY)
-    plan = make_plan(manifest, registry, ["gfx90a"], stages=["images"]).by_id()
+    plan = make_plan(manifest, registry, ["gfx90a"], stages=chosen(["images"])).by_id()
     assert plan["image:runtime@gfx90a"].blocked.startswith(
         "needs index:gfx90a: images install the release's wheels from the family index")
 
 
 def test_the_7_2_4_jax_image_is_checked_for_linkage_before_it_is_built() -> None:
     manifest, registry = load("default")
-    plan = make_plan(manifest, registry, ["gfx94X-dcgpu"], stages=STAGES).by_id()
+    plan = make_plan(manifest, registry, ["gfx94X-dcgpu"], stages=chosen(STAGES)).by_id()
     image, link = plan["image:jax@gfx942"], plan["linkage:jax@gfx94X-dcgpu"]
     assert "linkage:jax@gfx94X-dcgpu" in image.deps and image.inputs["linkage"] == link.id
     wheels = ["numpy", "scipy", "ml-dtypes", "opt-einsum", "jaxlib", "jax", "jax-rocm7-pjrt", "jax-rocm7-plugin"]

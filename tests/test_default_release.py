@@ -13,6 +13,7 @@ from cairn.errors import PinMismatch
 from cairn.execute.executor import execute
 from cairn.plan.prepare import load, make_plan
 from cairn.sources.fetch import fetch
+from cairn.stages import RUNNERS
 from cairn.store.local import LocalStore
 from conftest import LEGACY, need, need_tool
 
@@ -51,11 +52,11 @@ def test_default_release_sdk_tree_is_complete_and_rebuilds_to_the_same_bytes(tmp
     for tool, pkg in (("apt-get", "apt"), ("dpkg-deb", "dpkg"), ("hipcc", "hipcc")):
         need_tool(tool, pkg)
     manifest, registry = load(LEGACY)
-    plan = make_plan(manifest, registry, ["gfx90a"], stages=[])  # SDK tree and kernels; wheels and images test themselves
+    plan = make_plan(manifest, registry, ["gfx90a"], stages=())  # SDK tree and kernels; wheels and images test themselves
     blocked = [a.id for a in plan.actions if a.blocked]
     need(not blocked, f"default release blocked here: {blocked}")
     store = LocalStore(tmp_path / "store")
-    first = execute(plan, store, jobs=2)
+    first = execute(plan, store, runners=RUNNERS, jobs=2)
     assert first.ok, {k: o.detail for k, o in first.outcomes.items() if o.status == "failed"}
     sdk = store.tree(first.output("assemble:sdk"))
     for rel in ("bin/hipcc", "bin/rocminfo", "lib/libamdhip64.so.5", "lib/librocsparse.so.0", "include/hip/hip_runtime.h",
@@ -76,7 +77,7 @@ def test_default_release_sdk_tree_is_complete_and_rebuilds_to_the_same_bytes(tmp
     for tree in (store.root / "trees").iterdir():
         if tree.name not in {o.output for k, o in first.outcomes.items() if k.startswith("fetch:")}:
             shutil.rmtree(tree)
-    second = execute(plan, store, jobs=2)
+    second = execute(plan, store, runners=RUNNERS, jobs=2)
     rebuilt = {k for k, o in second.outcomes.items() if o.status == "ran"}
     assert rebuilt == {a.id for a in plan.actions if not a.id.startswith("fetch:")}
     assert {k: o.output for k, o in second.outcomes.items()} == {k: o.output for k, o in first.outcomes.items()}

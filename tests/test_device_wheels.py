@@ -150,12 +150,13 @@ def test_the_default_release_plans_a_device_wheel_per_target_in_its_family_index
     from cairn.model.manifest import load_manifest
     from cairn.plan.prepare import make_plan
     from cairn.plan.probe import Host
+    from cairn.stages import STAGES
 
     registry = load_registry()
     root = Path(__file__).resolve().parents[1]
     host = Host(tools=frozenset({"git", "pip", "patchelf", "apt-get", "dpkg-deb", "docker", "mmdebstrap"}))
     actions = make_plan(load_manifest(root / "manifests" / "releases" / "default.toml", registry), registry,
-                        [], host=host).by_id()
+                        [], host=host, stages=STAGES).by_id()
     for family, targets in (("gfx110X-dgpu", ("gfx1100", "gfx1101", "gfx1102")), ("gfx1151", ("gfx1151",))):
         for target in targets:
             action = actions[f"package:rocm-sdk-device@{target}"]

@@ -25,6 +25,7 @@ from cairn.execute.executor import execute
 from cairn.model.manifest import load_manifest
 from cairn.model.targets import load_registry
 from cairn.plan.prepare import make_plan
+from cairn.stages import RUNNERS, STAGES
 from cairn.store.local import LocalStore
 from conftest import need_tool
 
@@ -46,10 +47,10 @@ def release_manifest(tmp: Path) -> Path:
 
 def build(manifest: Path, store: LocalStore):
     registry = load_registry()
-    plan = make_plan(load_manifest(manifest, registry), registry, [FAMILY])
+    plan = make_plan(load_manifest(manifest, registry), registry, [FAMILY], stages=STAGES)
     store.lock()
     try:
-        report = execute(plan, store, jobs=2, only={f"index:{FAMILY}"})
+        report = execute(plan, store, runners=RUNNERS, jobs=2, only={f"index:{FAMILY}"})
     finally:
         store.unlock()
     failed = {a: o.detail for a, o in report.outcomes.items() if o.status in ("failed", "blocked", "skipped")}

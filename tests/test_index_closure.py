@@ -32,6 +32,7 @@ from cairn.model.targets import load_registry
 from cairn.model.wheel_recipes import load_recipe
 from cairn.plan.prepare import make_plan
 from cairn.plan.probe import Host
+from cairn.stages import STAGES
 from cairn.wheels import closure, sdk
 from cairn.wheels.wheelfile import Member, Metadata, write_wheel
 from conftest import ROOT, need_module
@@ -118,7 +119,7 @@ def test_a_further_python_claims_only_what_its_engine_pulls_in() -> None:
 # -- what the default release plans -------------------------------------------------------------------------
 def _plan(manifest: Path = MANIFEST) -> dict:
     registry = load_registry()
-    return make_plan(load_manifest(manifest, registry), registry, [FAMILY, "gfx1151"], host=HOST).by_id()
+    return make_plan(load_manifest(manifest, registry), registry, [FAMILY, "gfx1151"], host=HOST, stages=STAGES).by_id()
 
 
 def test_the_family_that_builds_llama_cpp_python_mirrors_its_requirements_for_every_claimed_python() -> None:

@@ -17,6 +17,7 @@ from cairn.model.targets import load_registry
 from cairn.model.wheel_recipes import load_recipe
 from cairn.plan.prepare import make_plan
 from cairn.plan.probe import Host
+from cairn.stages import RUNNERS, STAGES
 
 ROOT = Path(__file__).resolve().parents[1]
 MANIFEST = ROOT / "manifests" / "releases" / "default.toml"
@@ -29,7 +30,7 @@ SET = {"jax", "jaxlib", "jax-rocm7-plugin", "jax-rocm7-pjrt"}
 
 def _plan(manifest: Path = MANIFEST, families: tuple[str, ...] = (FAMILY,)) -> dict:
     registry = load_registry()
-    return make_plan(load_manifest(manifest, registry), registry, list(families), host=HOST).by_id()
+    return make_plan(load_manifest(manifest, registry), registry, list(families), host=HOST, stages=STAGES).by_id()
 
 
 def _py314_files() -> list:
@@ -99,11 +100,11 @@ def test_the_mirrored_plugin_is_unchanged_and_audited_for_its_generic_targets(tm
     from cairn.store.local import LocalStore
 
     registry = load_registry()
-    plan = make_plan(load_manifest(MANIFEST, registry), registry, [FAMILY])
+    plan = make_plan(load_manifest(MANIFEST, registry), registry, [FAMILY], stages=STAGES)
     store = LocalStore(tmp_path / "store")
     store.lock()
     try:
-        report = execute(plan, store, jobs=1, only={f"mirror:{PLUGIN}", f"mirror:{JAX}"})
+        report = execute(plan, store, runners=RUNNERS, jobs=1, only={f"mirror:{PLUGIN}", f"mirror:{JAX}"})
     finally:
         store.unlock()
     outcome = report.outcomes[f"mirror:{PLUGIN}"]

@@ -21,6 +21,7 @@ from cairn.model.manifest import load_manifest
 from cairn.model.targets import load_registry
 from cairn.plan.planner import plan_release
 from cairn.plan.probe import Host
+from cairn.stages import STAGES
 from cairn.wheels import elf
 from cairn.wheels.engine import link_name, sdist_package, stage_libraries
 from conftest import ROOT, need_tool
@@ -32,7 +33,7 @@ HOST = Host(tools=frozenset({"mmdebstrap", "git", "pip", "patchelf"}), docker_ho
 
 def _plan(manifest: Path = MANIFEST) -> dict:
     registry = load_registry()
-    return plan_release(load_manifest(manifest, registry), registry, HOST).by_id()
+    return plan_release(load_manifest(manifest, registry), registry, HOST, stages=STAGES).by_id()
 
 
 def _every_family(tmp_path: Path) -> Path:
@@ -45,7 +46,7 @@ def _every_family(tmp_path: Path) -> Path:
 
 def test_the_default_release_builds_llama_cpp_for_the_family_its_budget_holds_and_says_so_for_the_rest() -> None:
     registry = load_registry()
-    plan = plan_release(load_manifest(MANIFEST, registry), registry, HOST)
+    plan = plan_release(load_manifest(MANIFEST, registry), registry, HOST, stages=STAGES)
     built = sorted(a.id for a in plan.actions if a.id.startswith("build:llama.cpp@"))
     assert built == ["build:llama.cpp@gfx110X-dgpu"]
     assert "llama.cpp: not built for gfx1151 (its build.args.families names gfx110X-dgpu)" in plan.notes

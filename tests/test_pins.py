@@ -145,13 +145,13 @@ def test_plan_names_a_pin_the_archive_dropped(tmp_path: Path) -> None:
     manifest = load_manifest(path, load_registry())
     host = Host(tools=frozenset({"mmdebstrap"}),
                 suite_versions={"experimental": {"librocm-core1": (current, "7.1.0-1~exp1")}})
-    plan = plan_release(manifest, load_registry(), host, ("gfx1151",), stages=[]).by_id()
+    plan = plan_release(manifest, load_registry(), host, ("gfx1151",), stages=()).by_id()
     assert plan["fetch:deb:librocm-core1"].blocked == (
         "rocm-core: pinned librocm-core1=7.2.3-1~exp1 is no longer served by experimental and no mirror holds it; "
         f"experimental now offers {current} — run: cairn pins refresh MANIFEST")
     # the same pin held by the source mirror plans (and fetches) without the archive
     mirrored = Host(tools=frozenset({"mmdebstrap"}), mirrored=frozenset({"0" * 64}))
-    assert not plan_release(manifest, load_registry(), mirrored, ("gfx1151",), stages=[]).by_id()["fetch:deb:librocm-core1"].blocked
+    assert not plan_release(manifest, load_registry(), mirrored, ("gfx1151",), stages=()).by_id()["fetch:deb:librocm-core1"].blocked
 
 
 @pytest.mark.network

@@ -25,6 +25,7 @@ from cairn.publish.run import run_bundle
 from cairn.publish.sample import write_sample_bundle
 from cairn.sign import attest, runners
 from cairn.sign.keys import init_keys, make_root
+from cairn.stages import chosen
 from conftest import LEGACY_MANIFEST
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -36,7 +37,7 @@ def test_unplanned_gpu_gate_names_what_the_plan_lacked_not_the_hosts_gpu(tmp_pat
     would blame hardware that was never asked; the bundle says what the plan lacked."""
     registry = load_registry()
     manifest = load_manifest(LEGACY_MANIFEST, registry)
-    plan = make_plan(manifest, registry, stages=["wheels", "bundle"])
+    plan = make_plan(manifest, registry, stages=chosen(["wheels", "bundle"]))
     action = next(a for a in plan.actions if a.id == "bundle:release")
     run_bundle(SimpleNamespace(action=action, out=tmp_path, deps={}, log=io.StringIO()))
     target = "gfx90a"

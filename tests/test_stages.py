@@ -16,11 +16,12 @@ import pytest
 from cairn import stages
 from cairn.execute.runners import runner_for
 from cairn.plan.prepare import load, make_plan
+from cairn.stages import STAGES
 
 
 def test_a_runner_is_found_without_planning_first() -> None:
-    probe = ("from cairn.execute.runners import runner_for; from cairn.plan.graph import Action; "
-             "print(*(runner_for(Action(f'{k}:x', k, {})).__name__ for k in ('package', 'image-build', 'gate', 'bundle')))")
+    probe = ("from cairn.execute.runners import runner_for; from cairn.plan.graph import Action; from cairn.stages import RUNNERS; "
+             "print(*(runner_for(Action(f'{k}:x', k, {}), RUNNERS).__name__ for k in ('package', 'image-build', 'gate', 'bundle')))")
     proc = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.split() == ["run_package", "run_image", "run_gate", "run_bundle"]
@@ -42,11 +43,11 @@ def test_each_stage_plans_in_its_plan_module_and_runs_in_its_run_module() -> Non
 
 def test_every_action_of_the_default_release_has_a_runner() -> None:
     manifest, registry = load("default")
-    plan = make_plan(manifest, registry)
+    plan = make_plan(manifest, registry, stages=STAGES)
     kinds = {action.kind for action in plan.actions}
     assert {"package", "index", "image-build", "gate", "bundle", "coverage"} <= kinds
     for action in plan.actions:
-        runner_for(action)  # raises for a kind no stage declares
+        runner_for(action, stages.RUNNERS)  # raises for a kind no stage declares
 
 
 def test_stages_run_in_pipeline_order_and_a_subset_keeps_it() -> None:
@@ -78,7 +79,7 @@ def test_planning_asks_the_host_nothing(monkeypatch: pytest.MonkeyPatch, tmp_pat
 
     monkeypatch.setenv("PATH", str(tmp_path))
     monkeypatch.setattr(subprocess, "Popen", refuse)
-    plan = make_plan(manifest, registry, ["gfx1151"], host=host).by_id()
+    plan = make_plan(manifest, registry, ["gfx1151"], host=host, stages=STAGES).by_id()
     assert plan["image:base"].inputs["tool"] == "mmdebstrap 9.9" and not plan["image:base"].blocked
     assert plan["package:rocm-sdk-core"].inputs["tools"]["patchelf"] == "patchelf 9.9"
     assert plan["push:runtime@gfx1151"].inputs["registry_id"] == "fixed" and not plan["push:runtime@gfx1151"].blocked

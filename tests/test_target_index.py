@@ -236,12 +236,13 @@ def test_the_bundle_marks_what_each_index_lists(tmp_path: Path) -> None:
     from cairn.model.targets import load_registry
     from cairn.plan.prepare import make_plan
     from cairn.publish.run import run_bundle
+    from cairn.stages import chosen
     from cairn.wheels import index
     from conftest import ROOT
 
     registry = load_registry()
     plan = make_plan(load_manifest(ROOT / "manifests" / "releases" / "default.toml", registry), registry,
-                     stages=["wheels", "bundle"])
+                     stages=chosen(["wheels", "bundle"]))
     action = next(a for a in plan.actions if a.id == "bundle:release")
     wheels = tmp_path / "wheels"
     wheels.mkdir()

@@ -99,7 +99,7 @@ def test_compiles_wait_on_the_build_image_and_say_what_the_host_lacks() -> None:
     manifest = load_manifest(MANIFEST, load_registry())
     every_deb = frozenset(str(c.source.get("sha256")) for c in manifest.components if c.source.kind == "deb")
     host = Host(tools=frozenset({"mmdebstrap"}), mirrored=every_deb)  # sources are there; the engine is not
-    plan = plan_release(manifest, load_registry(), host, ("gfx1151",), stages=[]).by_id()
+    plan = plan_release(manifest, load_registry(), host, ("gfx1151",), stages=()).by_id()
     assert plan["image:toolchain"].blocked == ("needs a Docker Engine to compile in the build image — "
                                                "run: cairn services start")
     assert plan[SMOKE].blocked.startswith("waits on image:toolchain (needs a Docker Engine")
@@ -166,14 +166,14 @@ def test_cmake_blocked_reasons_come_from_the_host_and_the_manifest(tmp_path: Pat
     registry = load_registry()
     manifest = load_manifest(_cmake_manifest(tmp_path, repo, commit), registry)
     no_git = plan_release(manifest, registry, Host(tools=frozenset({"mmdebstrap"}), docker_host="unix:///x",
-                                                   registry="127.0.0.1:1"), ("gfx1151",), stages=[]).by_id()
+                                                   registry="127.0.0.1:1"), ("gfx1151",), stages=()).by_id()
     assert no_git["fetch:cairn-scale@" + commit[:12]].blocked == "needs git (apt-get install git)"
     assert no_git["build:cairn-scale@gfx1151"].blocked.startswith("waits on fetch:cairn-scale@")
     ready = plan_release(manifest, registry, Host(tools=frozenset({"mmdebstrap", "git"}), docker_host="unix:///x",
-                                                  registry="127.0.0.1:1"), ("gfx1151",), stages=[]).by_id()
+                                                  registry="127.0.0.1:1"), ("gfx1151",), stages=()).by_id()
     assert not ready["build:cairn-scale@gfx1151"].blocked
     production = load_manifest(ROOT / "manifests" / "releases" / "rocm-7.14.0.toml", registry)
-    plan = plan_release(production, registry, Host(tools=frozenset({"git"})), ("gfx94X-dcgpu",), stages=[]).by_id()
+    plan = plan_release(production, registry, Host(tools=frozenset({"git"})), ("gfx94X-dcgpu",), stages=()).by_id()
     cmake = [a for a in plan.values() if a.kind == "build" and a.inputs["build"]["kind"] == "cmake"]
     assert cmake and not any("TheRock build host" in a.blocked for a in cmake)
     assert plan["fetch:rocm-systems@2b22ab0195cc"].blocked == "needs git access to github.com/ROCm/rocm-systems"

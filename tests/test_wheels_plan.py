@@ -12,6 +12,7 @@ from cairn.model.targets import load_registry
 from cairn.model.wheel_recipes import load_recipe
 from cairn.plan.prepare import make_plan
 from cairn.plan.probe import Host
+from cairn.stages import STAGES
 
 ROOT = Path(__file__).resolve().parents[1]
 HOST = Host(tools=frozenset({"git", "pip", "patchelf", "apt-get", "dpkg-deb", "hipcc"}),
@@ -27,7 +28,7 @@ JAX = ('[frameworks.jax]\nrecipe = "jax"\nversion = "0.10.0"\nsource.pypi = { na
 
 def _plan(manifest: Path, families: list[str]):
     registry = load_registry()
-    return make_plan(load_manifest(manifest, registry), registry, families, host=HOST).by_id()
+    return make_plan(load_manifest(manifest, registry), registry, families, host=HOST, stages=STAGES).by_id()
 
 
 def _manifest_with(tmp_path: Path, extra: str) -> Path:

@@ -44,6 +44,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     from cairn.ci import github, shards, yamlout
     from cairn.plan.prepare import host_for, load, make_plan
+    from cairn.stages import STAGES
 
     prefix = args.cache_prefix.strip("/")
     if relpath_problem(prefix) or not _PREFIX.match(prefix):
@@ -54,7 +55,7 @@ def run(args: argparse.Namespace) -> int:
         raise InputError("--pr-out", f"{pr_out} is also --out", "give the two workflows different files")
     timings = shards.read_timings(args.timings) if args.timings else None
     manifest, registry = load(args.manifest)
-    plan = make_plan(manifest, registry, args.family, host=github.runner_host(host_for(manifest)))
+    plan = make_plan(manifest, registry, args.family, host=github.runner_host(host_for(manifest)), stages=STAGES)
     families = tuple(args.family or manifest.release.families)
     cut = shards.shard_plan(plan, families, timings)
     settings = github.Settings(

@@ -83,6 +83,7 @@ def show_dockerfile(image: str, manifest_arg: str | None, store: Path) -> int:
     from cairn.containers.render import render_dockerfile
     from cairn.errors import CairnError
     from cairn.plan.prepare import load, make_plan
+    from cairn.stages import STAGES
 
     name, _, target = image.partition("@")
     manifest, registry = load(manifest_arg)
@@ -93,7 +94,7 @@ def show_dockerfile(image: str, manifest_arg: str | None, store: Path) -> int:
         targets = [t for f in manifest.release.families for t in registry.expand(f)]
         hint = did_you_mean(target, targets, "targets") if target else f"write IMAGE@TARGET, e.g. runtime@{targets[0]}"
         raise InputError(image, f"no target '{target}' in the release's families", hint)
-    actions = make_plan(manifest, registry, [family]).by_id()
+    actions = make_plan(manifest, registry, [family], stages=STAGES).by_id()
     action = actions.get(f"image:{name}@{target}")
     if action is None:
         raise InputError(image, "the plan has no such image", "see `cairn plan` for the image:* actions")

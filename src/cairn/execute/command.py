@@ -33,6 +33,7 @@ from cairn.paths import describe_store
 from cairn.plan.graph import Action
 from cairn.plan.prepare import load, make_plan
 from cairn.plan.summary import count_line, group_blocked, id_list
+from cairn.stages import RUNNERS, STAGES
 from cairn.store.local import LocalStore
 from cairn.store.shared import CachedStore, SharedCache
 
@@ -64,7 +65,7 @@ def run(args: argparse.Namespace) -> int:
         raise CairnError("--cache-read-only needs --cache s3://BUCKET/PREFIX (or $CAIRN_CACHE) — there is no cache to read")
     cache = SharedCache(args.cache, read_only=args.cache_read_only) if args.cache else None
     compiler_cache = CompilerCache.from_url(args.compiler_cache) if args.compiler_cache else None
-    plan = make_plan(manifest, registry, args.family, store=args.store)
+    plan = make_plan(manifest, registry, args.family, store=args.store, stages=STAGES)
     mode = "json" if args.json else "quiet" if args.quiet else "verbose" if args.verbose else "normal"
     which = describe_store(args.store)  # before the store is made: "(new)" when this build creates it
     local = LocalStore(args.store)
@@ -141,7 +142,7 @@ def _execute_with_progress(plan, store: LocalStore | CachedStore, jobs: int, mod
     action that ran or failed — a no-op build prints none (``verbose``: every action, cached ones too)."""
     total = len(closure(plan, only)) if only else len(plan.actions)
     if mode in ("json", "quiet"):
-        return execute(plan, store, jobs=jobs, only=only, compiler_cache=compiler_cache)
+        return execute(plan, store, runners=RUNNERS, jobs=jobs, only=only, compiler_cache=compiler_cache)
     verbose = mode == "verbose"
     console = Console(stderr=True, highlight=False)
     if not console.is_terminal:
@@ -154,7 +155,7 @@ def _execute_with_progress(plan, store: LocalStore | CachedStore, jobs: int, mod
                 if verbose or item.status in ("ran", "failed"):
                     print(_line(item, done_count, total), file=sys.stderr, flush=True)
 
-        return execute(plan, store, jobs=jobs, listener=plain, only=only, compiler_cache=compiler_cache)
+        return execute(plan, store, runners=RUNNERS, jobs=jobs, listener=plain, only=only, compiler_cache=compiler_cache)
     with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
                   console=console, transient=True) as progress:
         task = progress.add_task("building", total=total)
@@ -173,7 +174,7 @@ def _execute_with_progress(plan, store: LocalStore | CachedStore, jobs: int, mod
                     progress.console.print(escape(_line(item, finished, total)))
             progress.update(task, description=", ".join(sorted(active))[:60] or "building")
 
-        return execute(plan, store, jobs=jobs, listener=live, only=only, compiler_cache=compiler_cache)
+        return execute(plan, store, runners=RUNNERS, jobs=jobs, listener=live, only=only, compiler_cache=compiler_cache)
 
 
 def _print_summary(report: BuildReport, summary: dict, quiet: bool = False) -> None:

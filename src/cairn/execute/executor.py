@@ -9,13 +9,13 @@ Blocked actions never run and neither do their dependents; a failure stops only 
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
 
 from cairn.errors import CairnError
 from cairn.execute.compiler_cache import CompilerCache
-from cairn.execute.runners import ActionContext, runner_for
+from cairn.execute.runners import ActionContext, Runner, runner_for
 from cairn.plan.graph import Action, Plan
 from cairn.store.base import ActionRecord, Store
 
@@ -58,9 +58,12 @@ Listener = Callable[[str, Outcome | Action], None]  # ("start", action) / ("done
 ONE_AT_A_TIME = frozenset({"image-build"})
 
 
-def execute(plan: Plan, store: Store, *, jobs: int = 2, only: set[str] | None = None,
+def execute(plan: Plan, store: Store, *, runners: Mapping[str, Runner], jobs: int = 2, only: set[str] | None = None,
             listener: Listener | None = None, compiler_cache: CompilerCache | None = None) -> BuildReport:
     """Run every runnable action of ``plan`` (or of ``only`` and their dependencies).
+
+    ``runners``: the later stages' runners by action kind (``cairn.stages.RUNNERS``, handed in by the command:
+    the executor imports no stage).
 
     ``compiler_cache`` is how compiles run, not what they make: it is in no action key."""
     actions = plan.by_id()
@@ -88,7 +91,7 @@ def execute(plan: Plan, store: Store, *, jobs: int = 2, only: set[str] | None = 
                     pending.insert(0, action)
                     break
                 notify("start", action)
-                running[pool.submit(_run, action, report, store, compiler_cache)] = action
+                running[pool.submit(_run, action, report, store, runners, compiler_cache)] = action
             if not running:
                 if pending and not any(ready(a) for a in pending):
                     raise CairnError("internal error: plan has actions whose dependencies never finish")
@@ -127,7 +130,8 @@ def _precheck(action: Action, report: BuildReport) -> Outcome | None:
     return None
 
 
-def _run(action: Action, report: BuildReport, store: Store, compiler_cache: CompilerCache | None = None) -> Outcome:
+def _run(action: Action, report: BuildReport, store: Store, runners: Mapping[str, Runner],
+         compiler_cache: CompilerCache | None = None) -> Outcome:
     """Cached when the store has the key, else run. The lookup is on a worker too: with a shared cache behind
     the store it downloads and unpacks a tree, and two of those at once (or one beside a compile) use both cores."""
     dep_outputs = {d: report.outcomes[d].output for d in action.deps}
@@ -144,7 +148,7 @@ def _run(action: Action, report: BuildReport, store: Store, compiler_cache: Comp
         ctx = ActionContext(action, workdir, log, {d: store.tree(o) for d, o in dep_outputs.items()}, dep_outputs, mirror,
                             compiler_cache)
         try:
-            runner_for(action)(ctx)
+            runner_for(action, runners)(ctx)
         except CairnError as exc:
             log.write(f"\nFAILED: {exc}\n")
             return Outcome(action.id, "failed", key=key, detail=str(exc), log=str(log_path),

@@ -218,7 +218,8 @@ BUILD_RUNNERS: dict[str, Runner] = {
 }
 
 
-def runner_for(action: Action) -> Runner:
+def runner_for(action: Action, stage_runners: Mapping[str, Runner]) -> Runner:
+    """The SDK's own runners by kind, else the later stages' (``stage_runners``: ``cairn.stages.RUNNERS``)."""
     if action.kind == "fetch":
         return run_fetch
     if action.kind == "assemble":
@@ -227,9 +228,7 @@ def runner_for(action: Action) -> Runner:
         kind: Any = action.inputs["build"]["kind"]
         if kind in BUILD_RUNNERS:
             return BUILD_RUNNERS[kind]
-    from cairn.stages import RUNNERS  # here, not at the top: the stages' own modules import this one
-
-    runner = RUNNERS.get(action.kind)
+    runner = stage_runners.get(action.kind)
     if runner is None:
         raise CairnError(f"no runner for action kind '{action.kind}' ({action.id})")
     return runner

@@ -22,6 +22,7 @@ from cairn.plan.graph import Plan
 from cairn.plan.prepare import load, make_plan
 from cairn.plan.status import ActionStatus, statuses
 from cairn.plan.summary import BlockedGroup, by_stage, count_line, group_blocked, id_list
+from cairn.stages import STAGES
 from cairn.store.local import LocalStore
 
 STATUS_ORDER = ("cached", "to run", "blocked")
@@ -40,7 +41,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     manifest, registry = load(args.manifest)
-    plan = make_plan(manifest, registry, args.family, store=args.store)
+    plan = make_plan(manifest, registry, args.family, store=args.store, stages=STAGES)
     store = LocalStore(args.store) if args.store.exists() else None
     by_id = plan.by_id()
     rows = statuses(plan, store)

@@ -9,12 +9,12 @@ Later stages append their own actions (package, image, audit, gate, sign, publis
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
 from dataclasses import replace
 from pathlib import PurePosixPath
-from typing import Any
+from typing import Any, Protocol
 from urllib.parse import urlparse
 
-from cairn import stages as pipeline
 from cairn.errors import ManifestError
 from cairn.model.manifest import Component, Manifest
 from cairn.model.targets import Registry
@@ -24,13 +24,24 @@ from cairn.plan.probe import Host
 from cairn.plan.toolchain import IMAGE_ID, PUSH_ID, toolchain_actions
 
 
+class PlanStage(Protocol):
+    """A later stage as the planner sees it: a name and what it adds to the graph. The table of them
+    (``cairn.stages.STAGES``) sits above every stage; the commands hand it in, so planning imports no stage."""
+
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def extend_plan(self) -> Callable[[StageContext], None]: ...
+
+
 def plan_release(manifest: Manifest, registry: Registry, host: Host, families: tuple[str, ...] = (),
-                 path_digests: dict[str, str] | None = None, stages: list[str] | None = None) -> Plan:
+                 path_digests: dict[str, str] | None = None, *, stages: Sequence[PlanStage]) -> Plan:
     """The full action graph for ``manifest``, restricted to ``families`` when given.
 
     ``path_digests`` maps each ``path`` source directory to its content digest, so editing our own
-    sources changes their fetch key. ``stages`` names the later stages to plan (``cairn.stages``; default all of
-    them, ``[]`` plans the SDK only).
+    sources changes their fetch key. ``stages``: the later stages to plan, in pipeline order (``cairn.stages``
+    ``STAGES`` or ``chosen(names)``; ``()`` plans the SDK only).
     """
     families = families or manifest.release.families
     for fam in families:
@@ -84,7 +95,7 @@ def plan_release(manifest: Manifest, registry: Registry, host: Host, families: t
         deps=tuple(neutral),
     )
     context = StageContext(manifest, registry, host, tuple(families), actions, notes)
-    for stage in pipeline.chosen(stages):
+    for stage in stages:
         stage.extend_plan(context)
     ordered = _propagate_blocked(toposort(actions.values()))
     return Plan(str(manifest.path.name), manifest.digest, ordered, tuple(notes))

@@ -5,6 +5,7 @@ Shared by ``cairn plan`` and ``cairn build`` so both always show and run the sam
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import replace
 from pathlib import Path
 
@@ -13,7 +14,7 @@ from cairn.model.manifest import Manifest, load_manifest
 from cairn.model.targets import Registry, load_registry
 from cairn.paths import default_manifest, releases_dir
 from cairn.plan.graph import Plan
-from cairn.plan.planner import plan_release
+from cairn.plan.planner import PlanStage, plan_release
 from cairn.plan.probe import Host, probe_host
 from cairn.sources.fetch import path_digest
 
@@ -60,12 +61,12 @@ def _base_pins_apt_checks(manifest: Manifest) -> list[str]:
 
 
 def make_plan(manifest: Manifest, registry: Registry, families: list[str] | None = None, host: Host | None = None,
-              stages: list[str] | None = None, store: Path | None = None) -> Plan:
+              *, stages: Sequence[PlanStage], store: Path | None = None) -> Plan:
     """The plan for ``families`` (default: the release's), each checked first (:func:`check_families`); a target
     chosen instead of its family gets a first note saying what the selection leaves out."""
     notes = check_families(manifest, registry, families or ())
     paths = {str(c.source.get("dir")): path_digest(str(c.source.get("dir"))) for c in manifest.components if c.source.kind == "path"}
-    plan = plan_release(manifest, registry, host or host_for(manifest, store), tuple(families or ()), paths, stages)
+    plan = plan_release(manifest, registry, host or host_for(manifest, store), tuple(families or ()), paths, stages=stages)
     return replace(plan, notes=(*notes, *plan.notes)) if notes else plan
 
 
