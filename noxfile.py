@@ -77,7 +77,7 @@ def release(session: nox.Session) -> None:
     ensure_host_packages(session, {**HOST_TOOLS, **CONTAINER_TOOLS}, HOST_FILES)
     session.install("-e", ".")
     env = start_services(session)
-    session.run("python", "-m", "cairn.publish.release", session.posargs[0], env=env)
+    session.run("python", "-m", "cairn.release", session.posargs[0], env=env)
     target = os.environ.get("CAIRN_PUBLISH_TO", ".cairn/publish")
     session.run("cairn", "verify", target, "--root", "publish/root.json", env=env)
 
@@ -148,7 +148,8 @@ def bench(session: nox.Session) -> None:
 
 @nox.session
 def lint(session: nox.Session) -> None:
-    """ruff over everything, then mypy over src/ (settings in pyproject.toml) against Cairn's real dependencies."""
-    session.install("ruff", "mypy", "types-docker", "-e", ".")
+    """ruff over everything, mypy over src/ against Cairn's real dependencies, and the import floors (lint-imports)."""
+    session.install("ruff", "mypy", "types-docker", "import-linter", "-e", ".")
     session.run("ruff", "check", "src", "tests", "bench", "noxfile.py")
     session.run("mypy")
+    session.run("lint-imports")  # the floors declared in pyproject.toml: nothing imports upward, no import ignored

@@ -70,7 +70,7 @@ def synthetic_release(root: Path, total: int) -> Path:
     rest each, and the remainder as 64 MiB files. (No bigger: moto, which reads a request's body whole, on this
     shared 2-core machine answered neither a 1.1 GiB multipart completion nor a 900 MiB PUT within a request's
     60 s timeout.)"""
-    from cairn.publish.bundle import write_bundle_json
+    from cairn.matrix.bundle import write_bundle_json
     from cairn.publish.sample import write_sample_bundle
 
     write_sample_bundle(root, wheels_per_family=2, payload_bytes=1 << 20)
@@ -134,7 +134,7 @@ def main() -> int:
     from tuf.api.serialization.json import JSONSerializer
 
     from cairn.errors import CairnError
-    from cairn.publish.bundle import load_bundle
+    from cairn.matrix.bundle import load_bundle
     from cairn.publish.command import last_build_bundle
     from cairn.sign.keys import init_keys, make_root
 

@@ -431,7 +431,7 @@ def test_a_framework_image_whose_wheels_lack_sonames_is_blocked_naming_them(buil
         assert "jax_rocm7_plugin/rocm_plugin_extension.so needs libamdhip64.so.7" in result["reason"]
         gates[action.id] = tmp_path / action.id.replace(":", "_").replace("@", "_")
     # the bundle runner matches those results to the target's JAX cell: the matrix names the sonames
-    from cairn.publish.bundle import load_bundle
+    from cairn.matrix.bundle import load_bundle
     from cairn.publish.plan import REQUIREMENTS
     from cairn.publish.run import run_bundle
 

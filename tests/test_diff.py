@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from cairn.publish.bundle import load_bundle
+from cairn.matrix.bundle import load_bundle
 from cairn.publish.publisher import publish
 from cairn.publish.sample import write_sample_bundle
 from cairn.remote.backend import FileBackend

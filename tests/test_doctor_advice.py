@@ -137,7 +137,7 @@ def signed_sample_repository(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) ->
     """A repository cairn publish wrote for gfx90a (``tmp_path/repo``), its root pinned through $CAIRN_TUF_ROOT."""
     from tuf.api.serialization.json import JSONSerializer
 
-    from cairn.publish.bundle import load_bundle
+    from cairn.matrix.bundle import load_bundle
     from cairn.publish.publisher import publish as publish_repo
     from cairn.publish.sample import write_sample_bundle
     from cairn.remote.backend import FileBackend

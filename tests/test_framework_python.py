@@ -12,12 +12,12 @@ from pathlib import Path
 import pytest
 
 from cairn.execute.runners import ActionContext
+from cairn.matrix.bundle import load_bundle
 from cairn.model.manifest import load_manifest
 from cairn.model.targets import load_registry
 from cairn.model.wheel_recipes import load_recipe
 from cairn.plan.prepare import make_plan
 from cairn.plan.probe import Host
-from cairn.publish.bundle import load_bundle
 from cairn.publish.run import run_bundle
 from cairn.stages import chosen
 

@@ -276,9 +276,9 @@ def _served_over_http(root: Path) -> Iterator[str]:
 def test_pip_and_uv_install_llama_cpp_python_from_the_published_index_alone(family_index: dict, tmp_path: Path) -> None:
     """The family index's wheels in a signed bundle, published as ``cairn publish`` does, served over HTTP; the
     matrix cell's own command, and uv's, into fresh venvs with no configuration and no other index."""
+    from cairn.matrix.bundle import write_bundle_json
     from cairn.matrix.commands import pip_command
     from cairn.matrix.model import parse_matrix
-    from cairn.publish.bundle import write_bundle_json
     from test_target_index import _publish
 
     root = tmp_path / "bundle"

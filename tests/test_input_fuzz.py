@@ -136,7 +136,7 @@ def sample_bundle(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 def test_bundle_json_mutations(sample_bundle: Path) -> None:
-    from cairn.publish.bundle import load_bundle
+    from cairn.matrix.bundle import load_bundle
 
     original = (sample_bundle / "bundle.json").read_text()
 
@@ -153,7 +153,7 @@ def test_bundle_json_mutations(sample_bundle: Path) -> None:
 
 
 def test_bundle_gate_result_mutations(sample_bundle: Path) -> None:
-    from cairn.publish.bundle import load_bundle
+    from cairn.matrix.bundle import load_bundle
 
     gate = sorted((sample_bundle / "gates").glob("*.json"))[0]
     original = gate.read_text()
@@ -206,7 +206,7 @@ def test_store_record_mutations(tmp_path: Path, target: str) -> None:
 # -- matrix.json and TUF metadata of a real publish ------------------------------------------------------------
 @pytest.fixture(scope="module")
 def published(sample_bundle: Path, tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, bytes]:
-    from cairn.publish.bundle import load_bundle
+    from cairn.matrix.bundle import load_bundle
     from cairn.publish.publisher import publish
     from cairn.remote.backend import FileBackend
     from cairn.sign.keys import init_keys, make_root

@@ -27,7 +27,7 @@ from tuf.ngclient._internal import trusted_metadata_set
 
 from cairn.cli import main
 from cairn.errors import CairnError, CheckFailed
-from cairn.publish.bundle import load_bundle
+from cairn.matrix.bundle import load_bundle
 from cairn.publish.publisher import publish
 from cairn.publish.sample import write_sample_bundle
 from cairn.remote.backend import FileBackend

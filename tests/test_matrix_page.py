@@ -16,9 +16,9 @@ from pathlib import Path
 import pytest
 from tuf.api.serialization.json import JSONSerializer
 
+from cairn.matrix.bundle import load_bundle
 from cairn.matrix.model import from_dict
 from cairn.matrix.render import registry_products, to_html, to_markdown
-from cairn.publish.bundle import load_bundle
 from cairn.publish.publisher import publish
 from cairn.publish.sample import write_sample_bundle
 from cairn.remote.backend import FileBackend

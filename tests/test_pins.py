@@ -198,7 +198,7 @@ def test_the_published_release_is_the_source_mirror(tmp_path: Path, monkeypatch:
     archive gone and a fresh store, the published repository alone still serves the pin."""
     from tuf.api.serialization.json import JSONSerializer
 
-    from cairn.publish.bundle import write_bundle_json
+    from cairn.matrix.bundle import write_bundle_json
     from cairn.publish.sample import write_sample_bundle
     from cairn.sign.keys import init_keys, make_root
 

@@ -15,8 +15,8 @@ import pytest
 from tuf.api.serialization.json import JSONSerializer
 
 from cairn.errors import CairnError, InputError
+from cairn.matrix.bundle import load_bundle, write_bundle_json
 from cairn.matrix.model import parse_matrix
-from cairn.publish.bundle import load_bundle, write_bundle_json
 from cairn.publish.publisher import promote, publish
 from cairn.publish.sample import write_sample_bundle
 from cairn.remote.backend import FileBackend

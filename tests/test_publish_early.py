@@ -10,14 +10,15 @@ import sys
 
 import pytest
 
+from cairn.matrix.bundle import load_bundle
 from cairn.names import hashed_name
-from cairn.publish.bundle import load_bundle
 from cairn.publish.early import EarlyBlobs
 from cairn.publish.look import first_root_of
-from cairn.publish.publisher import load_root, publish
+from cairn.publish.publisher import publish
 from cairn.publish.sample import write_sample_bundle
 from cairn.remote.backend import S3Backend
 from cairn.sign.keys import init_keys, load_keys, make_root
+from cairn.sign.tuf import load_root
 from cairn.sign.verify import verify_repository
 from test_publish_s3 import BUCKET, cairn, env, keys, s3  # noqa: F401 - shared fixtures
 
@@ -36,7 +37,7 @@ def test_reading_a_bundle_and_its_blobs_loads_no_signing_library(tmp_path):
     """What the early thread needs must not import tuf, securesystemslib or cryptography, or it would wait for
     them like the rest of the run."""
     bundle = write_sample_bundle(tmp_path / "b", version="6.0.0", families=("gfx90a",))
-    code = ("import sys; from pathlib import Path; from cairn.publish.bundle import load_bundle; "
+    code = ("import sys; from pathlib import Path; from cairn.matrix.bundle import load_bundle; "
             "from cairn.publish.blobs import read_blobs; import cairn.publish.early, cairn.publish.command; "
             f"blobs = read_blobs(load_bundle(Path({str(bundle)!r}))); assert blobs; "
             "print(sorted(m for m in ('tuf', 'securesystemslib', 'cryptography') if m in sys.modules))")

@@ -30,12 +30,13 @@ from urllib.request import urlopen
 import pytest
 from securesystemslib.signer import SSlibKey
 
-from cairn.publish.bundle import load_bundle
-from cairn.publish.publisher import load_root, publish
+from cairn.matrix.bundle import load_bundle
+from cairn.publish.publisher import publish
 from cairn.publish.sample import write_sample_bundle
 from cairn.remote.backend import S3Backend
 from cairn.sign.keys import load_keys
 from cairn.sign.provenance import verify_attestation
+from cairn.sign.tuf import load_root
 from cairn.sign.verify import fetch, verify_repository
 from servers import free_port
 from test_publish_s3 import BUCKET, env, keys  # noqa: F401 - shared fixtures

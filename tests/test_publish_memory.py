@@ -13,7 +13,7 @@ import sys
 
 import pytest
 
-from cairn.publish.bundle import write_bundle_json
+from cairn.matrix.bundle import write_bundle_json
 from cairn.publish.sample import write_sample_bundle
 from conftest import need
 from test_publish_s3 import BUCKET, env, keys, s3  # noqa: F401 - shared fixtures

@@ -9,9 +9,9 @@ import json
 import pytest
 
 from cairn.errors import CheckFailed
+from cairn.matrix.bundle import load_bundle
 from cairn.publish import prefetch as prefetch_module
 from cairn.publish.blobs import read_blobs
-from cairn.publish.bundle import load_bundle
 from cairn.publish.prefetch import Prefetch
 from cairn.publish.sample import write_sample_bundle
 

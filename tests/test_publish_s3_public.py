@@ -20,12 +20,13 @@ from pathlib import Path
 
 import pytest
 
+from cairn.matrix.bundle import load_bundle
 from cairn.names import hashed_name
-from cairn.publish.bundle import load_bundle
-from cairn.publish.publisher import load_root, publish
+from cairn.publish.publisher import publish
 from cairn.publish.sample import write_sample_bundle
 from cairn.remote.backend import S3Backend
 from cairn.sign.keys import load_keys
+from cairn.sign.tuf import load_root
 from conftest import need_module
 from test_publish_s3 import BUCKET, cairn, env, keys, s3  # noqa: F401 - shared fixtures
 

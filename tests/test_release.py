@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 from tuf.api.serialization.json import JSONSerializer
 
-from cairn.publish.release import ReleaseRefused, check_clean, parse_version, release
 from cairn.publish.sample import write_sample_bundle
+from cairn.release import ReleaseRefused, check_clean, parse_version, release
 from cairn.sign.keys import init_keys, make_root
 from cairn.sign.verify import verify_repository
 from conftest import LEGACY_MANIFEST, need_tool
@@ -53,7 +53,7 @@ def test_version_not_matching_the_manifest_is_refused_before_building(version, m
 
 
 def test_cli_refuses_with_one_line_and_exit_1(tmp_path):
-    out = subprocess.run([sys.executable, "-m", "cairn.publish.release", "6.0.0", "--store", str(tmp_path / "s")],
+    out = subprocess.run([sys.executable, "-m", "cairn.release", "6.0.0", "--store", str(tmp_path / "s")],
                          capture_output=True, text=True, cwd=ROOT, timeout=60)
     assert out.returncode == 1
     assert out.stderr.startswith("cairn release: ") and len(out.stderr.strip().splitlines()) == 1

@@ -18,7 +18,7 @@ import pytest
 from cryptography.hazmat.primitives import serialization
 from securesystemslib.signer import CryptoSigner
 
-from cairn.publish.bundle import load_bundle
+from cairn.matrix.bundle import load_bundle
 from cairn.publish.publisher import publish
 from cairn.publish.sample import write_sample_bundle
 from cairn.remote.backend import FileBackend

@@ -25,7 +25,7 @@ from cryptography.hazmat.primitives.asymmetric import ec
 from securesystemslib.signer import CryptoSigner
 
 from cairn.errors import CheckFailed
-from cairn.publish.bundle import load_bundle
+from cairn.matrix.bundle import load_bundle
 from cairn.publish.publisher import publish
 from cairn.publish.sample import write_sample_bundle
 from cairn.remote.backend import FileBackend

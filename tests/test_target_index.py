@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 
 from cairn.errors import CairnError
-from cairn.publish.bundle import load_bundle, write_bundle_json
+from cairn.matrix.bundle import load_bundle, write_bundle_json
 from cairn.wheels import sdk
 from cairn.wheels.wheelfile import Member, Metadata, write_wheel
 
@@ -88,9 +88,10 @@ def _publish(bundle: Path, tmp: Path) -> dict[str, Path]:
     """``bundle`` signed with fresh keys and published to ``tmp/repo`` as ``cairn publish`` does."""
     from tuf.api.serialization.json import JSONSerializer
 
-    from cairn.publish.publisher import load_root, publish
+    from cairn.publish.publisher import publish
     from cairn.remote.backend import FileBackend
     from cairn.sign.keys import init_keys, load_keys, make_root
+    from cairn.sign.tuf import load_root
 
     keyset = init_keys(tmp / "keys")
     (keyset.directory / "root.json").write_bytes(make_root(keyset).to_bytes(JSONSerializer(compact=False)))

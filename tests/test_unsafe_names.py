@@ -261,7 +261,7 @@ def test_verify_refuses_a_signed_target_name_that_climbs_out_of_the_repository(t
     from tuf.api.serialization.json import JSONSerializer
 
     from cairn.errors import CheckFailed
-    from cairn.publish.bundle import load_bundle
+    from cairn.matrix.bundle import load_bundle
     from cairn.publish.publisher import publish
     from cairn.sign.keys import init_keys, make_root
     from cairn.sign.tuf import read_state, sign_state, target_file

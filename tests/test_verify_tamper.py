@@ -8,7 +8,7 @@ import pytest
 from tuf.api.serialization.json import JSONSerializer
 
 from cairn.errors import CheckFailed
-from cairn.publish.bundle import load_bundle
+from cairn.matrix.bundle import load_bundle
 from cairn.publish.publisher import publish
 from cairn.publish.sample import write_sample_bundle
 from cairn.remote.backend import FileBackend

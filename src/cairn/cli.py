@@ -1,6 +1,7 @@
 """The ``cairn`` command: one subcommand per stage, each in its own module.
 
-A subcommand module provides ``configure(parser)`` and ``run(args) -> int``. Modules are imported only
+A subcommand module provides ``configure(parser)`` and ``run(args) -> int`` — or, with ``TAKES_PIPELINE = True``,
+``run(args, pipeline)``: the commands that plan or build are handed the stage table (``cairn.stages.PIPELINE``). Modules are imported only
 when their subcommand runs, so a broken optional dependency of one stage never breaks the others.
 Every CairnError becomes one line on stderr and its exit code; there are no tracebacks for user errors.
 """
@@ -64,6 +65,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     try:
         module = importlib.import_module(args._module)
+        if getattr(module, "TAKES_PIPELINE", False):
+            # imported here, for the commands that plan or build only: the table imports every stage's code
+            from cairn.stages import PIPELINE
+
+            return int(module.run(args, PIPELINE) or 0)
         return int(module.run(args) or 0)
     except CairnError as exc:
         print(f"cairn {args.command}: {exc}", file=sys.stderr)

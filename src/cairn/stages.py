@@ -22,6 +22,9 @@ from cairn.coverage import run as coverage_run
 from cairn.gates import plan as gates_plan
 from cairn.gates import run as gates_run
 from cairn.plan.context import StageContext
+from cairn.plan.graph import Action
+from cairn.plan.planner import Pipeline
+from cairn.plan.toolchain import IMAGE_ID, PUSH_ID
 from cairn.publish import plan as bundle_plan
 from cairn.publish import run as bundle_run
 from cairn.wheels import plan as wheels_plan
@@ -57,3 +60,20 @@ def chosen(names: Sequence[str] | None) -> tuple[Stage, ...]:
     if unknown:
         raise ValueError(f"unknown stage(s) {', '.join(unknown)}: the stages are {', '.join(NAMES)}")
     return tuple(stage for stage in STAGES if stage.name in names)
+
+
+SDK_STAGE = "sdk"  # the SDK's own actions (fetch, build, assemble, the build image), planned by cairn.plan
+STAGE_ORDER = (SDK_STAGE, *NAMES)
+
+
+def stage_of(action: Action) -> str:
+    """The stage an action belongs to: the one whose runners run its kind (the SDK's own kinds: ``sdk``)."""
+    if action.id in (IMAGE_ID, PUSH_ID):
+        return SDK_STAGE
+    for stage in STAGES:
+        if action.kind in stage.runners:
+            return stage.name
+    return SDK_STAGE
+
+
+PIPELINE = Pipeline(STAGES, RUNNERS, stage_of, STAGE_ORDER)

@@ -31,13 +31,11 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from cairn import stages as pipeline
 from cairn.errors import InputError
 from cairn.plan.graph import Action, Plan
 from cairn.plan.toolchain import IMAGE_ID, PUSH_ID
+from cairn.stages import STAGE_ORDER, stage_of
 
-SDK_STAGE = "sdk"
-STAGE_ORDER = (SDK_STAGE, *pipeline.NAMES)
 MAX_TIMEOUT_MINUTES = 360  # GitHub-hosted runners stop a job after 6 hours
 DOCKER_STAGES = ("images", "gates")  # stages whose every action builds, pushes or runs an image
 
@@ -93,15 +91,6 @@ def read_timings(path: Path) -> dict[str, float]:
             raise InputError(path, f"action {action_id!r} has no valid 'seconds' ({seconds!r})", fix)
         timings[str(action_id)] = float(seconds)
     return timings
-
-
-def stage_of(action: Action) -> str:
-    if action.id in (IMAGE_ID, PUSH_ID):
-        return SDK_STAGE
-    for stage in pipeline.STAGES:
-        if action.kind in stage.runners:
-            return stage.name
-    return SDK_STAGE
 
 
 def needs_docker(action: Action) -> bool:

@@ -20,6 +20,7 @@ from rich.table import Table
 from cairn.cli_options import add_json, add_store
 from cairn.containers.diff import diff_layouts, summary_line
 from cairn.errors import InputError
+from cairn.plan.planner import Pipeline
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
@@ -78,12 +79,11 @@ def images(store: Path) -> list[dict]:
     return found
 
 
-def show_dockerfile(image: str, manifest_arg: str | None, store: Path) -> int:
+def show_dockerfile(image: str, manifest_arg: str | None, store: Path, pipeline: Pipeline) -> int:
     from cairn.containers import wheels as index_wheels
     from cairn.containers.render import render_dockerfile
     from cairn.errors import CairnError
     from cairn.plan.prepare import load, make_plan
-    from cairn.stages import STAGES
 
     name, _, target = image.partition("@")
     manifest, registry = load(manifest_arg)
@@ -94,7 +94,7 @@ def show_dockerfile(image: str, manifest_arg: str | None, store: Path) -> int:
         targets = [t for f in manifest.release.families for t in registry.expand(f)]
         hint = did_you_mean(target, targets, "targets") if target else f"write IMAGE@TARGET, e.g. runtime@{targets[0]}"
         raise InputError(image, f"no target '{target}' in the release's families", hint)
-    actions = make_plan(manifest, registry, [family], stages=STAGES).by_id()
+    actions = make_plan(manifest, registry, [family], stages=pipeline.stages).by_id()
     action = actions.get(f"image:{name}@{target}")
     if action is None:
         raise InputError(image, "the plan has no such image", "see `cairn plan` for the image:* actions")
@@ -121,7 +121,10 @@ def show_dockerfile(image: str, manifest_arg: str | None, store: Path) -> int:
     return 1
 
 
-def run(args: argparse.Namespace) -> int:
+TAKES_PIPELINE = True
+
+
+def run(args: argparse.Namespace, pipeline: Pipeline) -> int:
     console = Console()
     if args.image_command == "diff":
         report = diff_layouts(_layout(args.a), _layout(args.b))
@@ -135,7 +138,7 @@ def run(args: argparse.Namespace) -> int:
                     console.print(f"  {item['where']}: {f['path']}: {', '.join(f['differs'])}")
         return 0 if report["identical"] else 1
     if args.image_command == "dockerfile":
-        return show_dockerfile(args.image, args.manifest, args.store)
+        return show_dockerfile(args.image, args.manifest, args.store, pipeline)
     found = images(args.store)
     if args.json:
         print(json.dumps(found, indent=2, sort_keys=True))

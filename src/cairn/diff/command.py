@@ -12,8 +12,9 @@ import argparse
 import json
 
 from cairn.cli_options import add_json
-from cairn.diff.compare import compare, render
+from cairn.diff.compare import compare
 from cairn.diff.views import open_view
+from cairn.matrix.diff_text import render
 
 
 def configure(parser: argparse.ArgumentParser) -> None:

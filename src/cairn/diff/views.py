@@ -87,7 +87,7 @@ def _manifest(arg: str) -> ReleaseView:
 
 
 def _bundle(root: Path, arg: str) -> ReleaseView:
-    from cairn.publish.bundle import load_bundle
+    from cairn.matrix.bundle import load_bundle
 
     bundle = load_bundle(root)
     facts = {"name": bundle.release, "version": bundle.version, "channel": bundle.channel, "manifest_sha256": bundle.manifest_sha256}

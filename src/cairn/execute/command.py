@@ -31,9 +31,9 @@ from cairn.execute.executor import BuildReport, Outcome, closure, execute
 from cairn.io import atomic_write
 from cairn.paths import describe_store
 from cairn.plan.graph import Action
+from cairn.plan.planner import Pipeline
 from cairn.plan.prepare import load, make_plan
 from cairn.plan.summary import count_line, group_blocked, id_list
-from cairn.stages import RUNNERS, STAGES
 from cairn.store.local import LocalStore
 from cairn.store.shared import CachedStore, SharedCache
 
@@ -59,13 +59,16 @@ def configure(parser: argparse.ArgumentParser) -> None:
                              "$CAIRN_COMPILER_CACHE): speeds up actions that run, changes no output")
 
 
-def run(args: argparse.Namespace) -> int:
+TAKES_PIPELINE = True
+
+
+def run(args: argparse.Namespace, pipeline: Pipeline) -> int:
     manifest, registry = load(args.manifest)
     if args.cache_read_only and not args.cache:
         raise CairnError("--cache-read-only needs --cache s3://BUCKET/PREFIX (or $CAIRN_CACHE) — there is no cache to read")
     cache = SharedCache(args.cache, read_only=args.cache_read_only) if args.cache else None
     compiler_cache = CompilerCache.from_url(args.compiler_cache) if args.compiler_cache else None
-    plan = make_plan(manifest, registry, args.family, store=args.store, stages=STAGES)
+    plan = make_plan(manifest, registry, args.family, store=args.store, stages=pipeline.stages)
     mode = "json" if args.json else "quiet" if args.quiet else "verbose" if args.verbose else "normal"
     which = describe_store(args.store)  # before the store is made: "(new)" when this build creates it
     local = LocalStore(args.store)
@@ -78,7 +81,7 @@ def run(args: argparse.Namespace) -> int:
     store.lock()
     try:
         try:
-            report = _execute_with_progress(plan, store, args.jobs, mode, only=set(args.only) or None,
+            report = _execute_with_progress(plan, store, pipeline, args.jobs, mode, only=set(args.only) or None,
                                             compiler_cache=compiler_cache)
         finally:
             if cache:
@@ -135,14 +138,14 @@ def _line(item: Outcome, done: int, total: int) -> str:
     return f"[{done}/{total}] {item.action}: {item.status}{took}{extra}"
 
 
-def _execute_with_progress(plan, store: LocalStore | CachedStore, jobs: int, mode: str, only: set[str] | None,
+def _execute_with_progress(plan, store: LocalStore | CachedStore, pipeline: Pipeline, jobs: int, mode: str, only: set[str] | None,
                            compiler_cache: CompilerCache | None = None) -> BuildReport:
     """``json``/``quiet``: nothing while it runs. On a terminal: one progress bar naming the running actions,
     a line only for each failure (``verbose``: a line for every action). Logged (not a terminal): a line for each
     action that ran or failed — a no-op build prints none (``verbose``: every action, cached ones too)."""
     total = len(closure(plan, only)) if only else len(plan.actions)
     if mode in ("json", "quiet"):
-        return execute(plan, store, runners=RUNNERS, jobs=jobs, only=only, compiler_cache=compiler_cache)
+        return execute(plan, store, runners=pipeline.runners, jobs=jobs, only=only, compiler_cache=compiler_cache)
     verbose = mode == "verbose"
     console = Console(stderr=True, highlight=False)
     if not console.is_terminal:
@@ -155,7 +158,7 @@ def _execute_with_progress(plan, store: LocalStore | CachedStore, jobs: int, mod
                 if verbose or item.status in ("ran", "failed"):
                     print(_line(item, done_count, total), file=sys.stderr, flush=True)
 
-        return execute(plan, store, runners=RUNNERS, jobs=jobs, listener=plain, only=only, compiler_cache=compiler_cache)
+        return execute(plan, store, runners=pipeline.runners, jobs=jobs, listener=plain, only=only, compiler_cache=compiler_cache)
     with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
                   console=console, transient=True) as progress:
         task = progress.add_task("building", total=total)
@@ -174,7 +177,7 @@ def _execute_with_progress(plan, store: LocalStore | CachedStore, jobs: int, mod
                     progress.console.print(escape(_line(item, finished, total)))
             progress.update(task, description=", ".join(sorted(active))[:60] or "building")
 
-        return execute(plan, store, runners=RUNNERS, jobs=jobs, listener=live, only=only, compiler_cache=compiler_cache)
+        return execute(plan, store, runners=pipeline.runners, jobs=jobs, listener=live, only=only, compiler_cache=compiler_cache)
 
 
 def _print_summary(report: BuildReport, summary: dict, quiet: bool = False) -> None:

@@ -89,7 +89,7 @@ def read_changes(source: str, matrix, signed=None) -> list[str]:  # type: ignore
     repo, _ = locate(source)
     if previous is None or not repo:
         return []
-    from cairn.diff.compare import render
+    from cairn.matrix.diff_text import render
     from cairn.sign.verify import fetch
 
     data = fetch(repo + previous.diff)

@@ -15,14 +15,13 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from cairn.ci.shards import STAGE_ORDER, stage_of
 from cairn.cli_options import add_json, add_store
 from cairn.paths import describe_store
 from cairn.plan.graph import Plan
+from cairn.plan.planner import Pipeline
 from cairn.plan.prepare import load, make_plan
 from cairn.plan.status import ActionStatus, statuses
 from cairn.plan.summary import BlockedGroup, by_stage, count_line, group_blocked, id_list
-from cairn.stages import STAGES
 from cairn.store.local import LocalStore
 
 STATUS_ORDER = ("cached", "to run", "blocked")
@@ -39,13 +38,16 @@ def configure(parser: argparse.ArgumentParser) -> None:
     add_json(shown, "machine-readable output")
 
 
-def run(args: argparse.Namespace) -> int:
+TAKES_PIPELINE = True
+
+
+def run(args: argparse.Namespace, pipeline: Pipeline) -> int:
     manifest, registry = load(args.manifest)
-    plan = make_plan(manifest, registry, args.family, store=args.store, stages=STAGES)
+    plan = make_plan(manifest, registry, args.family, store=args.store, stages=pipeline.stages)
     store = LocalStore(args.store) if args.store.exists() else None
     by_id = plan.by_id()
     rows = statuses(plan, store)
-    stage = {a.id: stage_of(a) for a in plan.actions}
+    stage = {a.id: pipeline.stage_of(a) for a in plan.actions}
     groups = group_blocked((r.action, r.reason) for r in rows if r.status == "blocked")
     if args.json:
         print(json.dumps({
@@ -56,7 +58,7 @@ def run(args: argparse.Namespace) -> int:
             "families": list(args.family or manifest.release.families),
             "store": str(args.store.absolute()),
             "counts": dict(Counter(r.status for r in rows)),
-            "stages": {name: dict(c) for name, c in by_stage(((r.action, r.status) for r in rows), stage, STAGE_ORDER).items()},
+            "stages": {name: dict(c) for name, c in by_stage(((r.action, r.status) for r in rows), stage, pipeline.order).items()},
             "blocked": [g.to_json() for g in groups],
             "notes": list(plan.notes),
             "actions": [
@@ -71,7 +73,8 @@ def run(args: argparse.Namespace) -> int:
     if args.all:
         _print_table(console, plan, rows, f"{manifest.release.name} {manifest.release.version}")
     release = f"{manifest.release.name} {manifest.release.version}"
-    _print_summary(console, release, plan, rows, stage, groups, describe_store(args.store), listed=args.all)
+    _print_summary(console, release, plan, rows, stage, groups, describe_store(args.store), listed=args.all,
+                   order=pipeline.order)
     return 0
 
 
@@ -88,12 +91,12 @@ def _print_table(console: Console, plan: Plan, rows: list[ActionStatus], release
 
 
 def _print_summary(console: Console, release: str, plan: Plan, rows: list[ActionStatus], stage: dict[str, str],
-                   groups: list[BlockedGroup], store_line: str, listed: bool) -> None:
+                   groups: list[BlockedGroup], store_line: str, listed: bool, order: tuple[str, ...]) -> None:
     counts = Counter(r.status for r in rows)
     console.print(f"[bold]{escape(release)}[/] ({escape(plan.manifest)}): {len(rows)} actions — "
                   f"{count_line(counts, STATUS_ORDER)}")
     console.print(escape(store_line), soft_wrap=True)  # a path to copy: never broken
-    stages = by_stage(((r.action, r.status) for r in rows), stage, STAGE_ORDER)
+    stages = by_stage(((r.action, r.status) for r in rows), stage, order)
     width = max(len(name) for name in stages) if stages else 0
     console.print("by stage:")
     for name, c in stages.items():

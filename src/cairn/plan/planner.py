@@ -9,8 +9,8 @@ Later stages append their own actions (package, image, audit, gate, sign, publis
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
-from dataclasses import replace
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, replace
 from pathlib import PurePosixPath
 from typing import Any, Protocol
 from urllib.parse import urlparse
@@ -33,6 +33,18 @@ class PlanStage(Protocol):
 
     @property
     def extend_plan(self) -> Callable[[StageContext], None]: ...
+
+
+@dataclass(frozen=True)
+class Pipeline:
+    """The later stages as the commands use them — to plan, to run, to say which stage an action is of. Made
+    once, in ``cairn.stages``; ``cli.py`` hands it to the subcommands that plan or build (cibuildwheel's platform
+    table is the model), so no stage package imports the table that imports every stage."""
+
+    stages: Sequence[PlanStage]
+    runners: Mapping[str, Callable[[Any], None]]
+    stage_of: Callable[[Action], str]
+    order: tuple[str, ...]
 
 
 def plan_release(manifest: Manifest, registry: Registry, host: Host, families: tuple[str, ...] = (),

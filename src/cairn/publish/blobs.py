@@ -25,7 +25,7 @@ from cairn.wheels.variants import label_of
 from cairn.wheels.wheelfile import read_metadata_bytes, read_variant
 
 if TYPE_CHECKING:
-    from cairn.publish.bundle import Artifact, Bundle
+    from cairn.matrix.bundle import Artifact, Bundle
     from cairn.publish.prefetch import Prefetch
 
 

@@ -81,8 +81,8 @@ def _dev_note(args: argparse.Namespace, directory: Path, created: bool) -> None:
 
 
 def keys_and_root(args: argparse.Namespace):  # type: ignore[no-untyped-def]
-    from cairn.publish.publisher import load_root
     from cairn.sign.keys import ensure_dev_keys, load_keys
+    from cairn.sign.tuf import load_root
 
     if args.dev_keys and args.keys is None:
         directory = dev_keys_dir(args.store)
@@ -137,7 +137,7 @@ def run(args: argparse.Namespace) -> int:
 
         if first_root is not None:  # blobs may go up before the keys load: keys that cannot sign stop the run first
             check_signing_keys(keys_dir)
-        from cairn.publish.bundle import load_bundle
+        from cairn.matrix.bundle import load_bundle
         from cairn.publish.early import EarlyBlobs
 
         bundle = load_bundle(bundle_dir)  # a bad bundle is refused before keys are made or anything is written

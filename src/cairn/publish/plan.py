@@ -9,7 +9,7 @@ whose matrix says plainly what was not checked, and never claims a gate passed t
 
 The runner that writes the bundle is ``cairn.publish.run.run_bundle``.
 
-The output tree is a bundle in the format ``cairn.publish.bundle.load_bundle`` reads::
+The output tree is a bundle in the format ``cairn.matrix.bundle.load_bundle`` reads::
 
     bundle.json                                   release, pins, artifacts (sha256), cells
     files/wheels/<family>/<wheel>                 every wheel of the family's index (hard links)

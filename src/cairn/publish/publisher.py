@@ -37,9 +37,9 @@ from tuf.api.metadata import Metadata, Root
 
 from cairn.errors import CairnError
 from cairn.matrix.build import cell_id, record_gates
+from cairn.matrix.bundle import Bundle
 from cairn.matrix.model import CHANNELS
 from cairn.publish import fastpath
-from cairn.publish.bundle import Bundle
 from cairn.publish.changes import channel_objects
 from cairn.publish.early import EarlyBlobs
 from cairn.publish.indexes import index_objects
@@ -209,10 +209,3 @@ def _cell_shape(cell: Any) -> bool:
     """A staged cell has what ``cell_id`` and the channel pages read."""
     return (isinstance(cell, dict) and all(isinstance(cell.get(k), str) for k in ("release", "gfx_target", "os", "python"))
             and isinstance(cell.get("framework"), dict) and isinstance(cell.get("wheels"), list))
-
-
-def load_root(path: Path) -> Metadata[Root]:
-    try:
-        return Metadata[Root].from_bytes(Path(path).read_bytes())
-    except (OSError, ValueError) as exc:
-        raise CairnError(f"cannot read TUF root {path} ({exc}) — run cairn keys init") from None

@@ -14,8 +14,8 @@ from pathlib import Path
 from typing import Any
 
 from cairn.digest import file_sha256
+from cairn.matrix.bundle import write_bundle_json
 from cairn.model.gate_result import GateResult
-from cairn.publish.bundle import write_bundle_json
 from cairn.publish.plan import ACTION_ID
 from cairn.wheels.sdk import partial_name
 

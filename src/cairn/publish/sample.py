@@ -13,7 +13,7 @@ import os
 import zipfile
 from pathlib import Path
 
-from cairn.publish.bundle import write_bundle_json
+from cairn.matrix.bundle import write_bundle_json
 
 EPOCH_ZIP = (2023, 11, 14, 22, 13, 20)
 

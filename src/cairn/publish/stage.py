@@ -11,8 +11,8 @@ from typing import Any
 
 from cairn.errors import CairnError
 from cairn.matrix.build import cell_id
+from cairn.matrix.bundle import Bundle
 from cairn.publish.blobs import Blob
-from cairn.publish.bundle import Bundle
 from cairn.publish.objects import JSON, JSONL, Obj, json_bytes
 from cairn.sign.session import SigningSession
 

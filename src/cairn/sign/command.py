@@ -66,9 +66,9 @@ def _trust_runner(args: argparse.Namespace) -> int:
     import json
 
     from cairn.errors import InputError
-    from cairn.publish.publisher import load_root
     from cairn.sign.keys import load_keys
     from cairn.sign.runners import trust
+    from cairn.sign.tuf import load_root
 
     directory = args.dir or default_keys_dir()
     try:

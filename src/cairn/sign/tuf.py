@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 from typing import Any
 
 from tuf.api.metadata import Metadata, MetaFile, Root, Snapshot, TargetFile, Targets, Timestamp
@@ -128,3 +129,11 @@ def target_file(path: str, data: bytes, custom: dict[str, Any] | None = None) ->
 
 def _same(old: dict[str, TargetFile], new: dict[str, TargetFile]) -> bool:
     return {p: t.to_dict() for p, t in old.items()} == {p: t.to_dict() for p, t in new.items()}
+
+
+def load_root(path: Path) -> Metadata[Root]:
+    """The root a key set pins (its ``root.json``), as python-tuf reads it; one line when it cannot be read."""
+    try:
+        return Metadata[Root].from_bytes(Path(path).read_bytes())
+    except (OSError, ValueError) as exc:
+        raise CairnError(f"cannot read TUF root {path} ({exc}) — run cairn keys init") from None

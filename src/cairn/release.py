@@ -72,12 +72,13 @@ def staged_candidates(backend, base: str) -> list[str]:  # type: ignore[no-untyp
 
 def release(version: str, *, manifest_path: Path, root: Path, to: str, keys_dir: Path | None, store: Path,
             bundle: Path | None = None, check_tree: bool = True, log=print) -> Report:  # type: ignore[no-untyped-def]
+    from cairn.matrix.bundle import load_bundle
     from cairn.model.manifest import load_manifest
-    from cairn.publish.bundle import load_bundle
     from cairn.publish.command import last_build_bundle
-    from cairn.publish.publisher import load_root, promote, publish
+    from cairn.publish.publisher import promote, publish
     from cairn.remote.backend import open_backend
     from cairn.sign.keys import load_keys
+    from cairn.sign.tuf import load_root
 
     manifest = load_manifest(manifest_path)
     if check_tree:
@@ -105,7 +106,7 @@ def release(version: str, *, manifest_path: Path, root: Path, to: str, keys_dir:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m cairn.publish.release", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(prog="python -m cairn.release", description=__doc__.splitlines()[0])
     parser.add_argument("version", help="X.Y.Z or X.Y.ZrcN; must match the manifest's version")
     parser.add_argument("--manifest", type=Path, default=None, help="release manifest (default: the default release)")
     parser.add_argument("--to", default=None, help="s3://bucket/prefix or file:///dir (default <store>/publish)")

@@ -1,0 +1,1 @@
+"""The gates stage: what decides whether an image of a release may ship."""
