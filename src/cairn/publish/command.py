@@ -4,7 +4,10 @@ Without a bundle argument, ``cairn publish`` takes the ``bundle:release`` tree o
 (``<store>/last-build.json``) and publishes to ``<store>/publish``, a directory with the bucket's layout.
 ``--dev-keys`` signs with a development key set kept in ``<store>/keys/dev`` (created when missing, and
 said so): a fresh machine has no release keys, and what dev keys sign verifies only against
-``<store>/keys/dev/root.json`` — never against the pinned ``publish/root.json`` of real releases.
+``<store>/keys/dev/root.json`` — never against the pinned ``publish/root.json`` of real releases. The dev key
+directory is always that one: ``$CAIRN_KEYS`` names the release keys, and ``--dev-keys`` must never sign with
+them (a dev build would then make what the pinned root accepts) nor, when that directory lacks a ``root.json``,
+write new keys over them. ``--dev-keys`` with ``--keys`` names two key sets and is refused.
 
 An unchanged re-publish is answered from the repository's publish record (``cairn.publish.fastpath``: two
 GETs) before the signing libraries and boto3 are even imported; those load only when there is work to do.
@@ -32,7 +35,14 @@ def default_destination(store: Path | None = None) -> str:
 
 
 def dev_keys_dir(store: Path) -> Path:
-    return Path(os.environ.get("CAIRN_KEYS") or Path(store) / "keys" / "dev")
+    """Where ``--dev-keys`` keeps its key set: inside the store, whatever ``$CAIRN_KEYS`` says."""
+    return Path(store) / "keys" / "dev"
+
+
+def _check_one_key_set(args: argparse.Namespace) -> None:
+    if args.dev_keys and args.keys is not None:
+        raise CairnError(f"--dev-keys and --keys {args.keys} name two key sets — pass --keys to sign with that key set, "
+                         "or --dev-keys alone for the development keys in <store>/keys/dev")
 
 
 def last_build_bundle(store: Path) -> Path:
@@ -50,7 +60,7 @@ def add_common_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--to", default=None, help="s3://bucket/prefix or file:///dir (default: .cairn/publish; endpoint from $CAIRN_S3_ENDPOINT)")
     parser.add_argument("--keys", type=Path, default=None, help="key directory (default ~/.config/cairn/keys or $CAIRN_KEYS)")
     parser.add_argument("--dev-keys", action="store_true",
-                        help="sign with development keys in <store>/keys/dev (or $CAIRN_KEYS), created when missing")
+                        help="sign with development keys in <store>/keys/dev (never $CAIRN_KEYS), created when missing")
     add_store(parser, "build store (default .cairn/)")
     parser.add_argument("--root", type=Path, default=None, help="signed root.json matching the keys (default: <keys>/root.json)")
     parser.add_argument("--channel", choices=CHANNELS, default=None)
@@ -68,14 +78,15 @@ def configure(parser: argparse.ArgumentParser) -> None:
 
 
 def _keys_dir(args: argparse.Namespace) -> Path:
-    if args.dev_keys and args.keys is None:
+    _check_one_key_set(args)
+    if args.dev_keys:
         return dev_keys_dir(args.store)
     # = cairn.sign.keys.default_keys_dir() (a test checks), without importing the signing libraries
     return Path(args.keys or os.environ.get("CAIRN_KEYS") or Path.home() / ".config" / "cairn" / "keys")
 
 
 def _dev_note(args: argparse.Namespace, directory: Path, created: bool) -> None:
-    if args.dev_keys and args.keys is None:
+    if args.dev_keys:
         print(f"{'created' if created else 'using'} DEVELOPMENT signing keys in {directory} — not the release keys: this "
               f"repository verifies only with --root {directory / 'root.json'}, never with publish/root.json", file=sys.stderr)
 
@@ -84,7 +95,8 @@ def keys_and_root(args: argparse.Namespace):  # type: ignore[no-untyped-def]
     from cairn.publish.publisher import load_root
     from cairn.sign.keys import ensure_dev_keys, load_keys
 
-    if args.dev_keys and args.keys is None:
+    _check_one_key_set(args)
+    if args.dev_keys:
         directory = dev_keys_dir(args.store)
         keys, created = ensure_dev_keys(directory)
         _dev_note(args, directory, created)
