@@ -237,6 +237,7 @@ class S3Backend:
         self.counters = Counters()
         self.region = find_region()
         self.client = S3Client(endpoint, self.region, find_credentials())
+        self.whole_bucket_public = False  # with no prefix, may the public-read grant name the whole bucket? (--public-bucket)
 
     @property
     def url(self) -> str:
@@ -435,7 +436,7 @@ class S3Backend:
                              f"delete-public-access-block --bucket {self.bucket}); nothing was published")
         existing, wrote = state.policy, False
         for _attempt in range(3):
-            policy = access.merged(existing, self.bucket, self.prefix, self.region)
+            policy = access.merged(existing, self.bucket, self.prefix, self.region, whole_bucket=self.whole_bucket_public)
             if policy is None:
                 return wrote
             self._put_bucket_policy(policy)

@@ -68,6 +68,34 @@ def add_common_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--no-public-read", dest="public_read", action="store_false",
                         help="S3: leave the bucket policy alone (by default anyone may read the repository over HTTP, as pip "
                              "and uv do); for an index served by something with its own access to the bucket, e.g. a CDN")
+    parser.add_argument("--public-bucket", action="store_true",
+                        help="S3 with no prefix (s3://bucket): let anyone read every object of the bucket; without it "
+                             "such a publish is refused, since the grant would cover whatever else the bucket holds")
+
+
+def check_public_scope(args: argparse.Namespace, to: str) -> None:
+    """``--to s3://bucket`` (no prefix) with the public-read grant needs ``--public-bucket``: one line, before any
+    read or write (``cairn.publish.access``)."""
+    from urllib.parse import urlparse
+
+    from cairn.names import BUCKET_NAME
+
+    parsed = urlparse(to)  # a URL naming no bucket, or a bad one, is left to the backend's own one line
+    if parsed.scheme == "s3" and BUCKET_NAME.fullmatch(parsed.netloc) and not parsed.path.strip("/") \
+            and args.public_read and not args.public_bucket:
+        from cairn.publish.access import whole_bucket_refusal
+
+        raise whole_bucket_refusal(parsed.netloc)
+
+
+def open_destination(args: argparse.Namespace, to: str):  # type: ignore[no-untyped-def]
+    """The backend of ``to``, told whether ``--public-bucket`` allows a grant of the whole bucket."""
+    from cairn.publish.backend import S3Backend, open_backend
+
+    backend = open_backend(to)
+    if isinstance(backend, S3Backend):
+        backend.whole_bucket_public = bool(args.public_bucket)
+    return backend
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
@@ -124,6 +152,7 @@ def print_report(report: dict, as_json: bool) -> None:  # type: ignore[type-arg]
 def run(args: argparse.Namespace) -> int:
     bundle_dir = args.bundle or last_build_bundle(args.store)
     to = args.to or default_destination(args.store)
+    check_public_scope(args, to)
     keys_dir = _keys_dir(args)
     from cairn.publish.prefetch import Prefetch
 
@@ -134,10 +163,9 @@ def run(args: argparse.Namespace) -> int:
         _dev_note(args, keys_dir, False)
         print_report(done, args.json)
         return 0
-    from cairn.publish.backend import open_backend
     from cairn.publish.look import first_root_of, start_look
 
-    backend, log = open_backend(to), (lambda _: None) if args.json else print
+    backend, log = open_destination(args, to), (lambda _: None) if args.json else print
     first_root = first_root_of(args.root or keys_dir / "root.json")
     looked = start_look(backend, first_root, args.public_read, log)  # reads only, while the bundle is read
     # cairn.sign imports securesystemslib: only once the reads are started

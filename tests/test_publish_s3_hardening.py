@@ -1,0 +1,100 @@
+"""S3 publishing that fails closed, against a real (moto) S3 server: a publish to a bucket's root never makes the
+whole bucket world-readable unless asked for by name; keys made from ``--version``/``--as`` never climb out of
+``staging/``; a killed publish's multipart uploads are aborted by the next run; and a bucket that refuses
+path-style requests is reached in its own region, virtual-hosted style."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from tuf.api.serialization.json import JSONSerializer
+
+from cairn.publish.sample import write_sample_bundle
+from cairn.sign.keys import init_keys, make_root
+from conftest import need_module
+from servers import moto_s3
+
+boto3 = need_module("boto3")
+moto_server = need_module("moto.server")
+
+BUCKET = "cairn-harden"
+pytestmark = pytest.mark.s3
+
+
+@pytest.fixture(scope="module")
+def s3():
+    with moto_s3(BUCKET) as server:
+        yield server
+
+
+@pytest.fixture(scope="module")
+def keys(tmp_path_factory):
+    keyset = init_keys(tmp_path_factory.mktemp("keys") / "k")
+    (keyset.directory / "root.json").write_bytes(make_root(keyset).to_bytes(JSONSerializer(compact=False)))
+    return keyset.directory
+
+
+def env(s3, tmp_path: Path) -> dict[str, str]:
+    return {**os.environ, "CAIRN_S3_ENDPOINT": s3["endpoint"], "AWS_ACCESS_KEY_ID": "test", "AWS_SECRET_ACCESS_KEY": "test",
+            "AWS_DEFAULT_REGION": "us-east-1", "CAIRN_TUF_CACHE": str(tmp_path / "tuf-cache"),
+            "CAIRN_S3_RETRY_SECONDS": "5"}
+
+
+def cairn(args: list[str], environ: dict[str, str]) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "cairn.cli", *args], env=environ, capture_output=True, text=True, timeout=300)
+
+
+def one_line(proc: subprocess.CompletedProcess[str]) -> str:
+    assert "Traceback" not in proc.stderr, proc.stderr
+    lines = proc.stderr.strip().splitlines()
+    assert proc.returncode != 0 and len(lines) == 1, proc.stderr + proc.stdout
+    return lines[0]
+
+
+def _bucket(s3, name: str) -> str:
+    s3["client"].create_bucket(Bucket=name)
+    return name
+
+
+def _keys_in(s3, bucket: str) -> list[str]:
+    return [o["Key"] for o in s3["client"].list_objects_v2(Bucket=bucket).get("Contents", [])]
+
+
+def _policy(s3, bucket: str) -> dict | None:  # type: ignore[type-arg]
+    try:
+        return json.loads(s3["client"].get_bucket_policy(Bucket=bucket)["Policy"])
+    except s3["client"].exceptions.ClientError:
+        return None
+
+
+# -- no bucket-wide public read without --public-bucket ------------------------------------------------------
+@pytest.mark.parametrize("command", ["publish", "promote"])
+def test_a_publish_to_the_bucket_root_is_refused_without_public_bucket(s3, keys, tmp_path, command) -> None:
+    bucket = _bucket(s3, f"bare-{command}")
+    bundle = write_sample_bundle(tmp_path / "bundle", version="5.2.3")
+    args = [str(bundle)] if command == "publish" else ["--version", "5.2.3"]
+    line = one_line(cairn([command, *args, "--to", f"s3://{bucket}", "--keys", str(keys)], env(s3, tmp_path)))
+    assert line.startswith(f"cairn {command}: s3://{bucket}: no prefix, so a public-read grant would make every object"), line
+    assert "--public-bucket" in line and "nothing was published" in line
+    assert _keys_in(s3, bucket) == [] and _policy(s3, bucket) is None
+
+
+def test_public_bucket_grants_the_whole_bucket_and_no_public_read_grants_nothing(s3, keys, tmp_path) -> None:
+    bundle = write_sample_bundle(tmp_path / "bundle", version="5.2.3")
+    whole = _bucket(s3, "bare-granted")
+    cairn_ok = cairn(["publish", str(bundle), "--to", f"s3://{whole}", "--keys", str(keys), "--public-bucket", "--json"],
+                     env(s3, tmp_path))
+    assert cairn_ok.returncode == 0, cairn_ok.stderr
+    read = {s["Sid"]: s for s in (_policy(s3, whole) or {})["Statement"]}["CairnPublicRead"]
+    assert read["Resource"] in ("arn:aws:s3:::bare-granted/*", ["arn:aws:s3:::bare-granted/*"])
+
+    private = _bucket(s3, "bare-private")
+    quiet = cairn(["publish", str(bundle), "--to", f"s3://{private}", "--keys", str(keys), "--no-public-read", "--json"],
+                  env(s3, tmp_path))
+    assert quiet.returncode == 0, quiet.stderr
+    assert _policy(s3, private) is None and "metadata/timestamp.json" in _keys_in(s3, private)
