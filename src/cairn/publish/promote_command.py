@@ -9,7 +9,14 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from cairn.publish.command import add_common_options, check_public_scope, default_destination, keys_and_root, open_destination, print_report
+from cairn.publish.command import (
+    add_common_options,
+    check_public_scope,
+    default_destination,
+    keys_and_root,
+    open_destination,
+    print_report,
+)
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
