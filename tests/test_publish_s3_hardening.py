@@ -98,3 +98,37 @@ def test_public_bucket_grants_the_whole_bucket_and_no_public_read_grants_nothing
                   env(s3, tmp_path))
     assert quiet.returncode == 0, quiet.stderr
     assert _policy(s3, private) is None and "metadata/timestamp.json" in _keys_in(s3, private)
+
+
+# -- keys made from --version / --as -----------------------------------------------------------------------------
+@pytest.mark.parametrize(("flags", "named"), [
+    (["--version", "../../other/5.2.3"], "--version '../../other/5.2.3' contains a path separator"),
+    (["--version", ".."], "--version '..' is '..'"),
+    (["--version", ""], "--version '' is empty"),
+    (["--version", "5.2.3", "--as", "/abs"], "--as '/abs' contains a path separator"),
+    (["--version", "5.2.3", "--as", "a//b"], "--as 'a//b' contains a path separator"),
+], ids=["climbs", "dotdot", "empty", "as-absolute", "as-empty-part"])
+def test_promote_refuses_a_version_that_is_not_one_name(s3, keys, tmp_path, flags, named) -> None:
+    bucket = _bucket(s3, f"versions-{abs(hash(tuple(flags))) % 10**8}")
+    line = one_line(cairn(["promote", *flags, "--to", f"s3://{bucket}/main", "--keys", str(keys)], env(s3, tmp_path)))
+    assert line.startswith(f"cairn promote: {named} — a release version is one plain name"), line
+    assert _keys_in(s3, bucket) == [] and _policy(s3, bucket) is None
+
+
+@pytest.mark.parametrize("key", ["staging/../../x", "/abs", "a//b", "a/./b", "a/\nb"])
+def test_the_s3_backend_refuses_a_key_that_is_not_plain_names(s3, monkeypatch, key) -> None:
+    """Whatever code makes a key, the one S3 wrapper refuses one that is not plain names before any request."""
+    from cairn.errors import CairnError
+    from cairn.publish.backend import s3_backend
+
+    for name, value in (("CAIRN_S3_ENDPOINT", s3["endpoint"]), ("AWS_ACCESS_KEY_ID", "test"),
+                        ("AWS_SECRET_ACCESS_KEY", "test"), ("AWS_DEFAULT_REGION", "us-east-1")):
+        monkeypatch.setenv(name, value)
+    backend = s3_backend(BUCKET, "main")
+    sent: list[str] = []
+    backend.client.observers.append(lambda method, target, headers: sent.append(target))
+    for call in (lambda: backend.get(key), lambda: backend.put(key, b"x", content_type="text/plain", immutable=True),
+                 lambda: backend.delete(key)):
+        with pytest.raises(CairnError, match=r"^refusing S3 key .* under s3://cairn-harden/main: it "):
+            call()
+    assert sent == [] and _keys_in(s3, BUCKET) == []

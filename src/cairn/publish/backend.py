@@ -251,6 +251,9 @@ class S3Backend:
     def _call(self, what: str, method: str, key: str = "", **kwargs: Any) -> Response:
         """One request; connection-level failures (a server restarting) and 5xx are retried with exponential
         backoff for up to ``CAIRN_S3_RETRY_SECONDS`` (60)."""
+        problem = relpath_problem(key.removesuffix("/")) if key else ""
+        if problem:  # every key is checked here, whatever made it ('..' may be normalized by a proxy into another prefix)
+            raise CairnError(f"refusing S3 key {key!r} under {self.url}: it {problem} — a repository key is plain names joined by '/'")
         delay = 0.2
         deadline = time.monotonic() + float(os.environ.get("CAIRN_S3_RETRY_SECONDS", "60"))
         while True:

@@ -35,9 +35,10 @@ def _read_gate_result(path: Path) -> dict:  # type: ignore[type-arg]
 
 
 def run(args: argparse.Namespace) -> int:
-    from cairn.publish.publisher import promote
+    from cairn.publish.publisher import check_version_names, promote
 
     to = args.to or default_destination(args.store)
+    check_version_names(args.version, args.as_version)
     check_public_scope(args, to)
     results = [(path, _read_gate_result(path)) for path in args.gates]
     keys, root = keys_and_root(args)
