@@ -36,9 +36,9 @@ from tuf.api.metadata import Metadata, Root
 # isort: on
 
 from cairn.errors import CairnError
-from cairn.names import name_problem
 from cairn.matrix.build import cell_id, record_gates
 from cairn.matrix.model import CHANNELS
+from cairn.names import name_problem
 from cairn.publish import fastpath
 from cairn.publish.backend import Backend
 from cairn.publish.bundle import Bundle
