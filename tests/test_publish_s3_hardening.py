@@ -132,3 +132,59 @@ def test_the_s3_backend_refuses_a_key_that_is_not_plain_names(s3, monkeypatch, k
         with pytest.raises(CairnError, match=r"^refusing S3 key .* under s3://cairn-harden/main: it "):
             call()
     assert sent == [] and _keys_in(s3, BUCKET) == []
+
+
+# -- a killed publish's multipart uploads ------------------------------------------------------------------------
+def _uploads(s3, bucket: str) -> set[str]:
+    return {u["Key"] for u in s3["client"].list_multipart_uploads(Bucket=bucket).get("Uploads", [])}
+
+
+def _leave_upload(s3, bucket: str, key: str) -> None:
+    """What a publish killed mid-upload leaves: a multipart upload begun, one part sent, never completed."""
+    upload = s3["client"].create_multipart_upload(Bucket=bucket, Key=key)
+    s3["client"].upload_part(Bucket=bucket, Key=key, UploadId=upload["UploadId"], PartNumber=1, Body=b"x" * (5 << 20))
+
+
+def test_the_next_publish_aborts_a_killed_runs_multipart_uploads_under_its_prefix(s3, keys, tmp_path) -> None:
+    bucket = _bucket(s3, "killed-multipart")
+    for key in ("main/packages/gfx90a/big.whl", "main/files/sdk.tar"):
+        _leave_upload(s3, bucket, key)
+    _leave_upload(s3, bucket, "other/files/theirs.tar")  # another repository's: never touched
+    bundle = write_sample_bundle(tmp_path / "bundle", version="5.2.3")
+    proc = cairn(["publish", str(bundle), "--to", f"s3://{bucket}/main", "--keys", str(keys)],
+                 {**env(s3, tmp_path), "CAIRN_MULTIPART_STALE_SECONDS": "0"})
+    assert proc.returncode == 0, proc.stderr
+    assert "aborted 2 stale multipart upload(s) under s3://killed-multipart/main" in proc.stdout, proc.stdout
+    assert _uploads(s3, bucket) == {"other/files/theirs.tar"}
+
+
+def test_an_upload_younger_than_the_stale_age_is_left_to_its_run(s3, monkeypatch) -> None:
+    """The age test, against what the server says. moto 5.2 reports every upload as begun 2010-11-10T20:48:33Z
+    (a fixed value in its response template), so here "younger" means an age limit reaching back before 2010."""
+    from datetime import UTC, datetime
+
+    from cairn.publish.backend import s3_backend
+
+    for name, value in (("CAIRN_S3_ENDPOINT", s3["endpoint"]), ("AWS_ACCESS_KEY_ID", "test"),
+                        ("AWS_SECRET_ACCESS_KEY", "test"), ("AWS_DEFAULT_REGION", "us-east-1")):
+        monkeypatch.setenv(name, value)
+    bucket = _bucket(s3, "live-multipart")
+    _leave_upload(s3, bucket, "main/files/old.tar")
+    since_moto_says = (datetime.now(UTC) - datetime(2010, 11, 10, 20, 48, 33, tzinfo=UTC)).total_seconds()
+    backend = s3_backend(bucket, "main")
+    assert backend.abort_stale_uploads(older_than=since_moto_says + 3600) == []
+    assert _uploads(s3, bucket) == {"main/files/old.tar"}
+    assert backend.abort_stale_uploads(older_than=since_moto_says - 3600) == ["files/old.tar"]
+    assert _uploads(s3, bucket) == set()
+
+
+def test_the_documented_lifecycle_rule_is_one_s3_accepts() -> None:
+    """docs/publishing.md's AbortIncompleteMultipartUpload rule, as written there, is a lifecycle configuration
+    a real S3 API (moto's) takes and gives back."""
+    text = (Path(__file__).parents[1] / "docs" / "publishing.md").read_text()
+    block = text.split("```json lifecycle\n", 1)[1].split("```", 1)[0]
+    config = json.loads(block)
+    with moto_s3("cairn-lifecycle") as server:
+        server["client"].put_bucket_lifecycle_configuration(Bucket="cairn-lifecycle", LifecycleConfiguration=config)
+        rules = server["client"].get_bucket_lifecycle_configuration(Bucket="cairn-lifecycle")["Rules"]
+    assert rules[0]["AbortIncompleteMultipartUpload"] == {"DaysAfterInitiation": 1} and rules[0]["Status"] == "Enabled"

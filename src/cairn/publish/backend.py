@@ -37,6 +37,9 @@ MUTABLE_CACHE = "no-cache"
 # multipart upload cannot give, and the publisher already uploads 16 objects at a time. Larger objects go up
 # in 64 MiB parts, PART_THREADS at once, each with its Content-MD5; the completion is conditional.
 MULTIPART_THRESHOLD = int(os.environ.get("CAIRN_MULTIPART_THRESHOLD", str(1 << 30)))
+# A multipart upload under the prefix begun this long before a run (``abort_stale_uploads``) is a killed run's: S3
+# keeps, and bills, its parts until it is aborted. Younger ones may be another live run's and are left alone.
+STALE_UPLOAD_SECONDS = float(os.environ.get("CAIRN_MULTIPART_STALE_SECONDS", "3600"))
 PART_SIZE = max(5 << 20, int(os.environ.get("CAIRN_MULTIPART_PART", str(64 << 20))))
 PART_THREADS = 4
 COPY_MAX = 5 << 30  # CopyObject's limit; larger objects are uploaded again instead
@@ -107,6 +110,16 @@ def _pread(handle: BinaryIO, offset: int, length: int) -> bytes:
         chunks.append(chunk)
         got += len(chunk)
     return b"".join(chunks)
+
+
+def _s3_time(text: str) -> Any:
+    """An S3 timestamp (``2026-12-05T15:00:00.000Z``) as an aware datetime; unreadable: now (never stale)."""
+    from datetime import UTC, datetime
+
+    try:
+        return datetime.fromisoformat(text.replace("Z", "+00:00"))
+    except ValueError:
+        return datetime.now(UTC)
 
 
 def sha256_hex(data: bytes) -> str:
@@ -415,6 +428,32 @@ class S3Backend:
             with contextlib.suppress(S3Error, CairnError):  # the failure that matters is the one being raised
                 self._call("abort multipart", "DELETE", key, query={"uploadId": upload_id})
             raise
+
+    def abort_stale_uploads(self, older_than: float | None = None) -> builtins.list[str]:
+        """Abort every multipart upload under this prefix begun more than ``older_than`` seconds ago (default
+        ``STALE_UPLOAD_SECONDS``): a run killed mid-upload leaves its parts behind, stored and billed until
+        aborted. Returns the keys whose uploads were aborted. Uploads outside the prefix are never touched."""
+        from datetime import UTC, datetime, timedelta
+
+        cutoff = datetime.now(UTC) - timedelta(seconds=STALE_UPLOAD_SECONDS if older_than is None else older_than)
+        query, stale = {"uploads": "", "prefix": self.prefix}, []
+        while True:
+            body = self._checked("list multipart uploads", "GET", query=query).body
+            for key, upload_id, initiated in xml_text(body, "Upload", "Key", "UploadId", "Initiated"):
+                if key.startswith(self.prefix) and _s3_time(initiated) < cutoff:
+                    stale.append((key[len(self.prefix):], upload_id))
+            truncated = xml_text(body, "IsTruncated")[0][0]
+            (next_key,), (next_id,) = xml_text(body, "NextKeyMarker")[0], xml_text(body, "NextUploadIdMarker")[0]
+            if truncated != "true" or not (next_key or next_id):
+                break
+            query = {**query, "key-marker": next_key, "upload-id-marker": next_id}
+        for key, upload_id in stale:
+            try:
+                self._call("abort multipart", "DELETE", key, query={"uploadId": upload_id})
+            except S3Error as exc:
+                if exc.status != 404 and exc.code != "NoSuchUpload":  # gone meanwhile: what was wanted
+                    raise CairnError(f"S3 abort of the stale multipart upload of {key}: {exc}") from None
+        return [key for key, _ in stale]
 
     def read_access(self) -> AccessState:
         """The bucket's Block Public Access settings and policy: two reads, which ``cairn.publish.early`` makes while
