@@ -257,9 +257,11 @@ class S3Backend:
         return f"s3://{self.bucket}/{self.prefix}".rstrip("/")
 
     def http_url(self) -> str:
-        """Path-style URL of the prefix, for HTTP clients (pip, TUF) reading the bucket."""
-        base = (self.endpoint or f"https://{self.bucket}.s3.amazonaws.com").rstrip("/")
-        return f"{base}/{self.bucket}/{self.prefix}" if self.endpoint else f"{base}/{self.prefix}"
+        """URL of the prefix for HTTP clients (pip, TUF) reading the bucket, in the style and region this client
+        reaches it with (``cairn.publish.s3http``: path-style or virtual-hosted)."""
+        client = self.client
+        base = f"{client.scheme}://{client.host_for(self.bucket)}{client.base}"
+        return f"{base}/{self.prefix}" if client.virtual_for(self.bucket) else f"{base}/{self.bucket}/{self.prefix}"
 
     def _call(self, what: str, method: str, key: str = "", **kwargs: Any) -> Response:
         """One request; connection-level failures (a server restarting) and 5xx are retried with exponential
@@ -478,7 +480,8 @@ class S3Backend:
                              f"delete-public-access-block --bucket {self.bucket}); nothing was published")
         existing, wrote = state.policy, False
         for _attempt in range(3):
-            policy = access.merged(existing, self.bucket, self.prefix, self.region, whole_bucket=self.whole_bucket_public)
+            policy = access.merged(existing, self.bucket, self.prefix, self.client.region_for(self.bucket),
+                                   whole_bucket=self.whole_bucket_public)
             if policy is None:
                 return wrote
             self._put_bucket_policy(policy)
