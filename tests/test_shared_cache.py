@@ -613,7 +613,7 @@ def test_a_file_many_trees_hold_is_one_blob_in_the_bucket_and_one_download(s3, p
     assert len(copies) == 6 and len({p.stat().st_ino for p in copies}) == 1
 
 
-@pytest.mark.parametrize("damage", ["other bytes", "missing", "not zstd", "a bomb"])
+@pytest.mark.parametrize("damage", ["other bytes", "missing", "not zstd", "a bomb", "too big"])
 def test_a_tampered_or_missing_blob_is_reported_never_used_and_put_back(s3, prefix, tmp_path, monkeypatch, damage) -> None:
     """A blob whose bytes are not the ones its name says (or that is gone, is not zstd, or is a zstd bomb that would
     write a GiB where the tree names 2 MiB: decompression stops past the size named) fails the fetch of every
@@ -636,7 +636,8 @@ def test_a_tampered_or_missing_blob_is_reported_never_used_and_put_back(s3, pref
     else:
         forged = {"other bytes": zstandard.ZstdCompressor().compress(os.urandom(len(big))),
                   "a bomb": zstandard.ZstdCompressor().compress(bytes(1 << 30)),  # 1 GiB of zeros in 32 kB
-                  "not zstd": big}[damage]
+                  "not zstd": big,
+                  "too big": os.urandom(3 << 20)}[damage]  # more than zstd makes of 2 MiB: not downloaded past that
         s3["client"].put_object(Bucket=BUCKET, Key=blob, Body=forged)
 
     reader = SharedCache(url, read_only=True)
@@ -649,7 +650,8 @@ def test_a_tampered_or_missing_blob_is_reported_never_used_and_put_back(s3, pref
     assert cache.fetch(record.key, victim) is None and not victim.has_tree(record.output)
     message = cache.report.damaged[0]
     expected = {"other bytes": "failed verification (its bytes", "missing": "is not in the cache",
-                "not zstd": "is not zstd", "a bomb": f"more than the {len(big)} bytes"}[damage]
+                "not zstd": "is not zstd", "a bomb": f"more than the {len(big)} bytes",
+                "too big": f"more bytes than zstd makes of the {len(big)}"}[damage]
     assert expected in message and "not used" in message and "with the tree that names it" in message, message
     left = _current(s3, prefix)
     assert f"trees/{record.output}.v2.tar.zst" not in left and blob[len(prefix) + 1:] not in left
@@ -810,3 +812,27 @@ def test_a_record_without_a_whole_bound_is_not_used(s3, prefix, tmp_path, monkey
     lines: list[str] = []
     assert SharedCache(url, read_only=True, warn=lines.append).fetch(record.key, LocalStore(tmp_path / "v")) is None
     assert len(lines) == 1 and "is not a cache record" in lines[0], lines
+
+
+def test_a_tree_archive_bigger_than_its_bound_allows_is_not_downloaded_past_it(s3, prefix, tmp_path, monkeypatch) -> None:
+    """An archive object far bigger than any archive of the tree its record bounds (here 1 MiB of random bytes for a
+    5-byte tree) is refused once the download passes that, with one line; nothing of it stays on disk."""
+    from cairn.store.base import ActionRecord
+    from cairn.store.local import LocalStore
+    from cairn.store.shared import SharedCache
+
+    _cache_env(monkeypatch, s3)
+    first, url = LocalStore(tmp_path / "first"), f"s3://{BUCKET}/{prefix}"
+    work = first.workdir("small")
+    (work / "name.txt").write_text("small")
+    record = ActionRecord(key="e" * 64, action="index:small", output=first.commit(work))
+    SharedCache(url).push(record, first)
+    tree = f"trees/{record.output}.v2.tar.zst"
+    s3["client"].put_object(Bucket=BUCKET, Key=f"{prefix}/{tree}", Body=os.urandom(1 << 20))
+
+    lines: list[str] = []
+    victim = LocalStore(tmp_path / "victim")
+    assert SharedCache(url, warn=lines.append).fetch(record.key, victim) is None
+    assert len(lines) == 1 and "not read further" in lines[0] and "removed from the cache with its record" in lines[0], lines
+    assert not list((tmp_path / "victim" / "tmp").iterdir())
+    assert tree not in _current(s3, prefix)

@@ -45,6 +45,10 @@ PART_THREADS = 4
 COPY_MAX = 5 << 30  # CopyObject's limit; larger objects are uploaded again instead
 
 
+class ObjectTooLarge(CairnError):
+    """An object holds more bytes than the reader was told it could (``get_file(max_bytes=…)``): not read further."""
+
+
 class RefusedOverwrite(CairnError):
     """An immutable object already exists with different bytes: a version is never re-published."""
 
@@ -366,13 +370,20 @@ class S3Backend:
             self.counters.puts += 1
             return True
 
-    def get_file(self, key: str, dest: Path) -> bool:
+    def get_file(self, key: str, dest: Path, *, max_bytes: int | None = None) -> bool:
         """Write ``key``'s bytes to the file ``dest`` as they arrive (never whole in memory); False when there is no
-        such key (``dest`` is then left empty)."""
+        such key (``dest`` is then left empty). ``max_bytes``: the most the object can hold (a size its record
+        names); a bigger one is a CairnError as soon as it passes that, and ``dest`` is left empty."""
+        from cairn.publish.s3http import BodyTooLarge
+
         self.counters.gets += 1
         with open(dest, "wb") as out:
             try:
-                self._call("get", "GET", key, into=out)
+                self._call("get", "GET", key, into=out, limit=max_bytes)
+            except BodyTooLarge as exc:
+                out.seek(0)
+                out.truncate()
+                raise ObjectTooLarge(f"S3 get {key}: {exc} — not read further") from None
             except S3Error as exc:
                 if exc.code in ("NoSuchKey", "NotFound") or exc.status == 404:
                     return False

@@ -46,6 +46,10 @@ class ConnectionFailed(Exception):
     """The server could not be reached or dropped the connection (a restart): worth retrying."""
 
 
+class BodyTooLarge(Exception):
+    """A response body passed the size its caller said it could have (``request(limit=…)``): never written whole."""
+
+
 class S3Error(Exception):
     """An S3 error response: HTTP status plus the error code of its XML body (or of the status, for HEAD)."""
 
@@ -178,28 +182,31 @@ class S3Client:
             return self.region_for(bucket) != before[1]
 
     def request(self, method: str, bucket: str, key: str = "", *, query: dict[str, str] | None = None,
-                headers: dict[str, str] | None = None, body: bytes | BinaryIO = b"", into: BinaryIO | None = None) -> Response:
+                headers: dict[str, str] | None = None, body: bytes | BinaryIO = b"", into: BinaryIO | None = None,
+                limit: int | None = None) -> Response:
         """One signed request; raises S3Error for an error status, ConnectionFailed when the server is gone.
 
         ``body`` may be an open file, sent from its start in blocks (an archive of gigabytes never sits in
         memory); ``into``: a file that a successful response's body is written to, from its start, in blocks
         (the ``Response`` then carries no body). Both are rewound first, so a retry sends and keeps one copy.
+        ``limit``: the most bytes ``into`` may receive; a longer body raises BodyTooLarge once it passes it.
         A redirect, a wrong-region refusal or NoSuchBucket first makes the client discover the bucket
         (``discover``) and, when that changed how it is reached, the request is sent once more."""
         query, sent = query or {}, {k.lower(): str(v) for k, v in (headers or {}).items()}
         used = (self.virtual_for(bucket), self.region_for(bucket))
         try:
-            return self._send(method, bucket, key, query, sent, body, into)
+            return self._send(method, bucket, key, query, sent, body, into, limit=limit)
         except S3Error as exc:
             if not (bucket and (exc.status in _REDIRECTS or exc.code in _DISCOVER_CODES)):
                 raise
             self.discover(bucket)  # once per bucket; a request that failed meanwhile finds what it found
             if (self.virtual_for(bucket), self.region_for(bucket)) == used:
                 raise
-        return self._send(method, bucket, key, query, sent, body, into)
+        return self._send(method, bucket, key, query, sent, body, into, limit=limit)
 
     def _send(self, method: str, bucket: str, key: str, query: dict[str, str], headers: dict[str, str],
-              body: bytes | BinaryIO, into: BinaryIO | None, *, virtual: bool | None = None) -> Response:
+              body: bytes | BinaryIO, into: BinaryIO | None, *, virtual: bool | None = None,
+              limit: int | None = None) -> Response:
         virtual = self.virtual_for(bucket) if virtual is None else virtual
         host = self.host_for(bucket, virtual)
         path = (self.base + (f"/{key}" if key else "/")) if virtual and bucket else f"{self.base}/{bucket}" + (f"/{key}" if key else "")
@@ -221,7 +228,15 @@ class S3Client:
             if into is not None and 200 <= raw.status < 300:
                 into.seek(0)
                 into.truncate()
+                written, announced = 0, raw.getheader("content-length") or ""
+                if limit is not None and announced.isdigit() and int(announced) > limit:
+                    self._drop()
+                    raise BodyTooLarge(f"{announced} bytes, more than the {limit} expected")
                 while chunk := raw.read(BLOCK):
+                    written += len(chunk)
+                    if limit is not None and written > limit:
+                        self._drop()
+                        raise BodyTooLarge(f"more than the {limit} bytes expected")
                     into.write(chunk)
                 data = b""
             else:

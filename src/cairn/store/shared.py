@@ -178,11 +178,16 @@ class SharedCache:
         return self._fetch_tree(record, local, bound)
 
     def _fetch_tree(self, record: ActionRecord, local: LocalStore, bound: Bound) -> ActionRecord | None:
+        from cairn.publish.backend import ObjectTooLarge
+
         archive = _scratch(local.root / "tmp", "archive")  # the download goes to disk, never whole into memory
         blobs: list[Blob] | None = []
         try:
             try:
-                name = self._download_tree(record.output, archive)
+                name = self._download_tree(record.output, archive, _compressed_most(bound.stream))
+            except ObjectTooLarge as exc:  # bigger than any archive of the tree its record bounds could be
+                self._reject(record, self.tree_key(record.output), str(exc), with_record=True)
+                return None
             except (CairnError, OSError) as exc:  # OSError: writing it here (a full disk)
                 self._note("failed", f"{record.action}: download of {self.tree_key(record.output)} failed: {exc} — running the action")
                 return None
@@ -221,10 +226,11 @@ class SharedCache:
         self._event("fetched", record.action)
         return record
 
-    def _download_tree(self, digest: str, archive: Path) -> str | None:
-        """The name of the archive of ``digest`` the bucket holds, now in the file ``archive``; None if none."""
+    def _download_tree(self, digest: str, archive: Path, max_bytes: int) -> str | None:
+        """The name of the archive of ``digest`` the bucket holds, now in the file ``archive``; None if none.
+        An archive of more than ``max_bytes`` raises ObjectTooLarge once it passes them."""
         for name in (self.tree_key(digest), *self.whole_tree_keys(digest)):
-            if self.backend.get_file(name, archive):
+            if self.backend.get_file(name, archive, max_bytes=max_bytes):
                 self._count("received_bytes", archive.stat().st_size)
                 return name
         return None
@@ -256,12 +262,16 @@ class SharedCache:
     def _download_blob(self, blob: Blob, target: Path, scratch_dir: Path) -> str:
         """Download ``blob`` into ``target`` (its place in an unpacked tree): "" when it holds the right bytes, else
         what is wrong with the bucket's copy, or "failed" (reported) when this machine or the request failed."""
+        from cairn.publish.backend import ObjectTooLarge
+
         name = self.blob_key(blob.sha256)
         compressed = _scratch(scratch_dir, "blob")
         try:
             try:
-                present = self.backend.get_file(name, compressed)
+                present = self.backend.get_file(name, compressed, max_bytes=_compressed_most(blob.size))
                 self._count("received_bytes", compressed.stat().st_size if present else 0)
+            except ObjectTooLarge:
+                return f"failed verification (more bytes than zstd makes of the {blob.size} the tree names)"
             except (CairnError, OSError) as exc:
                 self._note("failed", f"download of {name} ({blob.path}) failed: {exc} — running the action")
                 return "failed"
@@ -446,6 +456,12 @@ def _link_over(known: Path, target: Path) -> bool:
         spare.unlink(missing_ok=True)
         return False
     return True
+
+
+def _compressed_most(size: int) -> int:
+    """The most bytes zstd (or gzip, for trees of earlier versions) can make of ``size`` bytes, with room to spare:
+    what a download of such an object may take before it is plainly something else."""
+    return size + size // 64 + (64 << 10)
 
 
 def _decompress_to(compressed: Path, target: Path, limit: int) -> tuple[str, int]:
