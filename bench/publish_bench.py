@@ -104,10 +104,10 @@ def bench_one(name: str, bundle_dir: Path, work: Path, keys_dir: Path, aws: str,
               env: dict[str, str], repeat: int = 1, server_pid: int = 0) -> dict[str, object]:
     """Both sides, first upload then unchanged re-publish, each into its own fresh prefix, ``repeat`` times
     (medians reported, every run kept); requests counted from the server's access log of the timed runs."""
-    from cairn.publish.backend import FileBackend
     from cairn.publish.bundle import load_bundle
     from cairn.publish.publisher import load_root, publish
     from cairn.publish.writer import COPY_MIN
+    from cairn.remote.backend import FileBackend
 
     client = _client(endpoint)
 

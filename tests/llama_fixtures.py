@@ -11,7 +11,8 @@ import sys
 import tempfile
 from pathlib import Path
 
-from cairn.engines.llama.vocab import SDIST, sha256_file
+from cairn.digest import file_sha256
+from cairn.engines.llama.vocab import SDIST
 from conftest import need
 
 
@@ -27,5 +28,5 @@ def llama_sdist(cache_dir: Path) -> Path:
             need(done.returncode == 0, f"pip download {SDIST['name']}=={SDIST['version']} failed: "
                                        f"{done.stderr.strip()[-300:]}")
             (Path(scratch) / SDIST["filename"]).replace(path)
-    assert sha256_file(path) == SDIST["sha256"]
+    assert file_sha256(path) == SDIST["sha256"]
     return path

@@ -25,12 +25,12 @@ import pytest
 from cairn import proc
 from cairn.cli import COMMANDS, main
 from cairn.containers.diff import diff_layouts
-from cairn.containers.oci import Layer, Layout, read_image
-from cairn.containers.recipes import load_base
 from cairn.execute.executor import execute
+from cairn.formats.oci import Layer, Layout, read_image
 from cairn.gates.container import container_gate
 from cairn.gates.plan import SDK_TEST
 from cairn.gates.static import static_gate
+from cairn.model.image_recipes import load_base
 from cairn.plan.prepare import load, make_plan
 from cairn.services import current, docker_client, services_dir
 from cairn.store.local import LocalStore

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from cairn.containers.oci import Layout, gzip_file, normalize_layer
+from cairn.formats.oci import Layout, gzip_file, normalize_layer
 
 
 def _tar(path: Path, entries: list[tuple[str, bytes | None]], mtime: int, uid: int = 0, uname: str = "") -> None:
@@ -61,8 +61,7 @@ def test_layout_digest_depends_only_on_content(tmp_path: Path) -> None:
 def test_a_layer_seen_before_is_compressed_once(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """Sibling images (every target of a family) install the same files at other times: normalized, they
     are one layer, taken from the store's layer cache instead of being compressed again."""
-    from cairn.containers import oci
-
+    from cairn.formats import oci
     cache = tmp_path / "layers"
     layers = []
     for n, mtime in enumerate((1800000000, 1900000000)):  # installed later than the epoch: clamped to it

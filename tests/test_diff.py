@@ -10,10 +10,10 @@ from pathlib import Path
 
 import pytest
 
-from cairn.publish.backend import FileBackend
 from cairn.publish.bundle import load_bundle
 from cairn.publish.publisher import publish
 from cairn.publish.sample import write_sample_bundle
+from cairn.remote.backend import FileBackend
 from cairn.sign.keys import init_keys, make_root
 
 SHA = {n: f"{n:x}" * 64 for n in range(1, 6)}
@@ -173,7 +173,7 @@ def test_two_releases_of_a_repository_in_s3(tmp_path, monkeypatch) -> None:
         environ = env(s3, tmp_path)
         for name in ("CAIRN_S3_ENDPOINT", "AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_DEFAULT_REGION"):
             monkeypatch.setenv(name, environ[name])
-        from cairn.publish.backend import open_backend
+        from cairn.remote.backend import open_backend
 
         keys = init_keys(tmp_path / "keys")
         root = make_root(keys)

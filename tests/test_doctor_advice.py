@@ -137,10 +137,10 @@ def signed_sample_repository(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) ->
     """A repository cairn publish wrote for gfx90a (``tmp_path/repo``), its root pinned through $CAIRN_TUF_ROOT."""
     from tuf.api.serialization.json import JSONSerializer
 
-    from cairn.publish.backend import FileBackend
     from cairn.publish.bundle import load_bundle
     from cairn.publish.publisher import publish as publish_repo
     from cairn.publish.sample import write_sample_bundle
+    from cairn.remote.backend import FileBackend
     from cairn.sign.keys import init_keys, make_root
 
     keys = init_keys(tmp_path / "keys")

@@ -14,11 +14,11 @@ import pytest
 from cairn.execute.runners import ActionContext
 from cairn.model.manifest import load_manifest
 from cairn.model.targets import load_registry
+from cairn.model.wheel_recipes import load_recipe
 from cairn.plan.prepare import make_plan
 from cairn.plan.probe import Host
 from cairn.publish.bundle import load_bundle
 from cairn.publish.run import run_bundle
-from cairn.wheels.recipes import load_recipe
 
 ROOT = Path(__file__).resolve().parents[1]
 HOST = Host(tools=frozenset({"git", "pip", "patchelf", "apt-get", "dpkg-deb"}))

@@ -97,7 +97,7 @@ WHEEL_RECIPES = sorted((Path(__file__).resolve().parents[1] / "recipes" / "wheel
 
 @pytest.mark.parametrize("recipe", WHEEL_RECIPES, ids=[p.stem for p in WHEEL_RECIPES])
 def test_wheel_recipe_mutations(recipe: Path, tmp_path: Path) -> None:
-    from cairn.wheels.recipes import load_recipe
+    from cairn.model.wheel_recipes import load_recipe
 
     @SETTINGS
     @given(text=toml_mutations(recipe.read_text()))
@@ -110,7 +110,7 @@ def test_wheel_recipe_mutations(recipe: Path, tmp_path: Path) -> None:
 
 
 def test_container_recipe_mutations(tmp_path: Path, repo_root: Path) -> None:
-    from cairn.containers.recipes import load_base, load_recipes
+    from cairn.model.image_recipes import load_base, load_recipes
 
     source = repo_root / "recipes" / "containers"
     names = sorted(p.name for p in source.glob("*.toml"))
@@ -206,9 +206,9 @@ def test_store_record_mutations(tmp_path: Path, target: str) -> None:
 # -- matrix.json and TUF metadata of a real publish ------------------------------------------------------------
 @pytest.fixture(scope="module")
 def published(sample_bundle: Path, tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, bytes]:
-    from cairn.publish.backend import FileBackend
     from cairn.publish.bundle import load_bundle
     from cairn.publish.publisher import publish
+    from cairn.remote.backend import FileBackend
     from cairn.sign.keys import init_keys, make_root
 
     base = tmp_path_factory.mktemp("published")

@@ -11,8 +11,8 @@ from cairn import io
 from cairn.doctor.advice import load as load_advice_matrix
 from cairn.errors import CairnError, InputError, UrlError
 from cairn.matrix.model import load_matrix
-from cairn.publish.backend import open_backend, s3_backend
-from cairn.publish.s3http import find_endpoint
+from cairn.remote.backend import open_backend, s3_backend
+from cairn.remote.s3http import find_endpoint
 from servers import moto_s3, serve_directory
 from test_matrix_model import sample
 

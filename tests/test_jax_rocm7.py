@@ -14,9 +14,9 @@ import pytest
 from cairn.errors import ManifestError
 from cairn.model.manifest import load_manifest
 from cairn.model.targets import load_registry
+from cairn.model.wheel_recipes import load_recipe
 from cairn.plan.prepare import make_plan
 from cairn.plan.probe import Host
-from cairn.wheels.recipes import load_recipe
 
 ROOT = Path(__file__).resolve().parents[1]
 MANIFEST = ROOT / "manifests" / "releases" / "default.toml"
@@ -46,13 +46,16 @@ def test_one_matching_set_for_the_release_python():
 
 
 def test_the_7_2_4_index_mirrors_exactly_the_pinned_set():
+    """JAX's 3.14 set, and llama-cpp-python's run-time requirements (built for this family): numpy 2.4.6 for
+    3.14 is in both and mirrored once."""
     actions = _plan()
     index = actions[f"index:{FAMILY}"]
     mirrored = sorted(d.removeprefix("mirror:") for d in index.deps if d.startswith("mirror:"))
-    assert mirrored == sorted(f.filename for f in _py314_files())
+    wanted = {f.filename: f.sha256 for f in [*_py314_files(), *load_recipe("llama-cpp-python").mirror_files("0.3.36")]}
+    assert mirrored == sorted(wanted)
     fetched = {a.inputs["source"]["pypi"]["filename"]: a.inputs["source"]["pypi"]["sha256"]
                for a in actions.values() if a.id.startswith("fetch:pypi:") and a.id.endswith(".whl")}
-    assert fetched == {f.filename: f.sha256 for f in _py314_files()}  # (the llama.cpp sdist is an engine's source)
+    assert fetched == wanted  # (the llama.cpp sdist is an engine's source)
 
 
 @pytest.mark.parametrize(("edit", "said"), [

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 import cairn.audit.layers as layers
-from cairn.gates.imagefs import ImageFS
+from cairn.audit.imagefs import ImageFS
 from cairn.gates.static import static_gate
 from fatbin_writer import bundle_for, ccob, section, write_elf
 

@@ -17,8 +17,9 @@ import gguf
 import numpy as np
 import pytest
 
+from cairn.digest import file_sha256
 from cairn.engines.llama import build, compare, model, reference
-from cairn.engines.llama.vocab import extract_vocab, sha256_file
+from cairn.engines.llama.vocab import extract_vocab
 from cairn.errors import CairnError, InputError
 from llama_fixtures import llama_sdist
 
@@ -33,7 +34,7 @@ def test_same_seed_same_bytes_other_seed_other_bytes(vocab: Path, tmp_path: Path
     first = model.write_tiny_llama(vocab, tmp_path / "a.gguf", seed=7, quant=quant)
     again = model.write_tiny_llama(vocab, tmp_path / "b.gguf", seed=7, quant=quant)
     other = model.write_tiny_llama(vocab, tmp_path / "c.gguf", seed=8, quant=quant)
-    assert first["sha256"] == again["sha256"] == sha256_file(tmp_path / "b.gguf")
+    assert first["sha256"] == again["sha256"] == file_sha256(tmp_path / "b.gguf")
     assert other["sha256"] != first["sha256"]
     assert first["size"] < 18_000_000 and not list(tmp_path.glob(".*"))  # no temp file left behind
 
@@ -161,7 +162,7 @@ def test_reference_file_round_trips_and_bad_ones_are_one_line(tmp_path: Path) ->
 def test_build_names_files_by_content(vocab: Path, tmp_path: Path) -> None:
     entries = build.build_gate_inputs(vocab, tmp_path, seed=4, quants=("Q8_0",))
     (entry,) = entries
-    assert entry["path"] == f"tiny-llama-Q8_0-{sha256_file(tmp_path / entry['path'])[:16]}.gguf"
+    assert entry["path"] == f"tiny-llama-Q8_0-{file_sha256(tmp_path / entry['path'])[:16]}.gguf"
     ref = reference.load_reference(tmp_path / entry["reference"])
     assert ref.model_sha256 == entry["sha256"] and ref.tokens[: ref.n_prompt] == build.PROMPT
     assert len(ref.tokens) == len(build.PROMPT) + build.N_NEW

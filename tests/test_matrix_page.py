@@ -18,10 +18,10 @@ from tuf.api.serialization.json import JSONSerializer
 
 from cairn.matrix.model import from_dict
 from cairn.matrix.render import registry_products, to_html, to_markdown
-from cairn.publish.backend import FileBackend
 from cairn.publish.bundle import load_bundle
 from cairn.publish.publisher import publish
 from cairn.publish.sample import write_sample_bundle
+from cairn.remote.backend import FileBackend
 from cairn.sign.keys import init_keys, make_root
 from conftest import need_tool
 

@@ -1,4 +1,4 @@
-"""The bucket policy the publisher keeps (``cairn.publish.access``): merged into what the bucket already has,
+"""The bucket policy the publisher keeps (``cairn.remote.access``): merged into what the bucket already has,
 written only when something is missing, read back in the forms S3 normalises a policy to, and a prefix that
 would widen the public grant refused in one line."""
 
@@ -9,7 +9,7 @@ import json
 import pytest
 
 from cairn.errors import CairnError
-from cairn.publish.access import LIST_SID, READ_SID, merged
+from cairn.remote.access import LIST_SID, READ_SID, merged
 
 
 def statements(policy: bytes) -> dict[str, dict]:  # type: ignore[type-arg]

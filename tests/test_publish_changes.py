@@ -16,10 +16,10 @@ from tuf.api.serialization.json import JSONSerializer
 
 from cairn.errors import CairnError, InputError
 from cairn.matrix.model import parse_matrix
-from cairn.publish.backend import FileBackend
 from cairn.publish.bundle import load_bundle, write_bundle_json
 from cairn.publish.publisher import promote, publish
 from cairn.publish.sample import write_sample_bundle
+from cairn.remote.backend import FileBackend
 from cairn.sign.keys import init_keys, make_root
 from cairn.sign.verify import verify_repository
 
@@ -115,19 +115,30 @@ def test_publishing_the_same_release_again_keeps_what_it_named_and_signs_nothing
 
 
 def test_gate_results_recorded_later_are_written_into_the_diff(published, tmp_path) -> None:
-    """A GPU host's verdict, recorded with ``cairn promote --gates``: the channel still names the release before,
-    and the diff now shows the gate as it stands."""
-    from cairn.gates.result import SCHEMA
+    """A GPU host's signed verdict, recorded with ``cairn promote --gates``: the channel still names the release
+    before, and the diff now shows the gate as it stands — beside the static gate that failed at build time, which
+    the passing GPU verdict does not overturn (the cell stays held)."""
+    from securesystemslib.signer import CryptoSigner
+
+    from cairn.sign import attest, runners
 
     repo, keys, root = published["repo"], published["keys"], published["root"]
     digest = load_bundle(published["base"] / "new").cells[0].images[0].digest
-    verdict = {"schema": SCHEMA, "gate": "static-coverage", "target": "gfx90a", "digest": digest, "status": "passed", "reason": ""}
-    report = promote(FileBackend(repo), keys, root, NEW, "dev", gate_results=[(tmp_path / "gate.json", verdict)])
-    assert "5.2.4/gfx90a/debian-12/py3.11/cairn-smoke-0.1.0" in report.promoted
+    runner = CryptoSigner.generate_ed25519()  # a runner trusted for the gate (cairn keys runner / trust-runner)
+    public = {"keyid": runner.public_key.keyid, **runner.public_key.to_dict()}
+    runners.trust(keys.directory, root, keys.signer("targets"), public, "runner", ["gpu"], [])
+    host = attest.Host("AMD Instinct MI250X", "gfx90a", "amdgpu-dkms 6.10.5", "5.15.0-119-generic", "6.4.1")
+    verdict = attest.sign_statement(attest.gate_statement(
+        gate="gpu", target="gfx90a", image="smoke", digest=digest, status="passed", reason="",
+        evidence_sha256="0" * 64, evidence_name="gate.log", host=host), runner)
+    report = promote(FileBackend(repo), keys, root, NEW, "dev", gate_results=[(tmp_path / "gate.intoto.json", verdict)])
+    assert report.held == {f"{NEW}/gfx90a/debian-12/py3.11/cairn-smoke-0.1.0": ["static-coverage: failed (static-coverage failed on gfx90a)"]}
     matrix = json.loads((repo / "channels" / "dev" / "matrix.json").read_text())
     assert matrix["release"]["previous"] == {"version": OLD, "diff": DIFF}
     [cell] = json.loads((repo / DIFF).read_text())["cells"]["changed"]
-    assert "gates" not in cell and cell["wheels"]  # passed before, passed now: only the rebuilt wheel changed
+    assert cell["gates"] == [{"gate": "gpu", "from": "not-run", "to": "passed"},
+                             {"gate": "static-coverage", "from": "passed", "to": "failed"}]
+    assert cell["wheels"]
 
 
 def test_a_page_a_killed_run_left_unsigned_is_not_what_the_diff_is_made_from(published) -> None:

@@ -12,11 +12,11 @@ import pytest
 
 from cairn.errors import CairnError
 from cairn.names import hashed_name
-from cairn.publish.backend import IMMUTABLE_CACHE, FileBackend, S3Backend
 from cairn.publish.bundle import load_bundle
 from cairn.publish.publisher import load_root, publish
 from cairn.publish.sample import write_sample_bundle
 from cairn.publish.writer import COPY_MIN
+from cairn.remote.backend import IMMUTABLE_CACHE, FileBackend, S3Backend
 from cairn.sign.keys import load_keys
 from cairn.sign.verify import verify_repository
 from test_publish_s3 import BUCKET, keys, s3  # noqa: F401 - shared fixtures

@@ -9,7 +9,7 @@ import sys
 import pytest
 
 from cairn.errors import CairnError
-from cairn.publish.backend import FileBackend, S3Backend, open_backend
+from cairn.remote.backend import FileBackend, S3Backend, open_backend
 
 
 @pytest.mark.parametrize(("url", "said"), [

@@ -11,12 +11,12 @@ import sys
 import pytest
 
 from cairn.names import hashed_name
-from cairn.publish.backend import S3Backend
 from cairn.publish.bundle import load_bundle
 from cairn.publish.early import EarlyBlobs
 from cairn.publish.look import first_root_of
 from cairn.publish.publisher import load_root, publish
 from cairn.publish.sample import write_sample_bundle
+from cairn.remote.backend import S3Backend
 from cairn.sign.keys import init_keys, load_keys, make_root
 from cairn.sign.verify import verify_repository
 from test_publish_s3 import BUCKET, cairn, env, keys, s3  # noqa: F401 - shared fixtures
@@ -162,8 +162,8 @@ def test_the_bytes_in_flight_stay_under_the_budget(tmp_path, monkeypatch):
     import time
 
     from cairn.publish import writer as writer_module
-    from cairn.publish.backend import FileBackend
     from cairn.publish.objects import Obj
+    from cairn.remote.backend import FileBackend
 
     monkeypatch.setattr(writer_module, "_IN_FLIGHT", writer_module._Budget(3000))
     now, most, lock = [0], [0], threading.Lock()

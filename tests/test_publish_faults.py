@@ -30,10 +30,10 @@ from urllib.request import urlopen
 import pytest
 from securesystemslib.signer import SSlibKey
 
-from cairn.publish.backend import S3Backend
 from cairn.publish.bundle import load_bundle
 from cairn.publish.publisher import load_root, publish
 from cairn.publish.sample import write_sample_bundle
+from cairn.remote.backend import S3Backend
 from cairn.sign.keys import load_keys
 from cairn.sign.provenance import verify_attestation
 from cairn.sign.verify import fetch, verify_repository

@@ -1,8 +1,11 @@
 """Gate verdicts in a release: the reason a gate did not run is the real one, and a verdict reported after
-staging (the GPU gate, run on a GPU host) is recorded by ``cairn promote --gates`` before the channel moves."""
+staging (the GPU gate, run on a GPU host, signed by its runner's key) is recorded by ``cairn promote --gates``
+before the channel moves. The attacks on that record (hand-written, untrusted, tampered verdicts) are in
+tests/test_gate_attestations.py."""
 
 from __future__ import annotations
 
+import hashlib
 import io
 import json
 import os
@@ -12,6 +15,7 @@ from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
+from securesystemslib.signer import CryptoSigner
 from tuf.api.serialization.json import JSONSerializer
 
 from cairn.model.manifest import load_manifest
@@ -19,10 +23,12 @@ from cairn.model.targets import load_registry
 from cairn.plan.prepare import make_plan
 from cairn.publish.run import run_bundle
 from cairn.publish.sample import write_sample_bundle
+from cairn.sign import attest, runners
 from cairn.sign.keys import init_keys, make_root
 from conftest import LEGACY_MANIFEST
 
 ROOT = Path(__file__).resolve().parents[1]
+RUNNER = CryptoSigner.generate_ed25519()  # the GPU runner's key (cairn keys runner)
 
 
 def test_unplanned_gpu_gate_names_what_the_plan_lacked_not_the_hosts_gpu(tmp_path):
@@ -42,8 +48,12 @@ def test_unplanned_gpu_gate_names_what_the_plan_lacked_not_the_hosts_gpu(tmp_pat
 
 @pytest.fixture(scope="module")
 def keys(tmp_path_factory):
+    """A release key set that trusts one GPU runner (``RUNNER``) for the gpu gate on every target."""
     keyset = init_keys(tmp_path_factory.mktemp("keys") / "k")
-    (keyset.directory / "root.json").write_bytes(make_root(keyset).to_bytes(JSONSerializer(compact=False)))
+    root = make_root(keyset)
+    (keyset.directory / "root.json").write_bytes(root.to_bytes(JSONSerializer(compact=False)))
+    public = RUNNER.public_key
+    runners.trust(keyset.directory, root, keyset.signer("targets"), {"keyid": public.keyid, **public.to_dict()}, "gpu-runner", ["gpu"], [])
     return keyset.directory
 
 
@@ -66,9 +76,11 @@ def staged(tmp_path: Path, keys: Path) -> tuple[list[str], dict[str, str]]:
 
 
 def gate_json(path: Path, target: str, digest: str, status: str, reason: str = "") -> Path:
-    """What a gate action writes (``cairn.gates.result.GateResult``) on the host that ran it."""
-    path.write_text(json.dumps({"schema": "cairn.gate/v1", "gate": "gpu", "image": "smoke", "target": target, "family": target,
-                                "digest": digest, "status": status, "reason": reason, "evidence": {}}))
+    """What ``cairn gate --sign-with`` writes on a GPU host of ``target`` after the GPU gate ran there."""
+    host = attest.Host("AMD Instinct", target, "amdgpu-dkms 6.10.5", "5.15.0-119-generic", "6.4.1")
+    statement = attest.gate_statement(gate="gpu", target=target, image="smoke", digest=digest, status=status, reason=reason,
+                                      evidence_sha256=hashlib.sha256(b"log").hexdigest(), evidence_name="gate.log", host=host)
+    path.write_bytes(attest.sign_statement(statement, RUNNER))
     return path
 
 
@@ -83,6 +95,7 @@ def test_gpu_verdict_reported_after_staging_is_recorded_and_gates_the_channel(tm
     assert report["held"] == {"5.4.0/gfx908/debian-12/py3.11/cairn-smoke-0.1.0": ["gpu: failed (saxpy: 3 of 1024 results wrong)"]}
     matrix = json.loads((tmp_path / "repo" / "staging" / "5.4.0" / "gates.json").read_text())
     assert matrix["5.4.0/gfx90a/debian-12/py3.11/cairn-smoke-0.1.0"]["gpu"] == {"status": "passed", "reason": ""}
+    assert matrix["recorded"][digests["gfx90a"]]["gpu"]["runner"]["name"] == "gpu-runner"
     verify = subprocess.run([sys.executable, "-m", "cairn.cli", "verify", str(tmp_path / "repo"), "--root", str(keys / "root.json")],
                             env={**os.environ, "CAIRN_TUF_CACHE": str(tmp_path / "tuf")}, capture_output=True, text=True, timeout=300)
     assert verify.returncode == 0, verify.stderr + verify.stdout
@@ -107,7 +120,7 @@ def test_gate_passes_for_a_cell_only_when_it_passed_on_every_image_of_the_cell()
     cell = {"release": "5.4.0", "gfx_target": "gfx90a", "os": "debian-12", "python": "3.11",
             "framework": {"name": "cairn-smoke", "version": "0.1.0"},
             "images": [{"reference": "cairn/rocm:5.4.0-gfx90a", "digest": runtime}, {"reference": "cairn/smoke:5.4.0-gfx90a", "digest": smoke}]}
-    stage = {"release": {"version": "5.4.0"}, "cells": [cell]}
+    stage = {"release": {"version": "5.4.0", "required_gates": {"stable": ["gpu"]}}, "cells": [cell]}
     cid = "5.4.0/gfx90a/debian-12/py3.11/cairn-smoke-0.1.0"
     before = {cid: {"gpu": {"status": "not-run", "reason": "not run: no AMD GPU on this host"}}}
 

@@ -120,7 +120,7 @@ def test_promote_refuses_a_version_that_is_not_one_name(s3, keys, tmp_path, flag
 def test_the_s3_backend_refuses_a_key_that_is_not_plain_names(s3, monkeypatch, key) -> None:
     """Whatever code makes a key, the one S3 wrapper refuses one that is not plain names before any request."""
     from cairn.errors import CairnError
-    from cairn.publish.backend import s3_backend
+    from cairn.remote.backend import s3_backend
 
     for name, value in (("CAIRN_S3_ENDPOINT", s3["endpoint"]), ("AWS_ACCESS_KEY_ID", "test"),
                         ("AWS_SECRET_ACCESS_KEY", "test"), ("AWS_DEFAULT_REGION", "us-east-1")):
@@ -164,7 +164,7 @@ def test_an_upload_younger_than_the_stale_age_is_left_to_its_run(s3, monkeypatch
     (a fixed value in its response template), so here "younger" means an age limit reaching back before 2010."""
     from datetime import UTC, datetime
 
-    from cairn.publish.backend import s3_backend
+    from cairn.remote.backend import s3_backend
 
     for name, value in (("CAIRN_S3_ENDPOINT", s3["endpoint"]), ("AWS_ACCESS_KEY_ID", "test"),
                         ("AWS_SECRET_ACCESS_KEY", "test"), ("AWS_DEFAULT_REGION", "us-east-1")):
@@ -216,8 +216,8 @@ def test_a_server_that_refuses_path_style_is_reached_virtual_hosted(s3, keys, tm
 def test_addressing_virtual_sends_the_bucket_in_the_host(s3, monkeypatch) -> None:
     """``CAIRN_S3_ADDRESSING=virtual``: every request names the bucket in its Host and not in its path, and moto's
     virtual-host mode serves writes, a multipart upload, a LIST and reads that way."""
-    from cairn.publish import backend as backend_module
-    from cairn.publish.backend import s3_backend
+    from cairn.remote import backend as backend_module
+    from cairn.remote.backend import s3_backend
 
     for name, value in (("CAIRN_S3_ENDPOINT", f"http://localhost:{s3['port']}"), ("AWS_ACCESS_KEY_ID", "test"),
                         ("AWS_SECRET_ACCESS_KEY", "test"), ("AWS_DEFAULT_REGION", "us-east-1"),
@@ -244,7 +244,7 @@ def test_the_client_signs_for_the_region_the_bucket_is_in(s3, monkeypatch) -> No
     then on. moto does not refuse a signature for the wrong region as S3 does (400 AuthorizationHeaderMalformed,
     or a 301 to the region), so here discovery is asked for directly; the refusals that trigger it on S3 are
     not reproduced."""
-    from cairn.publish.backend import s3_backend
+    from cairn.remote.backend import s3_backend
 
     for name, value in (("CAIRN_S3_ENDPOINT", s3["endpoint"]), ("AWS_ACCESS_KEY_ID", "test"),
                         ("AWS_SECRET_ACCESS_KEY", "test"), ("AWS_DEFAULT_REGION", "us-east-1")):

@@ -21,10 +21,10 @@ from pathlib import Path
 import pytest
 
 from cairn.names import hashed_name
-from cairn.publish.backend import S3Backend
 from cairn.publish.bundle import load_bundle
 from cairn.publish.publisher import load_root, publish
 from cairn.publish.sample import write_sample_bundle
+from cairn.remote.backend import S3Backend
 from cairn.sign.keys import load_keys
 from conftest import need_module
 from test_publish_s3 import BUCKET, cairn, env, keys, s3  # noqa: F401 - shared fixtures

@@ -7,7 +7,7 @@ from datetime import UTC, datetime
 
 import pytest
 
-from cairn.publish.s3http import (
+from cairn.remote.s3http import (
     ConnectionFailed,
     Credentials,
     Response,
@@ -76,7 +76,7 @@ def test_publishing_loads_neither_boto3_nor_botocore():
     import subprocess
     import sys
 
-    code = ("import sys; import cairn.publish.publisher, cairn.publish.backend, cairn.sign.verify; "
+    code = ("import sys; import cairn.publish.publisher, cairn.remote.backend, cairn.sign.verify; "
             "print(sorted(m for m in ('boto3', 'botocore', 's3transfer') if m in sys.modules)); "
             "import boto3, securesystemslib.signer; print(boto3.__name__)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.split()

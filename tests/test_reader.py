@@ -79,7 +79,7 @@ def test_reading_an_undeclared_key_is_a_loader_bug(tmp_path: Path) -> None:
     (('pin_unknown = "no commit', 'pin_unknown = 1\n#'), "'pin_unknown' must be a string"),
 ])
 def test_wheel_recipe_values_are_type_checked(tmp_path: Path, repo_root: Path, edit: tuple[str, str], message: str) -> None:
-    from cairn.wheels.recipes import load_recipe
+    from cairn.model.wheel_recipes import load_recipe
 
     text = (repo_root / "recipes" / "wheels" / "pytorch.toml").read_text()
     assert edit[0] in text
@@ -91,7 +91,7 @@ def test_wheel_recipe_values_are_type_checked(tmp_path: Path, repo_root: Path, e
 
 
 def test_every_committed_wheel_recipe_still_loads(repo_root: Path) -> None:
-    from cairn.wheels.recipes import known_recipes, load_recipe
+    from cairn.model.wheel_recipes import known_recipes, load_recipe
 
     assert [load_recipe(name).name for name in known_recipes()] == known_recipes()
 
@@ -104,7 +104,7 @@ def _copy_containers(repo_root: Path, tmp_path: Path) -> Path:
 
 # -- container recipes keep naming the file alone ------------------------------------------------------------
 def test_container_recipe_typo_names_the_file_and_the_closest_key(tmp_path: Path, repo_root: Path) -> None:
-    from cairn.containers.recipes import load_recipes
+    from cairn.model.image_recipes import load_recipes
 
     folder = _copy_containers(repo_root, tmp_path)
     smoke = folder / "smoke.toml"

@@ -23,7 +23,7 @@ def _validator(kind: str):  # type: ignore[no-untyped-def]
 
 
 def _inputs() -> list[tuple[Path, str]]:
-    from cairn.containers.recipes import rootfs_names
+    from cairn.model.image_recipes import rootfs_names
 
     rootfs = set(rootfs_names(ROOT / "recipes" / "containers"))
     files = [(p, "release-manifest") for p in (ROOT / "manifests" / "releases").glob("*.toml")]

@@ -173,7 +173,7 @@ def test_read_only_reads_the_cache_and_never_writes_it(s3, manifest, prefix, tmp
 
 _KILL_AT_FIRST_RECORD = """
 import os, signal, sys
-from cairn.publish import s3http
+from cairn.remote import s3http
 real = s3http.S3Client.request
 def request(self, method, bucket, key="", **kwargs):
     if method == "PUT" and "/ac/" in key:
@@ -201,7 +201,7 @@ def test_a_build_killed_mid_upload_leaves_no_record_and_the_next_machine_rebuild
 
 _CACHE_GOES_AWAY = """
 import sys
-from cairn.publish import s3http
+from cairn.remote import s3http
 real, calls = s3http.S3Client.request, []
 def request(self, method, bucket, key="", **kwargs):
     calls.append(method)
@@ -357,7 +357,7 @@ def test_an_archive_from_the_bucket_never_writes_outside_its_tree(tmp_path, entr
 
 
 def test_pack_then_unpack_gives_the_same_tree_and_the_same_bytes(tmp_path) -> None:
-    from cairn.store.base import tree_digest
+    from cairn.digest import tree_digest
 
     src = tmp_path / "src"
     (src / "bin").mkdir(parents=True)
@@ -379,7 +379,7 @@ def test_an_archive_costs_compressed_bytes_no_more_than_stored_shrinks_text_and_
     more than stored, the text shrinks; packing twice gives the same bytes."""
     import random
 
-    from cairn.store.base import tree_digest
+    from cairn.digest import tree_digest
 
     rng = random.Random(7)
     noise = rng.randbytes(3 << 20)
@@ -407,7 +407,7 @@ def test_a_tree_an_earlier_version_put_in_the_cache_as_a_gzipped_tar_is_still_us
     import io
     import tarfile
 
-    from cairn.store.base import tree_digest
+    from cairn.digest import tree_digest
 
     src = tmp_path / "src"
     (src / "lib").mkdir(parents=True)
@@ -581,7 +581,8 @@ def _gets(cache) -> list[str]:
 def test_a_file_many_trees_hold_is_one_blob_in_the_bucket_and_one_download(s3, prefix, tmp_path, monkeypatch) -> None:
     """Three trees with the same 2 MiB file twice each (a wheel in a package, an index and a bundle): the bucket
     holds it once, and a machine fetching all three downloads it once and hard-links the other five."""
-    from cairn.store.base import ActionRecord, tree_digest
+    from cairn.digest import tree_digest
+    from cairn.store.base import ActionRecord
     from cairn.store.local import LocalStore
     from cairn.store.shared import SharedCache
 

@@ -18,10 +18,10 @@ import pytest
 from cryptography.hazmat.primitives import serialization
 from securesystemslib.signer import CryptoSigner
 
-from cairn.publish.backend import FileBackend
 from cairn.publish.bundle import load_bundle
 from cairn.publish.publisher import publish
 from cairn.publish.sample import write_sample_bundle
+from cairn.remote.backend import FileBackend
 from cairn.sign.cosign import PAYLOAD_TYPE, SIGNATURE_ANNOTATION, ImageName, Registry, payload, sign_image
 from cairn.sign.keys import init_keys, make_root
 from conftest import need_tool

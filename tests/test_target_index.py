@@ -88,8 +88,8 @@ def _publish(bundle: Path, tmp: Path) -> dict[str, Path]:
     """``bundle`` signed with fresh keys and published to ``tmp/repo`` as ``cairn publish`` does."""
     from tuf.api.serialization.json import JSONSerializer
 
-    from cairn.publish.backend import FileBackend
     from cairn.publish.publisher import load_root, publish
+    from cairn.remote.backend import FileBackend
     from cairn.sign.keys import init_keys, load_keys, make_root
 
     keyset = init_keys(tmp / "keys")

@@ -19,8 +19,8 @@ import pytest
 
 from cairn.audit import audit_file
 from cairn.containers.base import check_lock
-from cairn.containers.recipes import load_base
 from cairn.errors import CairnError
+from cairn.model.image_recipes import load_base
 from cairn.model.manifest import load_manifest
 from cairn.model.targets import load_registry
 from cairn.plan.planner import plan_release

@@ -20,8 +20,8 @@ import pytest
 
 from cairn.errors import CairnError, InputError
 from cairn.names import relpath_problem, safe_name, safe_relpath
-from cairn.publish.backend import FileBackend
 from cairn.publish.sample import write_sample_bundle
+from cairn.remote.backend import FileBackend
 
 
 def cairn(*args: str, cwd: Path | None = None, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
@@ -176,7 +176,7 @@ def test_a_manifest_source_saved_under_a_climbing_name_is_refused(tmp_path: Path
 
 
 def test_a_mirrored_file_name_that_climbs_is_refused(tmp_path: Path, repo_root: Path) -> None:
-    from cairn.wheels.recipes import load_recipe
+    from cairn.model.wheel_recipes import load_recipe
 
     text = (repo_root / "recipes" / "wheels" / "jax.toml").read_text()
     assert 'filename = "jax_rocm7_plugin-' in text
@@ -220,7 +220,7 @@ def test_a_layer_member_that_climbs_is_refused(tmp_path: Path) -> None:
     import io
     import tarfile
 
-    from cairn.containers.oci import normalize_layer
+    from cairn.formats.oci import normalize_layer
 
     src = tmp_path / "layer.tar"
     with tarfile.open(src, "w") as tar:

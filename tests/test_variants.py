@@ -160,10 +160,10 @@ def test_a_published_channel_links_a_signed_variants_json(indexes: Path, tmp_pat
     from tuf.api.serialization.json import JSONSerializer
 
     from cairn.errors import CairnError
-    from cairn.publish.backend import FileBackend
     from cairn.publish.bundle import load_bundle, write_bundle_json
     from cairn.publish.publisher import load_root, publish
     from cairn.publish.sample import write_sample_bundle
+    from cairn.remote.backend import FileBackend
     from cairn.sign.keys import init_keys, load_keys, make_root
     from cairn.sign.verify import verify_repository
 

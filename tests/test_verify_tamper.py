@@ -8,10 +8,10 @@ import pytest
 from tuf.api.serialization.json import JSONSerializer
 
 from cairn.errors import CheckFailed
-from cairn.publish.backend import FileBackend
 from cairn.publish.bundle import load_bundle
 from cairn.publish.publisher import publish
 from cairn.publish.sample import write_sample_bundle
+from cairn.remote.backend import FileBackend
 from cairn.sign.keys import init_keys, make_root
 from cairn.sign.verify import verify_repository
 

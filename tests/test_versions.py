@@ -6,7 +6,7 @@ import pytest
 from packaging.version import Version
 
 from cairn.errors import InputError
-from cairn.wheels.versions import extra_name, framework_version, rocm_local, sdk_of, sdk_version
+from cairn.model.wheel_versions import extra_name, framework_version, rocm_local, sdk_of, sdk_version
 
 EPOCH = 1784073600  # 2026-07-15
 

@@ -9,9 +9,9 @@ import pytest
 from cairn.errors import ManifestError
 from cairn.model.manifest import load_manifest
 from cairn.model.targets import load_registry
+from cairn.model.wheel_recipes import load_recipe
 from cairn.plan.prepare import make_plan
 from cairn.plan.probe import Host
-from cairn.wheels.recipes import load_recipe
 
 ROOT = Path(__file__).resolve().parents[1]
 HOST = Host(tools=frozenset({"git", "pip", "patchelf", "apt-get", "dpkg-deb", "hipcc"}),
@@ -182,7 +182,7 @@ def test_cli_refuses_a_mixed_index_in_one_line(tmp_path, capsys):
 def test_shipped_releases_publish_only_their_rocm_major(name):
     from packaging.version import Version
 
-    from cairn.wheels.versions import rocm_major
+    from cairn.model.wheel_versions import rocm_major
 
     manifest = ROOT / "manifests" / "releases" / f"{name}.toml"
     major = Version(load_manifest(manifest, load_registry()).release.version).major

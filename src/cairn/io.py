@@ -4,8 +4,8 @@ file atomically.
 Every stage that reads an input by URL or writes a file another process may read at the same time goes
 through here, so a reader never sees half a file, a failed download never leaves one behind, and every
 unreadable URL is one ``UrlError`` line (its ``status`` tells a missing object from a refused one). ``s3://``
-goes through the one S3 wrapper (``cairn.publish.backend.s3_backend``), whose endpoint rule is
-``cairn.publish.s3http.find_endpoint``. Protocol clients that speak more than "GET this URL" keep their own
+goes through the one S3 wrapper (``cairn.remote.backend.s3_backend``), whose endpoint rule is
+``cairn.remote.s3http.find_endpoint``. Protocol clients that speak more than "GET this URL" keep their own
 connection: the registry client of ``cairn.sign.cosign`` and the package index client of ``cairn.sources.pypi``.
 """
 
@@ -115,12 +115,12 @@ _BUCKETS: dict[tuple[str | None, str, str, str], Any] = {}
 
 
 def _s3_bucket(bucket: str) -> Any:
-    """The one S3 wrapper (``cairn.publish.backend.s3_backend``: signed requests with the environment's
+    """The one S3 wrapper (``cairn.remote.backend.s3_backend``: signed requests with the environment's
     credentials, its endpoint rule, its retries) for ``bucket``, made once per bucket and environment so its
     connections stay alive across reads. Imported here, not at the top: most commands never read S3, and the
     wrapper sits with the publisher that writes the buckets."""
-    from cairn.publish.backend import s3_backend
-    from cairn.publish.s3http import find_endpoint, find_region
+    from cairn.remote.backend import s3_backend
+    from cairn.remote.s3http import find_endpoint, find_region
 
     mine = (find_endpoint(), bucket, find_region(), os.environ.get("AWS_ACCESS_KEY_ID", ""))
     if mine not in _BUCKETS:

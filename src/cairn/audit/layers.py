@@ -8,7 +8,7 @@ content-addressed, so what it holds is a function of its digest: its *scan* (eve
 name, type, link target — and for ELF files their dynamic section and their device-code audit) is made once
 and kept under the store, in ``layer-scans/``, keyed by the layer's digest and by a digest of the code that
 makes the scan (this module, the audit's parser, the target registry). Replaying a scan gives the same answer
-as reading the layer: the replays (``cairn.audit.sources``, ``cairn.gates.imagefs``) apply whiteouts and
+as reading the layer: the replays (``cairn.audit.sources``, ``cairn.audit.imagefs``) apply whiteouts and
 replacements exactly as they did on the tar stream.
 
 A cache file that cannot be read is made again, never trusted and never an error: the cache only saves time.
@@ -36,7 +36,9 @@ from elftools.elf.elffile import ELFFile
 
 from cairn.audit.bundle import ELF_MAGIC
 from cairn.audit.model import BinaryAudit, audit_from_json
+from cairn.digest import files_digest, stage_code_digest
 from cairn.io import atomic_write, exclusive
+from cairn.paths import manifests_dir
 
 Auditor = Callable[[Path, str], BinaryAudit]  # (file, path to show) → its audit
 
@@ -156,22 +158,13 @@ def _regular(name: str, size: int, reader: IO[bytes], audit: Auditor) -> Member:
     return Member(name, "file", elf=elf, audit=found)
 
 
-def scanner_digest() -> str:
-    """sha256 of what a scan's content depends on besides the layer: this module, the audit's parser and model,
-    and the target registry (it names processors). A cached scan is used only while all of it is unchanged."""
-    from cairn.paths import manifests_dir
-
-    return _digest_of(Path(__file__).parent, manifests_dir() / "targets.toml")
-
-
 @functools.cache
-def _digest_of(here: Path, registry: Path) -> str:
-    """Read once per process: a gate replays hundreds of scans, each asking for this digest."""
-    h = hashlib.sha256()
-    for path in (here / "layers.py", here / "binary.py", here / "bundle.py", here / "model.py", here / "sources.py",
-                 registry):
-        h.update(path.name.encode() + b"\0" + path.read_bytes() + b"\0")
-    return h.hexdigest()
+def scanner_digest() -> str:
+    """sha256 of what a scan's content depends on besides the layer: the audit's scanner, parser and model, and
+    the target registry (it names processors). A cached scan is used only while all of it is unchanged; read
+    once per process, as a gate replays hundreds of scans."""
+    registry = manifests_dir() / "targets.toml"
+    return hashlib.sha256(f"{stage_code_digest('layer-scan')} {files_digest([registry])}".encode()).hexdigest()
 
 
 def cached_scan(blob: Path, digest: str, cache: Path | None) -> LayerScan:

@@ -38,7 +38,7 @@ _JOB_ID = re.compile(r"[^A-Za-z0-9_-]")
 # Every job: the runner's own Docker Engine, and Debian/Ubuntu's docker-registry, which the package starts on
 # localhost:5000 — the same address on every runner, so a push cached by one job keeps its key in the next; the
 # next job's registry is empty, and every action that uses a pushed image pushes it again from the store when its
-# registry lacks it (cairn.containers.publish). The tools are facts of the plan too (cairn.plan.probe): without
+# registry lacks it (cairn.services.registry_push). The tools are facts of the plan too (cairn.plan.probe): without
 # mmdebstrap the images' base is blocked, without patchelf the wheels are.
 DOCKER_ENV = {"DOCKER_HOST": "unix:///var/run/docker.sock", "CAIRN_REGISTRY": "localhost:5000"}
 RUNNER_SETUP = ("sudo apt-get update -q\n"

@@ -16,9 +16,9 @@ from pathlib import Path
 from typing import IO, Any
 
 from cairn import proc
-from cairn.containers.oci import GZIP_LEVEL, Layout, image_config
-from cairn.containers.recipes import BaseRecipe
 from cairn.errors import CairnError
+from cairn.formats.oci import GZIP_LEVEL, Layout, image_config
+from cairn.model.image_recipes import BaseRecipe
 from cairn.sources.debian import resolve_mirror
 
 

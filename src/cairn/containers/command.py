@@ -44,8 +44,8 @@ def _layout(path: Path) -> Path:
 
 
 def images(store: Path) -> list[dict]:
-    from cairn.execute.report import read_actions
     from cairn.model.json_reader import load_object
+    from cairn.store.report import read_actions
 
     found = []
     for action_id, info in sorted(read_actions(store).items()):
@@ -76,7 +76,7 @@ def show_dockerfile(image: str, manifest_arg: str | None, store: Path) -> int:
     action = actions.get(f"image:{name}@{target}")
     if action is None:
         raise InputError(image, "the plan has no such image", "see `cairn plan` for the image:* actions")
-    from cairn.execute.report import read_actions
+    from cairn.store.report import read_actions
 
     outputs = {k: v.output for k, v in read_actions(store, missing_ok=True).items() if v.output}
     if outputs.get(action.id) and (store / "trees" / outputs[action.id] / "Dockerfile").is_file():

@@ -11,7 +11,7 @@ import tarfile
 from pathlib import Path
 from typing import Any
 
-from cairn.containers.oci import read_image
+from cairn.formats.oci import read_image
 
 
 def _entries(blob: Path) -> dict[str, dict[str, Any]]:

@@ -14,8 +14,8 @@ import re
 from packaging.utils import canonicalize_name
 from packaging.version import Version
 
-from cairn.containers.recipes import ImageRecipe
 from cairn.errors import CairnError
+from cairn.model.image_recipes import ImageRecipe
 from cairn.plan.context import StageContext
 from cairn.plan.graph import Action
 
@@ -37,9 +37,9 @@ def published(context: StageContext, family: str) -> dict[str, Action]:
 
 
 def _wheels_recipes() -> dict[str, object]:
-    """canonical project → wheels recipe (cairn.wheels.recipes), for the wheels no action publishes."""
+    """canonical project → wheels recipe (cairn.model.wheel_recipes), for the wheels no action publishes."""
     try:
-        from cairn.wheels.recipes import known_recipes, load_recipe
+        from cairn.model.wheel_recipes import known_recipes, load_recipe
     except ImportError:
         return {}
     found: dict[str, object] = {}

@@ -20,11 +20,11 @@ from pathlib import Path
 from typing import IO, Any
 
 from cairn.containers import engine_store
-from cairn.containers.oci import Layer, Layout, image_config
+from cairn.digest import tree_entries
 from cairn.errors import ActionFailed, InputError
+from cairn.formats.oci import Layer, Layout, image_config
 from cairn.names import inside, safe_relpath
 from cairn.services import docker_client, registry_address
-from cairn.store.base import tree_entries
 
 
 def stage_tree(src: Path, dest: Path, epoch: int) -> None:
@@ -167,7 +167,7 @@ def build_image(*, out: Path, context: Path, dockerfile: str, parent_tree: Path,
                 labels: Mapping[str, str], tags: list[str], record: dict[str, Any], log: IO[str],
                 layer_cache: Path | None = None) -> dict[str, Any]:
     """Build ``context`` with ``dockerfile`` FROM ``parent_ref``; write ``out/oci`` + ``out/image.json``."""
-    from cairn.containers.publish import ensure_in_registry
+    from cairn.services.registry_push import ensure_in_registry
 
     client = docker_client()
     registry, _ = registry_address()

@@ -20,9 +20,10 @@ import json
 from pathlib import Path
 from typing import Any
 
+from cairn import digest
+from cairn.audit.imagefs import ImageFS, image_env
 from cairn.containers import wheels as index_wheels
-from cairn.containers.oci import read_image
-from cairn.gates.imagefs import ImageFS, image_env
+from cairn.formats.oci import read_image
 from cairn.gates.static import unresolved
 from cairn.plan.graph import Action
 
@@ -34,13 +35,7 @@ REPORT = "linkage.json"
 def code_digest() -> str:
     """sha256 of the code that decides a verdict (this module, the static gate's resolver, the image reader):
     a cached verdict is reused only while it is unchanged."""
-    import hashlib
-
-    h = hashlib.sha256()
-    gates = Path(__file__).parents[1] / "gates"
-    for path in (Path(__file__), gates / "static.py", gates / "imagefs.py", gates.parent / "audit" / "layers.py"):
-        h.update(path.name.encode() + b"\0" + path.read_bytes() + b"\0")
-    return h.hexdigest()
+    return digest.stage_code_digest("linkage")
 
 
 def plan_linkage(image: str, family: str, rocm: str, parent_image: str, index: str, wheels: list[str],

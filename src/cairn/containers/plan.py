@@ -13,14 +13,14 @@ The runners that build and push are in ``cairn.containers.run``.
 
 from __future__ import annotations
 
-import hashlib
 from pathlib import Path
 
 from cairn.containers.frameworks import blocked_reason as framework_blocked
 from cairn.containers.linkage import plan_linkage
-from cairn.containers.oci import LAYOUT_VERSION, ZLIB_VERSION, rfc3339
-from cairn.containers.recipes import BaseRecipe, ImageRecipe, containers_dir, load_base, load_recipes
 from cairn.containers.render import TEMPLATE_SUFFIX, dockerfiles_dir
+from cairn.digest import files_digest
+from cairn.formats.oci import LAYOUT_VERSION, ZLIB_VERSION, rfc3339
+from cairn.model.image_recipes import BaseRecipe, ImageRecipe, containers_dir, load_base, load_recipes
 from cairn.plan.context import StageContext
 from cairn.plan.graph import Action
 from cairn.services.engine import START_HINT
@@ -31,20 +31,13 @@ FRAMEWORK_SCRIPTS = {"jax": ["opt/cairn/bin/cairn-jax"]}  # the gate scripts a f
 SCRIPTS_DIR = Path(__file__).parent / "scripts"
 
 
-def _digest_files(paths: list[Path]) -> str:
-    h = hashlib.sha256()
-    for path in sorted(paths):
-        h.update(path.name.encode() + b"\0" + path.read_bytes() + b"\0")
-    return h.hexdigest()
-
-
 def template_digest(template: str) -> str:
     folder = dockerfiles_dir()
-    return _digest_files([folder / f"{template}{TEMPLATE_SUFFIX}", *folder.glob("_*.j2")])
+    return files_digest([folder / f"{template}{TEMPLATE_SUFFIX}", *folder.glob("_*.j2")])
 
 
 def scripts_digest() -> str:
-    return _digest_files([SCRIPTS_DIR / f"{module}.py" for module in SCRIPTS.values()])
+    return files_digest([SCRIPTS_DIR / f"{module}.py" for module in SCRIPTS.values()])
 
 
 def labels_for(context: StageContext, recipe: ImageRecipe | None, target: str, family: str, title: str) -> dict[str, str]:

@@ -14,16 +14,16 @@ from typing import Any
 
 from cairn.containers import base as base_image
 from cairn.containers import image as engine_image
-from cairn.containers import publish
 from cairn.containers import wheels as index_wheels
 from cairn.containers.linkage import blocked_by as linkage_blocked
 from cairn.containers.linkage import image_blocked, run_linkage, write_blocked
-from cairn.containers.oci import GZIP_LEVEL
 from cairn.containers.plan import SCRIPTS, SCRIPTS_DIR
-from cairn.containers.recipes import BaseRecipe
 from cairn.containers.render import render_dockerfile
 from cairn.errors import CairnError
+from cairn.formats.oci import GZIP_LEVEL
+from cairn.model.image_recipes import BaseRecipe
 from cairn.services import registry_address
+from cairn.services import registry_push as publish
 from cairn.services.engine import START_HINT
 from cairn.store.local import normalize_modes
 

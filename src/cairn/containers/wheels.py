@@ -15,9 +15,9 @@ from pathlib import Path
 
 from packaging.utils import canonicalize_name, parse_wheel_filename
 
+from cairn.digest import file_sha256
 from cairn.errors import CheckFailed, InputError
 from cairn.names import safe_name
-from cairn.store.base import file_sha256
 
 
 @dataclass(frozen=True)

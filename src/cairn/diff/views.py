@@ -114,7 +114,7 @@ def _repository(root: Path, version: str, arg: str) -> ReleaseView:
 def _s3_repository(arg: str) -> ReleaseView:
     """A repository in S3 (endpoint from ``$CAIRN_S3_ENDPOINT``, as for publishing): one LIST, one GET."""
     from cairn.matrix.model import parse_matrix
-    from cairn.publish.backend import open_backend
+    from cairn.remote.backend import open_backend
 
     url, _, version = arg.partition("@")
     backend = open_backend(url)

@@ -17,7 +17,7 @@ bytes of a build without one (``bench/compiler_cache_bench.py`` checks the diges
 
 The build container keeps ``--network none``: sccache reaches S3 through the HTTP proxy variables, which point
 at a relay whose only way out is ``cairn.execute.egress``'s proxy, which connects to the cache's endpoint and
-refuses everything else. Credentials come from the same chain as every cairn S3 user (``cairn.publish.s3http``)
+refuses everything else. Credentials come from the same chain as every cairn S3 user (``cairn.remote.s3http``)
 and enter the container as environment variables named on the command line without their values.
 
 If the cache cannot be used (sccache's server does not start, for example because the bucket cannot be
@@ -54,7 +54,7 @@ class CompilerCache:
     @classmethod
     def from_url(cls, url: str) -> CompilerCache:
         """Parse ``s3://bucket[/prefix]``; the endpoint and region come from the environment as for publishing."""
-        from cairn.publish.s3http import find_endpoint, find_region
+        from cairn.remote.s3http import find_endpoint, find_region
 
         parts = urlsplit(url)
         prefix = parts.path.strip("/")
@@ -88,7 +88,7 @@ class CompilerCache:
 
     def container_env(self, toolchain_image: str, targets: Sequence[str]) -> tuple[dict[str, str], dict[str, str]]:
         """``(plain, secret)`` variables for the container: the secret ones are passed by name only."""
-        from cairn.publish.s3http import find_credentials
+        from cairn.remote.s3http import find_credentials
 
         proxy = f"http://127.0.0.1:{RELAY_PORT}"
         plain = {"SCCACHE_BUCKET": self.bucket, "SCCACHE_S3_KEY_PREFIX": self.key_prefix(toolchain_image, targets),

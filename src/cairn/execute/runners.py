@@ -165,8 +165,8 @@ def run_cmake(ctx: ActionContext) -> None:
 
 def _toolchain_image(ctx: ActionContext, toolchain: Mapping[str, str]) -> str:
     """``registry/repo@digest`` of the build image the action depends on (pulled by the engine)."""
-    from cairn.containers.publish import ensure_in_registry
     from cairn.services import registry_address
+    from cairn.services.registry_push import ensure_in_registry
 
     pushed = json.loads((ctx.deps[toolchain["push"]] / "push.json").read_text())
     registry, _ = registry_address()

@@ -1,19 +1,22 @@
 """``cairn gate [MANIFEST] [--store DIR] [--channel C] [--json]``: gate results per image, pass rate, parity.
 
 Reads the last build of the store. Exit 1 when a gate required for the channel failed or did not run.
+``--sign-with KEY`` (on the GPU host) instead signs the last build's verdicts of ``--sign-gate`` (default gpu)
+as attestations ``cairn promote --gates`` accepts (``cairn.gates.attest``).
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+from pathlib import Path
 
 from rich.console import Console
 from rich.table import Table
 
 from cairn.cli_options import add_json, add_store
-from cairn.containers.recipes import GATES
 from cairn.gates.summary import collect, figures
+from cairn.model.image_recipes import GATES
 from cairn.plan.prepare import load
 
 _STYLE = {"passed": "green", "failed": "red", "not-run": "yellow"}
@@ -24,9 +27,16 @@ def configure(parser: argparse.ArgumentParser) -> None:
     add_store(parser, "store of the build (default .cairn/)")
     parser.add_argument("--channel", help="judge against this channel's required gates (default: the manifest's)")
     add_json(parser, "machine-readable output")
+    parser.add_argument("--sign-with", type=Path, metavar="KEY_PEM",
+                        help="sign this build's verdicts with this runner key (cairn keys runner) instead of judging them")
+    parser.add_argument("--sign-gate", action="append", default=[], metavar="GATE", help="gate whose verdicts to sign (repeatable; default gpu)")
+    parser.add_argument("--attest-out", type=Path, metavar="DIR", help="where the signed verdicts go (default <store>/attestations)")
+    parser.add_argument("--host-root", default="/", metavar="DIR", help="read the host's identity from a captured tree (as cairn doctor --root)")
 
 
 def run(args: argparse.Namespace) -> int:
+    if args.sign_with:
+        return _sign(args)
     manifest, registry = load(args.manifest)
     channel = args.channel or manifest.release.channel
     required = manifest.gates.get(channel, ())
@@ -51,3 +61,19 @@ def run(args: argparse.Namespace) -> int:
         console.print(f"gating pass rate {family}: {v['passed']}/{v['expected']} = {v['pass_rate']:.0%}")
     console.print("gating parity: " + ("yes" if figs["parity"] else "NO — " + "; ".join(figs["parity_gaps"])))
     return 0 if ok else 1
+
+
+def _sign(args: argparse.Namespace) -> int:
+    from cairn.gates.attest import sign_verdicts
+    from cairn.sign.attest import load_signer
+
+    signer = load_signer(args.sign_with)
+    out = args.attest_out or args.store / "attestations"
+    signed = sign_verdicts(args.store, signer, out, tuple(args.sign_gate or ("gpu",)), args.host_root)
+    if args.json:
+        print(json.dumps([{**s.__dict__, "path": str(s.path)} for s in signed], indent=2, sort_keys=True))
+    for s in [] if args.json else signed:
+        print(f"{s.gate} {s.status} {s.image}@{s.target}: {s.path}")
+    if not signed and not args.json:
+        print(f"no {' or '.join(args.sign_gate or ('gpu',))} verdict in {args.store}'s last build ran (passed or failed) — nothing signed")
+    return 0

@@ -13,6 +13,7 @@ from functools import cache
 from pathlib import Path
 from typing import Any
 
+from cairn import digest
 from cairn.plan.context import StageContext
 from cairn.plan.graph import Action
 
@@ -33,11 +34,8 @@ TINY_MODEL_LAYOUT = 1
 @cache
 def code_digest() -> str:
     """sha256 of the gates' code and the in-image scripts: a verdict is reused only while they are unchanged."""
-    h = hashlib.sha256()
-    here = Path(__file__).parent
-    for path in sorted([*here.glob("*.py"), *(here.parent / "containers" / "scripts").glob("*.py")]):
-        h.update(path.name.encode() + b"\0" + path.read_bytes() + b"\0")
-    return h.hexdigest()
+    scripts = digest.files_digest((Path(__file__).parents[1] / "containers" / "scripts").glob("*.py"))  # shipped: their bytes count
+    return hashlib.sha256(f"{digest.stage_code_digest('gates')} {scripts}".encode()).hexdigest()
 
 
 def extend_plan(context: StageContext) -> None:
@@ -77,10 +75,8 @@ def _tiny_model(context: StageContext) -> str:
     action_id = ENGINE_IMAGES["llama-cpp"]
     if action_id not in context.actions:
         fetch = f"fetch:pypi:{SDIST['filename']}"
-        h = hashlib.sha256()
-        for path in sorted((Path(__file__).parents[1] / "engines" / "llama").glob("*.py")):
-            h.update(path.name.encode() + b"\0" + path.read_bytes() + b"\0")
+        code = digest.stage_code_digest("tiny-model")
         context.actions[action_id] = Action(id=action_id, kind="tiny-model", deps=(fetch,), inputs={
-            "layout": TINY_MODEL_LAYOUT, "code": h.hexdigest(), "seed": DEFAULT_SEED, "vocab": DEFAULT_VOCAB,
+            "layout": TINY_MODEL_LAYOUT, "code": code, "seed": DEFAULT_SEED, "vocab": DEFAULT_VOCAB,
             "sdist": SDIST["filename"], "gguf": version("gguf"), "numpy": version("numpy")})
     return action_id

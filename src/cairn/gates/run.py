@@ -13,9 +13,9 @@ from typing import Any
 
 from cairn.errors import CheckFailed
 from cairn.gates.container import container_gate, host_has_gpu
-from cairn.gates.result import GateResult
 from cairn.gates.static import static_gate
 from cairn.gates.summary import BLOCKED_PREFIX
+from cairn.model.gate_result import GateResult
 
 
 def run_tiny_model(ctx: Any) -> None:
@@ -64,8 +64,8 @@ def run_gate(ctx: Any) -> None:
 def _ensure_pushed(image_tree: Path, log: Any) -> None:
     """The gate runs the image from this host's registry: a push cached by another machine's job (or a registry
     reset since) left it elsewhere, so it is pushed again from the store when missing (same digest)."""
-    from cairn.containers.publish import ensure_in_registry
     from cairn.services import registry_address
+    from cairn.services.registry_push import ensure_in_registry
 
     registry, _ = registry_address()
     if registry:  # without one, the gate's own pull says what is missing

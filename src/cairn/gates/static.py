@@ -17,10 +17,10 @@ from pathlib import Path
 from typing import Any
 
 from cairn.audit import AuditReport
+from cairn.audit.imagefs import ImageFS, image_env
 from cairn.audit.layers import image_scans
 from cairn.audit.sources import image_audits
-from cairn.containers.oci import read_image
-from cairn.gates.imagefs import ImageFS, image_env
+from cairn.formats.oci import read_image
 from cairn.model.targets import load_registry
 
 DEFAULT_DIRS = ("/lib/x86_64-linux-gnu", "/usr/lib/x86_64-linux-gnu", "/lib64", "/lib", "/usr/lib")

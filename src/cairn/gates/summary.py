@@ -13,8 +13,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from cairn.execute.report import read_actions
-from cairn.gates.result import GateResult
+from cairn.model.gate_result import GateResult
+from cairn.store.report import read_actions
 
 BLOCKED_PREFIX = "image blocked: "  # the reason of every gate of an image the linkage check blocked
 

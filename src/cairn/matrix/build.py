@@ -16,7 +16,7 @@ from typing import Any
 from cairn.errors import InputError
 from cairn.matrix import model
 
-RECORDED = "recorded"  # gates.json key: image digest -> gate -> the verdict reported after staging
+RECORDED = "recorded"  # gates.json key: image digest -> gate -> the verdict reported after staging (and who signed it)
 _RANK = {"passed": 0, "not-run": 1, "failed": 2}
 
 
@@ -31,39 +31,58 @@ def cell_gates(gates: dict[str, Any], cell: dict[str, Any]) -> dict[str, Any]:
 
 
 def record_gates(stage: dict[str, Any], gates: dict[str, Any], results: list[tuple[Path, dict[str, Any]]]) -> dict[str, Any]:
-    """``gates`` with verdicts reported after staging (``gate.json`` of a gate run elsewhere) merged in.
+    """``gates`` with verdicts reported after staging merged in (already verified: ``cairn.sign.runners.accept``).
 
     A verdict is for one image: it counts for every staged cell of its target whose images include that
     digest, and a gate passes for a cell only if it passed on every image of the cell (failed > not-run >
-    passed; an image with no verdict yet is not-run). A verdict for an image this release did not stage is
-    refused, naming its file: a gate run on other bytes proves nothing about these.
+    passed; an image with no verdict yet is not-run). Refused, naming the file, with nothing changed: a verdict
+    for an image this release did not stage (a gate run on other bytes proves nothing about these), for a gate
+    no channel of the release requires, and any verdict but ``failed`` where the gate already failed — at build
+    time or in an earlier verdict: a failure is never overturned; a fix is a new build, staged as a new version.
     """
-    from cairn.gates.result import SCHEMA, STATUSES
+    from cairn.model.gate_result import SCHEMA, STATUSES
 
     gates = json.loads(json.dumps(gates))
-    recorded: dict[str, dict[str, dict[str, str]]] = gates.setdefault(RECORDED, {})
+    recorded: dict[str, dict[str, dict[str, Any]]] = gates.setdefault(RECORDED, {})
     touched: set[tuple[str, str]] = set()  # (cell id, gate)
+    version = stage["release"]["version"]
+    required = sorted({g for gs in stage["release"].get("required_gates", {}).values() for g in gs})
     for path, result in results:
         fields = ("gate", "target", "digest", "status")
         if result.get("schema") != SCHEMA or not all(isinstance(result.get(k), str) and result[k] for k in fields):
             raise InputError(path, f"not a gate result ({SCHEMA} with {', '.join(fields)})",
-                             "pass the gate.json a gate action wrote (cairn build on the host that ran the gate)")
-        if result["status"] not in STATUSES:
-            raise InputError(path, f"gate status {result['status']!r}", f"use one of {', '.join(STATUSES)}")
+                             "pass the signed verdict cairn gate --sign-with wrote on the host that ran the gate")
+        gate, status = result["gate"], result["status"]
+        if status not in STATUSES:
+            raise InputError(path, f"gate status {status!r}", f"use one of {', '.join(STATUSES)}")
+        if gate not in required:
+            raise InputError(path, f"release {version} requires no {gate} gate (its channels require {', '.join(required) or 'none'})",
+                             "pass only verdicts of gates the release requires")
         cells = [c for c in stage["cells"] if c["gfx_target"] == result["target"]
                  and result["digest"] in {i["digest"] for i in c["images"]}]
         if not cells:
-            raise InputError(path, f"{result['gate']} gate of {result['digest'][:19]}… ({result['target']}) is for an image "
-                             f"release {stage['release']['version']} did not stage", "run the gate on the staged image's digest")
-        recorded.setdefault(result["digest"], {})[result["gate"]] = {"status": result["status"], "reason": result.get("reason", "")}
-        touched.update((cell_id(c), result["gate"]) for c in cells)
+            raise InputError(path, f"{gate} gate of {result['digest'][:19]}… ({result['target']}) is for an image "
+                             f"release {version} did not stage", "run the gate on the staged image's digest")
+        before = [(cell_id(c), cell_gates(gates, c).get(gate) or {}) for c in cells]
+        before.append((f"{result['digest'][:19]}…", recorded.get(result["digest"], {}).get(gate) or {}))
+        failed = next(((where, v) for where, v in before if v.get("status") == "failed"), None)
+        if failed and status != "failed":
+            where, verdict = failed
+            raise InputError(path, f"{gate} gate of {where} failed ({verdict.get('reason') or 'no reason recorded'}); a {status} "
+                             "verdict cannot overturn a failure", "fix the cause and stage a new build")
+        entry = {"status": status, "reason": result.get("reason", "")}
+        if isinstance(result.get("runner"), dict):  # who vouched for it, and the signed statement kept in the repository
+            entry["runner"] = result["runner"]
+        recorded.setdefault(result["digest"], {})[gate] = entry
+        touched.update((cell_id(c), gate) for c in cells)
     for cell in stage["cells"]:
         cid = cell_id(cell)
         for gate in sorted(g for c, g in touched if c == cid):
             verdicts = [recorded.get(i["digest"], {}).get(gate) or
                         {"status": "not-run", "reason": f"no {gate} result recorded for {i['reference']}@{i['digest'][:19]}…"}
                         for i in cell["images"]]
-            gates.setdefault(cid, {})[gate] = max(verdicts, key=lambda v: _RANK[v["status"]])
+            worst = max(verdicts, key=lambda v: _RANK[v["status"]])
+            gates.setdefault(cid, {})[gate] = {"status": worst["status"], "reason": worst["reason"]}
     return gates
 
 

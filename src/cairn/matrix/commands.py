@@ -19,7 +19,7 @@ from packaging.utils import InvalidWheelFilename, canonicalize_name, parse_wheel
 
 from cairn.errors import CairnError
 from cairn.matrix.model import Cell, ImageRef
-from cairn.wheels.versions import extra_name
+from cairn.model.wheel_versions import extra_name
 
 REGISTRY_ENV = "CAIRN_PUBLIC_REGISTRY"
 _REGISTRY = re.compile(r"^[A-Za-z0-9](?:[A-Za-z0-9.-]*[A-Za-z0-9])?(?::[0-9]{1,5})?(?:/[a-z0-9]+(?:[._/-][a-z0-9]+)*)?$")

@@ -96,6 +96,10 @@ class Component:
     project: str = ""  # the upstream sub-project name that targets.toml exclusions refer to
     pin_unknown: str = ""  # set when no pin is known: the plan reports it, the build refuses it
     description: str = ""
+    # an engine's run-time Python requirements, every wheel by sha256 (``requirements = [{ name, version, filename,
+    # sha256 }]``): mirrored into each index that serves the engine's wheel, which then installs by itself
+    requirements: tuple[Source, ...] = ()
+    requirements_where: Location | None = field(default=None, compare=False, repr=False)
 
 
 @dataclass(frozen=True)
@@ -193,6 +197,7 @@ BUILD = Table({
     "kind": Field("string", required=True, nonempty=True, enum=BUILD_KINDS),
     "args": Field("table", table=Table(values=Field("any"))),
 }, what="build")
+FILE = Table(SOURCE_TABLES["pypi"].fields)
 COMPONENT = Table({
     "name": Field("string", required=True, nonempty=True, pattern=_NAME_RE),
     "version": Field("string", required=True, nonempty=True),
@@ -203,6 +208,7 @@ COMPONENT = Table({
     "project": Field("string", nonempty=True, doc="upstream sub-project name targets.toml exclusions refer to"),
     "pin_unknown": Field("string", nonempty=True, doc="why no pin is known (the build refuses the component)"),
     "description": Field("string", nonempty=True),
+    "requirements": Field("tables", table=FILE, doc="an engine's run-time requirements, each wheel by sha256 (its recipe mirrors the same)"),
 }, what="a component")
 SDK = Table({
     "description": Field("string", nonempty=True),
@@ -210,7 +216,6 @@ SDK = Table({
     "unavailable": Field("table", table=Table(values=Field("string", nonempty=True)),
                          doc="component name -> why these sources cannot provide it"),
 })
-FILE = Table(SOURCE_TABLES["pypi"].fields)
 FRAMEWORK = Table({
     "recipe": Field("string", required=True, nonempty=True, doc="recipes/wheels/<recipe>.toml"),
     "version": Field("string", required=True, nonempty=True, doc="one of the recipe's versions"),
@@ -343,7 +348,22 @@ class _Loader:
             depends=table.strings("depends"), exclude_targets=excludes,
             project=table.string("project"), pin_unknown=pin_unknown,
             description=table.string("description"),
+            requirements=self.pinned_files(table, "requirements", f"component '{name}'"),
+            requirements_where=self.doc.where((*kp, "requirements")) if "requirements" in table else None,
         )
+
+    def pinned_files(self, table: Section, key: str, owner: str) -> tuple[Source, ...]:
+        """``key = [{ name, version, filename, sha256 }, …]``: wheels pinned by sha256 (none when absent)."""
+        if key not in table:
+            return ()
+        kp = table.keypath
+        if not isinstance(table[key], list) or not table[key]:
+            raise self.fail((*kp, key), f"{owner}: {key} must be a non-empty list", f"write {key} = [{{ name, version, filename, sha256 }}, …]")
+        files = tuple(self.source({"pypi": item}, (*kp, key, n), owner, False) for n, item in enumerate(table[key]))
+        for n, item in enumerate(files):
+            if not item.get("sha256"):
+                raise self.fail((*kp, key, n), f"{owner}: {item.get('filename')} has no sha256", "add sha256 = \"<64 hex>\" (sha256sum FILE)")
+        return files
 
     def source(self, table: Any, kp: tomlpos.KeyPath, name: str, pin_unknown: bool) -> Source:
         if not isinstance(table, dict) or len(table) != 1:

@@ -24,10 +24,10 @@ DRAFT = "https://json-schema.org/draft/2020-12/schema"
 
 def kinds() -> dict[str, Table]:
     """Each input file kind and the declaration of its whole file."""
-    from cairn.containers.recipes import IMAGE_FILE, ROOTFS_FILE
+    from cairn.model.image_recipes import IMAGE_FILE, ROOTFS_FILE
     from cairn.model.manifest import MANIFEST
     from cairn.model.targets import REGISTRY
-    from cairn.wheels.recipes import RECIPE
+    from cairn.model.wheel_recipes import RECIPE
 
     return {"release-manifest": MANIFEST, "targets": REGISTRY, "wheel-recipe": RECIPE,
             "container-recipe": IMAGE_FILE, "rootfs-recipe": ROOTFS_FILE}

@@ -13,8 +13,8 @@ import sys
 from pathlib import Path
 
 from cairn.cli_options import add_json
-from cairn.containers.recipes import load_base
 from cairn.errors import CairnError, InputError
+from cairn.model.image_recipes import load_base
 from cairn.model.manifest import load_manifest
 from cairn.model.targets import load_registry
 from cairn.pins.model import check_pins

@@ -14,8 +14,8 @@ from typing import IO
 
 from cairn import proc
 from cairn.containers.base import installed_packages, mmdebstrap_command
-from cairn.containers.recipes import BaseRecipe, lock_path
 from cairn.io import atomic_write
+from cairn.model.image_recipes import BaseRecipe, lock_path
 
 HEADER = ("# Every package of the {name} rootfs, as resolved by `cairn pins lock {recipe}` (do not edit by hand:\n"
           "# re-lock, then review the diff). Builds install exactly these versions and fail if the rootfs differs.\n")

@@ -49,7 +49,7 @@ def host_for(manifest: Manifest, store: Path | None = None) -> Host:
 def _base_pins_apt_checks(manifest: Manifest) -> list[str]:
     """The image base's pinned packages when this host's apt can vouch for them (a bookworm base; a sid base
     is checked against the rootfs it produces instead): the images stage reads their versions from the snapshot."""
-    from cairn.containers.recipes import load_base
+    from cairn.model.image_recipes import load_base
 
     try:
         base = load_base(name=manifest.release.base)

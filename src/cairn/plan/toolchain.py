@@ -9,8 +9,8 @@ Pure: what the host has (engine, registry, mmdebstrap) comes from the host snaps
 
 from __future__ import annotations
 
-from cairn.containers.oci import LAYOUT_VERSION, ZLIB_VERSION, rfc3339
-from cairn.containers.recipes import load_base
+from cairn.formats.oci import LAYOUT_VERSION, ZLIB_VERSION, rfc3339
+from cairn.model.image_recipes import load_base
 from cairn.model.manifest import Manifest
 from cairn.plan.graph import Action
 from cairn.plan.probe import Host

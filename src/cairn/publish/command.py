@@ -47,7 +47,7 @@ def _check_one_key_set(args: argparse.Namespace) -> None:
 
 def last_build_bundle(store: Path) -> Path:
     """The ``bundle:release`` tree of the store's last build, or a one-line error saying how to get one."""
-    from cairn.execute.report import read_actions
+    from cairn.store.report import read_actions
 
     info = read_actions(store).get(BUNDLE_ACTION)
     if not info or not info.output:
@@ -75,7 +75,7 @@ def add_common_options(parser: argparse.ArgumentParser) -> None:
 
 def check_public_scope(args: argparse.Namespace, to: str) -> None:
     """``--to s3://bucket`` (no prefix) with the public-read grant needs ``--public-bucket``: one line, before any
-    read or write (``cairn.publish.access``)."""
+    read or write (``cairn.remote.access``)."""
     from urllib.parse import urlparse
 
     from cairn.names import BUCKET_NAME
@@ -83,14 +83,14 @@ def check_public_scope(args: argparse.Namespace, to: str) -> None:
     parsed = urlparse(to)  # a URL naming no bucket, or a bad one, is left to the backend's own one line
     if parsed.scheme == "s3" and BUCKET_NAME.fullmatch(parsed.netloc) and not parsed.path.strip("/") \
             and args.public_read and not args.public_bucket:
-        from cairn.publish.access import whole_bucket_refusal
+        from cairn.remote.access import whole_bucket_refusal
 
         raise whole_bucket_refusal(parsed.netloc)
 
 
 def open_destination(args: argparse.Namespace, to: str):  # type: ignore[no-untyped-def]
     """The backend of ``to``, told whether ``--public-bucket`` allows a grant of the whole bucket."""
-    from cairn.publish.backend import S3Backend, open_backend
+    from cairn.remote.backend import S3Backend, open_backend
 
     backend = open_backend(to)
     if isinstance(backend, S3Backend):

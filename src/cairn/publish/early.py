@@ -24,12 +24,12 @@ from __future__ import annotations
 
 from concurrent.futures import Future, ThreadPoolExecutor
 
-from cairn.publish.backend import Backend
 from cairn.publish.blobs import Blob, read_blobs
 from cairn.publish.bundle import Bundle
 from cairn.publish.look import may_write_early, start_look
 from cairn.publish.prefetch import Prefetch
 from cairn.publish.writer import Log, Writer
+from cairn.remote.backend import Backend
 
 
 class EarlyBlobs:

@@ -118,7 +118,7 @@ def _reachable(reference: str) -> bool:
 # -- reading one object without boto3 --------------------------------------------------------------------------
 def _getter(url: str):  # type: ignore[no-untyped-def]
     """A one-shot GET of a repository key, or None when only the full path can read it. Not the one S3 factory
-    (``cairn.publish.backend.s3_backend``): that wrapper falls back to botocore's credential chain and retries a
+    (``cairn.remote.backend.s3_backend``): that wrapper falls back to botocore's credential chain and retries a
     dead endpoint for a minute, and this path must cost two requests or give up at once. It shares the factory's
     endpoint rule and the publisher's signer."""
     parsed = urlparse(url)
@@ -140,7 +140,7 @@ def _getter(url: str):  # type: ignore[no-untyped-def]
     token = os.environ.get("AWS_SESSION_TOKEN", "")
     region = os.environ.get("AWS_REGION") or os.environ.get("AWS_DEFAULT_REGION") or "us-east-1"
     bucket, prefix = parsed.netloc, parsed.path.strip("/")
-    from cairn.publish.s3http import find_endpoint  # standard library only, like this module
+    from cairn.remote.s3http import find_endpoint  # standard library only, like this module
 
     endpoint = find_endpoint() or ""
 
@@ -162,8 +162,8 @@ EMPTY_SHA256 = hashlib.sha256(b"").hexdigest()
 
 def sigv4_get_headers(host: str, path: str, region: str, access: str, secret: str, token: str, now: datetime) -> dict[str, str]:
     """AWS Signature Version 4 headers for an S3 GET of ``path`` (no query, empty body): the publisher's own
-    signer (``cairn.publish.s3http``, no botocore), with the empty body's sha256 as the payload hash."""
-    from cairn.publish.s3http import Credentials, sign
+    signer (``cairn.remote.s3http``, no botocore), with the empty body's sha256 as the payload hash."""
+    from cairn.remote.s3http import Credentials, sign
 
     return sign("GET", host, path, {}, {}, region, Credentials(access, secret, token), now, payload=EMPTY_SHA256)
 

@@ -13,9 +13,9 @@ from urllib.parse import quote
 from cairn.matrix.build import build_matrix, cell_gates, cell_id, family_wheels, page_of
 from cairn.matrix.model import Previous
 from cairn.publish import pages
-from cairn.publish.backend import sha256_hex
 from cairn.publish.objects import JSON, Obj
 from cairn.publish.report import Report
+from cairn.remote.backend import sha256_hex
 from cairn.wheels import variants
 
 

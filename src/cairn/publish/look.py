@@ -6,7 +6,7 @@ Public Access setting and policy. None of these depend on the bundle, so ``cairn
 the fast path, before the bundle's reader is even imported; the server answers them while the bundle is parsed
 and checked. They are reads only: what is written, and whether, is still decided after the bundle is checked
 (``cairn.publish.early``). They run on a daemon thread, so a bad bundle's error never waits for the retries of an
-unreachable endpoint (``cairn.publish.background``).
+unreachable endpoint (``cairn.remote.background``).
 """
 
 from __future__ import annotations
@@ -15,9 +15,9 @@ import json
 from concurrent.futures import Future
 from pathlib import Path
 
-from cairn.publish.backend import AccessState, Backend
-from cairn.publish.background import in_background
 from cairn.publish.writer import Log, Writer
+from cairn.remote.backend import AccessState, Backend
+from cairn.remote.background import in_background
 
 
 def start_look(backend: Backend, first_root: bytes | None, public_read: bool, log: Log) -> Future[Writer]:

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from functools import cached_property
 from typing import Any
 
-from cairn.publish.backend import sha256_hex
+from cairn.remote.backend import sha256_hex
 
 WHEEL = "application/zip"  # a wheel is a zip archive; browsers and curl save it as one
 CORE_METADATA = "text/plain; charset=utf-8"  # PEP 658: the wheel's METADATA file, email-header text in UTF-8

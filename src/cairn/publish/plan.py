@@ -118,6 +118,8 @@ def _wheel_frameworks(context: StageContext, deps: list[str]) -> dict[str, str]:
         if action.id not in deps or action.kind not in ("package", "mirror"):
             continue
         part = action.inputs.get("part")
+        if action.kind == "mirror" and action.inputs.get("required_by"):
+            continue  # an engine's run-time requirement: it goes wherever the engine's wheel goes (cairn.wheels.plan)
         if action.kind == "package" and part == "hip-extension":
             out[action.id] = action.inputs["project"]
         elif (action.kind == "package" and part == "framework") or action.kind == "mirror":

@@ -23,15 +23,23 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--version", required=True, help="the staged release version to promote")
     parser.add_argument("--as", dest="as_version", default="", help="promote an rc as this final version (re-signs, never rebuilds)")
     parser.add_argument("--gates", type=Path, action="append", default=[], metavar="GATE_JSON",
-                        help="record this gate result first (a gate.json from the host that ran it, e.g. the GPU gate); repeatable")
+                        help="record this signed gate verdict first (cairn gate --sign-with on the host that ran it, e.g. "
+                             "the GPU gate; signed by a runner the key set trusts: cairn keys trust-runner); repeatable")
     add_common_options(parser)
 
 
-def _read_gate_result(path: Path) -> dict:  # type: ignore[type-arg]
-    """One gate verdict reported after staging; checked against the staged release by ``record_gates``."""
-    from cairn.model.json_reader import load_object
+def _read_gate_result(path: Path) -> bytes:
+    """One signed gate verdict reported after staging, as bytes: verified by ``cairn.sign.runners.accept``."""
+    from cairn.errors import InputError
+    from cairn.sign.attest import MAX_ENVELOPE
 
-    return load_object(path, "gate result", "pass the gate.json a gate action wrote")
+    try:
+        if path.stat().st_size > MAX_ENVELOPE:
+            raise InputError(path, f"{path.stat().st_size} bytes, more than any signed gate verdict ({MAX_ENVELOPE})",
+                             "pass the .intoto.json cairn gate --sign-with wrote")
+        return path.read_bytes()
+    except OSError as exc:
+        raise InputError(path, f"cannot be read ({exc.strerror or exc})", "pass the .intoto.json cairn gate --sign-with wrote") from None
 
 
 def run(args: argparse.Namespace) -> int:

@@ -40,7 +40,6 @@ from cairn.matrix.build import cell_id, record_gates
 from cairn.matrix.model import CHANNELS
 from cairn.names import name_problem
 from cairn.publish import fastpath
-from cairn.publish.backend import Backend
 from cairn.publish.bundle import Bundle
 from cairn.publish.changes import channel_objects
 from cairn.publish.early import EarlyBlobs
@@ -49,6 +48,7 @@ from cairn.publish.objects import JSON, Obj, json_bytes
 from cairn.publish.report import Report
 from cairn.publish.stage import stage_objects
 from cairn.publish.upload import Log, Run
+from cairn.remote.backend import Backend
 from cairn.sign.keys import KeySet
 from cairn.sign.session import SigningSession
 
@@ -118,18 +118,22 @@ def check_version_names(version: str, as_version: str = "") -> None:
 
 
 def promote(backend: Backend, keys: KeySet, root: Metadata[Root], version: str, channel: str, *,
-            as_version: str = "", gate_results: list[tuple[Path, dict[str, Any]]] | None = None,
+            as_version: str = "", gate_results: list[tuple[Path, bytes]] | None = None,
             public_read: bool = True, log: Log = lambda _: None) -> Report:
     """Move ``channel`` to staged ``version`` (only cells whose required gates passed); re-signs, never rebuilds.
 
-    ``gate_results`` are gate verdicts reported after staging — the GPU gate run on a GPU host — as
-    (file, ``gate.json``) pairs; they are merged into ``staging/<version>/gates.json`` first (``record_gates``).
+    ``gate_results`` are gate verdicts reported after staging — the GPU gate run on a GPU host — as (file, bytes)
+    of signed attestations (``cairn gate --sign-with``); each must verify with a runner key the key set's signed
+    runner list trusts for its gate (``cairn.sign.runners.accept``, checked before anything is written), and is
+    then merged into ``staging/<version>/gates.json`` (``record_gates``); the attestations and the runner list are
+    published beside it as signed targets.
     ``as_version`` promotes a release candidate as the final version: its staging record is copied under
     the new version number and the same blobs are re-signed.
     """
     if channel not in CHANNELS:
         raise CairnError(f"unknown channel '{channel}' — use one of {', '.join(CHANNELS)}")
     check_version_names(version, as_version)
+    attested = attested_gates(keys, root, version, gate_results or [])
     run = Run(backend, SigningSession(keys, root), log)
     if public_read:
         run.grant_public_read()
@@ -139,9 +143,10 @@ def promote(backend: Backend, keys: KeySet, root: Metadata[Root], version: str, 
     stage = json.loads(raw)
     gates = json.loads(backend.get(f"staging/{version}/gates.json") or b"{}")
     indexes: list[Obj] = []
-    if gate_results:  # recorded with the promotion's pages, before the metadata that makes them visible
-        gates = record_gates(stage, gates, gate_results)
-        indexes.append(Obj(f"staging/{version}/gates.json", json_bytes(gates), JSON, False))
+    if attested:  # recorded with the promotion's pages, before the metadata that makes them visible
+        results, proofs = attested
+        gates = record_gates(stage, gates, results)
+        indexes += [*proofs, Obj(f"staging/{version}/gates.json", json_bytes(gates), JSON, False)]
     if as_version and as_version != version:
         stage = {**stage, "release": {**stage["release"], "version": as_version, "promoted_from": version}}
         for cell in stage["cells"]:
@@ -157,6 +162,27 @@ def promote(backend: Backend, keys: KeySet, root: Metadata[Root], version: str, 
     run.upload_in_order([], indexes)
     run.commit(report)
     return report
+
+
+def attested_gates(keys: KeySet, root: Metadata[Root], version: str, files: list[tuple[Path, bytes]]
+                   ) -> tuple[list[tuple[Path, dict[str, Any]]], list[Obj]] | None:
+    """Verified verdicts of ``files`` (``cairn.sign.runners.accept``) and what publishes them: each attestation as an
+    immutable target under ``staging/<version>/gate-attestations/`` (named by its sha256, which its recorded
+    verdict names) and the runner list that trusted it as ``keys/runners.json``. None without files."""
+    from cairn.remote.backend import sha256_hex
+    from cairn.sign import runners
+
+    if not files:
+        return None
+    trusted = runners.load(keys.directory, root)
+    results = runners.accept(files, trusted, keys.directory)
+    assert trusted is not None
+    proofs = [Obj(runners.REPO_KEY, trusted.data, JSON, False)]
+    for (_path, data), (_, result) in zip(files, results, strict=True):
+        key = f"staging/{version}/gate-attestations/{sha256_hex(data)}.intoto.json"
+        result["runner"]["attestation"] = key
+        proofs.append(Obj(key, data, JSON, True))
+    return results, proofs
 
 
 def load_root(path: Path) -> Metadata[Root]:

@@ -73,10 +73,10 @@ def staged_candidates(backend, base: str) -> list[str]:  # type: ignore[no-untyp
 def release(version: str, *, manifest_path: Path, root: Path, to: str, keys_dir: Path | None, store: Path,
             bundle: Path | None = None, check_tree: bool = True, log=print) -> Report:  # type: ignore[no-untyped-def]
     from cairn.model.manifest import load_manifest
-    from cairn.publish.backend import open_backend
     from cairn.publish.bundle import load_bundle
     from cairn.publish.command import last_build_bundle
     from cairn.publish.publisher import load_root, promote, publish
+    from cairn.remote.backend import open_backend
     from cairn.sign.keys import load_keys
 
     manifest = load_manifest(manifest_path)

@@ -13,10 +13,10 @@ import shutil
 from pathlib import Path
 from typing import Any
 
-from cairn.gates.result import GateResult
+from cairn.digest import file_sha256
+from cairn.model.gate_result import GateResult
 from cairn.publish.bundle import write_bundle_json
 from cairn.publish.plan import ACTION_ID
-from cairn.store.base import file_sha256
 from cairn.wheels.sdk import partial_name
 
 

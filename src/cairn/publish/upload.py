@@ -15,10 +15,10 @@ from typing import TYPE_CHECKING
 
 from cairn.errors import CairnError
 from cairn.publish import fastpath
-from cairn.publish.backend import Backend, Listed
 from cairn.publish.objects import JSON, Obj
 from cairn.publish.report import Report
 from cairn.publish.writer import THREADS, Log, Writer
+from cairn.remote.backend import Backend, Listed
 from cairn.sign.session import SigningSession
 from cairn.sign.tuf import RepoState, known_target, read_state
 

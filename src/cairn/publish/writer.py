@@ -16,8 +16,8 @@ from dataclasses import dataclass
 
 from cairn.names import hashed_name
 from cairn.publish import fastpath
-from cairn.publish.backend import COPY_MAX, AccessState, Backend, Listed
 from cairn.publish.objects import JSON, Obj
+from cairn.remote.backend import COPY_MAX, AccessState, Backend, Listed
 
 THREADS = 16
 # At most this many bytes of objects are being written at once (a bigger object goes alone): 16 threads on a

@@ -85,7 +85,7 @@ def _wait(ready: Callable[[], bool], child: subprocess.Popen[bytes], name: str, 
 def storage_driver(root: Path) -> str:
     """``overlay2`` when an overlayfs mount works on ``root``'s filesystem (root can mount, the kernel has it,
     the filesystem supports it), else ``vfs``; ``CAIRN_DOCKER_STORAGE_DRIVER`` overrides. Layer digests do not
-    depend on it: every layer is normalized after the engine builds it (cairn.containers.oci)."""
+    depend on it: every layer is normalized after the engine builds it (cairn.formats.oci)."""
     chosen = os.environ.get("CAIRN_DOCKER_STORAGE_DRIVER", "")
     if chosen:
         return chosen

@@ -1,7 +1,8 @@
 """cosign-format image signatures: simple-signing payloads, ECDSA P-256, at tag ``sha256-<hex>.sig``.
 
-cosign and notation are not packaged for this platform, so Cairn writes the format itself
-(sigstore/cosign ``specs/SIGNATURE_SPEC.md``): the payload names the image's manifest digest; the
+Cairn writes the format itself, without the cosign binary (which Debian packages only in sid, not on the
+build hosts), following sigstore/cosign ``specs/SIGNATURE_SPEC.md``; Debian's cosign verifies what it writes
+(``tests/test_sign_cosign_client.py``). The payload names the image's manifest digest; the
 signature is ECDSA P-256 over SHA-256 of the payload (what ``cosign verify --key cosign.pub
 --insecure-ignore-tlog`` checks); the signature manifest is an OCI image manifest whose one layer is the
 payload, with the base64 signature in the layer annotation ``dev.cosignproject.cosign/signature``. It is
@@ -152,7 +153,10 @@ def _valid(layer: dict[str, Any], blob: bytes, image: ImageName, key: ec.Ellipti
     if kind != SIGNATURE_TYPE or signed_digest != image.digest:
         return f"payload signs {signed_digest}, not {image.digest}"
     try:
-        key.verify(base64.b64decode(layer.get("annotations", {}).get(SIGNATURE_ANNOTATION, "")), blob, ec.ECDSA(hashes.SHA256()))
+        # strict base64, as cosign's Go decoder: a lenient decode drops stray characters and would accept an
+        # annotation cosign refuses (binascii.Error is a ValueError)
+        key.verify(base64.b64decode(layer.get("annotations", {}).get(SIGNATURE_ANNOTATION, ""), validate=True), blob,
+                   ec.ECDSA(hashes.SHA256()))
     except (InvalidSignature, ValueError):
         return "signature does not verify with keys/cosign.pub"
     return ""

@@ -35,10 +35,15 @@ class SigningSession:
         self.keys, self.root = keys, root
 
     def key_files(self) -> list[tuple[str, bytes, str]]:
-        """The public halves a client verifies with, as (key, bytes, content type): the DSSE key and ``cosign.pub``."""
+        """The public halves a client verifies with, as (key, bytes, content type): the DSSE key and ``cosign.pub``,
+        and the signed runner list when the key set trusts runners (``cairn.sign.runners``; verified first)."""
+        from cairn.sign import runners
+
         public = self.keys.public("provenance")
         body = json.dumps(public.to_dict() | {"keyid": public.keyid}, sort_keys=True, indent=1) + "\n"
-        return [("keys/provenance.json", body.encode(), JSON), ("keys/cosign.pub", self.keys.image_public_pem().encode(), PEM)]
+        trusted = runners.load(self.keys.directory, self.root)
+        return [("keys/provenance.json", body.encode(), JSON), ("keys/cosign.pub", self.keys.image_public_pem().encode(), PEM),
+                *([(runners.REPO_KEY, trusted.data, JSON)] if trusted else [])]
 
     def attest(self, name: str, sha256: str, facts: BuildFacts, recipe: str = "") -> bytes:
         """The ``.intoto.jsonl`` of one artifact: its SLSA provenance, signed by the provenance key."""

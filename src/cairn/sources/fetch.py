@@ -17,11 +17,11 @@ from typing import IO, Any
 from urllib.parse import urlparse
 
 from cairn import io, proc
+from cairn.digest import file_sha256
 from cairn.errors import CairnError, PinMismatch, UrlError
 from cairn.io import link_or_copy
 from cairn.paths import repo_root
 from cairn.sources.pypi import download_pinned
-from cairn.store.base import file_sha256
 
 Fetcher = Callable[[Mapping[str, Any], Path, IO[str]], None]
 

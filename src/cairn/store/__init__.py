@@ -5,7 +5,8 @@ by default). ``CachedStore`` (``cairn.store.shared``) puts a shared S3 action ca
 store with the same methods.
 """
 
-from cairn.store.base import ActionRecord, Store, tree_digest
+from cairn.digest import tree_digest
+from cairn.store.base import ActionRecord, Store
 from cairn.store.local import LocalStore
 
 __all__ = ["ActionRecord", "LocalStore", "Store", "tree_digest"]

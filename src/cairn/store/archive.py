@@ -42,7 +42,7 @@ from typing import IO, Any, BinaryIO
 
 import zstandard
 
-from cairn.store.base import file_sha256, tree_entries
+from cairn.digest import file_sha256, tree_entries
 
 CHUNK = 1 << 20
 LEVEL = 1

@@ -25,10 +25,11 @@ import stat
 import tempfile
 from pathlib import Path
 
+from cairn.digest import tree_digest
 from cairn.errors import CairnError
 from cairn.io import atomic_write
 from cairn.names import name_problem
-from cairn.store.base import ActionRecord, tree_digest
+from cairn.store.base import ActionRecord
 
 
 class LocalStore:

@@ -113,7 +113,7 @@ class SharedCache:
     """The bucket side: fetch a record and its verified tree into a local store, push them from one."""
 
     def __init__(self, url: str, *, read_only: bool = False, warn: Callable[[str], None] = _stderr) -> None:
-        from cairn.publish.backend import s3_backend  # the one S3 wrapper
+        from cairn.remote.backend import s3_backend  # the one S3 wrapper
 
         parsed = urlparse(url)
         if parsed.scheme != "s3" or not parsed.netloc:
@@ -178,7 +178,7 @@ class SharedCache:
         return self._fetch_tree(record, local, bound)
 
     def _fetch_tree(self, record: ActionRecord, local: LocalStore, bound: Bound) -> ActionRecord | None:
-        from cairn.publish.backend import ObjectTooLarge
+        from cairn.remote.backend import ObjectTooLarge
 
         archive = _scratch(local.root / "tmp", "archive")  # the download goes to disk, never whole into memory
         blobs: list[Blob] | None = []
@@ -262,7 +262,7 @@ class SharedCache:
     def _download_blob(self, blob: Blob, target: Path, scratch_dir: Path) -> str:
         """Download ``blob`` into ``target`` (its place in an unpacked tree): "" when it holds the right bytes, else
         what is wrong with the bucket's copy, or "failed" (reported) when this machine or the request failed."""
-        from cairn.publish.backend import ObjectTooLarge
+        from cairn.remote.backend import ObjectTooLarge
 
         name = self.blob_key(blob.sha256)
         compressed = _scratch(scratch_dir, "blob")
@@ -332,7 +332,7 @@ class SharedCache:
     def push(self, record: ActionRecord, local: LocalStore) -> None:
         """Upload the tree (unless the bucket has it), then the record; both conditional. Never raises: the
         local build is complete whatever the bucket says."""
-        from cairn.publish.backend import RefusedOverwrite
+        from cairn.remote.backend import RefusedOverwrite
 
         if self.read_only or self.report.offline:
             return
@@ -378,7 +378,7 @@ class SharedCache:
         """The tree's archive, written to a file in the store's work area and sent from there (an output of
         gigabytes never sits in memory: a build sharing a whole release keeps to the machine's RAM), after the
         blobs it names that the bucket lacks."""
-        from cairn.publish.backend import RefusedOverwrite
+        from cairn.remote.backend import RefusedOverwrite
 
         archive = _scratch(local.root / "tmp", "pack")
         blobs: list[Blob] = []
@@ -396,7 +396,7 @@ class SharedCache:
 
     def _put_blob(self, blob: Blob, path: Path, local: LocalStore) -> None:
         """Upload one file as ``blobs/<sha256>.zst`` unless the bucket has it (asked once per build and blob)."""
-        from cairn.publish.backend import RefusedOverwrite
+        from cairn.remote.backend import RefusedOverwrite
 
         name = self.blob_key(blob.sha256)
         with self._lock:

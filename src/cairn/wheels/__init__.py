@@ -1,7 +1,7 @@
 """Wheels and indexes: reproducible per-family SDK wheels, framework wheels and PEP 503/691 indexes.
 
 - ``cairn.wheels.wheelfile``: the one deterministic wheel writer (``write_wheel``, ``repack``);
-- ``cairn.wheels.versions``: SDK versions per channel and framework local labels that sort;
+- ``cairn.model.wheel_versions``: SDK versions per channel and framework local labels that sort;
 - ``cairn.wheels.elf``: honest platform tags and ``$ORIGIN`` RPATHs;
 - ``cairn.wheels.sdk`` / ``frameworks``: what each package action writes;
 - ``cairn.wheels.index``: per-family simple indexes;

@@ -159,7 +159,7 @@ def run_engine_wheel(ctx: Any) -> None:
         members += [Member(f"{lib_dir}/{p.name}", source=p, executable=True) for p in libraries]
         members.append(Member.text(f"{package}/cairn-build.json", json.dumps(build_info, indent=2, sort_keys=True) + "\n"))
         metadata = Metadata(name=inputs["project"], version=inputs["build_version"], summary=inputs["description"],
-                            requires_dist=(*inputs["requires"], *upstream_requires), requires_python=">=3.8",
+                            requires_dist=(*inputs["requires"], *upstream_requires), requires_python=inputs["requires_python"],
                             license="MIT")
         wheel = write_wheel(ctx.out / "wheels", metadata, f"py3-none-{tag.tag}", members,
                             source_date_epoch=inputs["source_date_epoch"])

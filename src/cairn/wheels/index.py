@@ -29,7 +29,7 @@ from pathlib import Path
 from packaging.utils import canonicalize_name, parse_wheel_filename
 from packaging.version import Version
 
-from cairn.store.base import file_sha256
+from cairn.digest import file_sha256
 from cairn.wheels import variants
 from cairn.wheels.wheelfile import read_metadata, read_metadata_bytes, read_variant
 

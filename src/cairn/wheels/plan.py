@@ -25,14 +25,15 @@ from typing import Any
 
 from packaging.version import Version
 
+from cairn import digest
 from cairn.errors import ManifestError
 from cairn.model.manifest import Framework
+from cairn.model.wheel_recipes import Recipe, known_recipes, load_recipe
+from cairn.model.wheel_versions import extra_name, framework_version, rocm_major, sdk_version
 from cairn.plan.context import LAYOUT_VERSIONS, StageContext, build_id, fetch_id
 from cairn.plan.graph import Action, closure_blocked
 from cairn.plan.probe import Host
 from cairn.wheels import frameworks, index, sdk, wheelfile
-from cairn.wheels.recipes import Recipe, known_recipes, load_recipe
-from cairn.wheels.versions import extra_name, framework_version, rocm_major, sdk_version
 
 LAYOUT = 1
 SDK_PARTS = ("rocm-sdk-core", "rocm-sdk-devel")
@@ -40,14 +41,9 @@ SDK_PARTS = ("rocm-sdk-core", "rocm-sdk-devel")
 
 @cache
 def code_digest() -> str:
-    """sha256 of this stage's own modules: what they write changes only when they change."""
-    import hashlib
-    from pathlib import Path
-
-    h = hashlib.sha256()
-    for path in sorted(Path(__file__).parent.glob("*.py")):
-        h.update(path.name.encode() + b"\0" + path.read_bytes())
-    return h.hexdigest()
+    """The digest of this stage's own modules (``cairn.digest.code_digest``): what they write changes only when
+    what they do changes."""
+    return digest.stage_code_digest("wheels")
 
 
 def tool_inputs(host: Host) -> dict[str, Any]:
@@ -71,6 +67,15 @@ def extend_plan(context: StageContext) -> None:
         actions[action.id] = action
         for fam in families or context.families:
             per_family[fam].append(action.id)
+
+    def serve(action_id: str, families: tuple[str, ...] = ()) -> None:
+        """Put an already planned action's wheels into more families' indexes (a file two recipes mirror)."""
+        for fam in families or context.families:
+            if action_id not in per_family[fam]:
+                per_family[fam].append(action_id)
+
+    # per family, Python -> the engines its index serves that Python (the release's own Python gets every wheel)
+    claims: dict[str, dict[str, list[str]]] = {}
 
     add(Action("package:rocm-sdk-core", "package", {**base, "part": sdk.CORE}, tree_deps, blocked=blocked_tools))
     add(Action("package:rocm-sdk-devel", "package", {**base, "part": sdk.DEVEL}, (*tree_deps, "package:rocm-sdk-core"),
@@ -123,10 +128,14 @@ def extend_plan(context: StageContext) -> None:
             raise ManifestError(manifest.path, f"component '{comp.name}' is packaged by the engine recipe {recipe.name}, "
                                 "which takes its Python package from a pinned sdist", "give it a source.pypi = { … } pin")
         fetch = fetch_id(comp.source)
+        served = recipe.served_pythons(comp.version)
+        _check_requirements(comp, recipe, manifest.path)
+        engine_families = []
         for fam in context.families:
             built = build_id(comp, fam)
             if built not in actions:
                 continue
+            engine_families.append(fam)
             add(Action(f"package:{recipe.project}@{fam}", "package", {
                 **base, "part": "engine", "recipe": recipe.name, "recipe_sha256": recipe.digest,
                 "project": recipe.project, "package": recipe.package, "component": comp.name, "build": built,
@@ -136,7 +145,12 @@ def extend_plan(context: StageContext) -> None:
                 "build_version": framework_version(comp.version, version), "description": recipe.description,
                 "requires": [f"rocm-sdk[{extra_name(fam)}]=={version}"],
                 "tools_rpath": f"/usr/local/lib/python{release.python[0]}/dist-packages/{recipe.package}/lib",
+                "requires_python": f">={min(served, key=Version)}" if served else ">=3.8",
             }, (built, fetch, "package:rocm-sdk-core"), component=comp.name, family=fam, blocked=blocked_tools), (fam,))
+            for python in served:  # the index claims these Pythons for the engine (and the SDK it pulls in)
+                claims.setdefault(fam, {}).setdefault(python, []).append(recipe.project)
+        for item in recipe.mirror_files(comp.version) if engine_families else ():
+            _mirror_action(context, recipe, item, add, serve, tuple(engine_families), required_by=recipe.project)
 
     sdk_blocked = closure_blocked(actions, "assemble:sdk")
     for framework in manifest.frameworks:
@@ -144,13 +158,19 @@ def extend_plan(context: StageContext) -> None:
         if recipe.kind != "mirror" or not python_blocked(recipe, framework.version, release.python):
             recipe = _recipe_for(framework, manifest.path, release.python)  # nothing to pin when nothing fits
         if recipe.kind == "mirror":
-            _plan_mirror(context, recipe, framework, add)
+            _plan_mirror(context, recipe, framework, add, serve)
         elif recipe.kind == "source":
             _plan_source(context, recipe, framework, base, version, sdk_blocked, add)
 
     for fam, members in per_family.items():
+        # what the matrix's commands install from the index: the SDK with the family's extra or one target's
+        sdk_roots = [f"rocm-sdk[{extra_name(fam)}]", *(f"rocm-sdk[device-{t}]" for t in registry.expand(fam))]
+        pythons = {python: {"python": python, "every": True, "roots": sdk_roots} for python in release.python}
+        for python, roots in claims.get(fam, {}).items():  # further Pythons an engine's recipe serves
+            pythons.setdefault(python, {"python": python, "every": False, "roots": [*roots, *sdk_roots]})
         actions[f"index:{fam}"] = Action(f"index:{fam}", "index", {"layout": index.LAYOUT, "code": code_digest(), "family": fam,
-                                                                  "sdk_version": version},
+                                                                  "sdk_version": version,
+                                                                  "claims": [pythons[p] for p in sorted(pythons, key=Version)]},
                                          tuple(sorted(members)), family=fam)
 
 
@@ -260,7 +280,48 @@ def python_blocked(recipe: Recipe, version: str, pythons: tuple[str, ...]) -> st
             f"recipes/wheels/{recipe.path.name}), and this release's images run Python {', '.join(pythons)}")
 
 
-def _plan_mirror(context: StageContext, recipe: Recipe, framework: Framework, add: Any) -> None:
+def _check_requirements(comp: Any, recipe: Recipe, manifest_path: Any) -> None:
+    """The manifest's ``requirements`` of an engine component are exactly the files its recipe mirrors for that
+    version, each by sha256: the release manifest names every input, and never one the build would not use."""
+    wanted = {f.filename: {"pypi": {"name": f.name, "version": f.version, "filename": f.filename, "sha256": f.sha256}}
+              for f in recipe.mirror_files(comp.version)}
+    pinned = {str(f.get("filename")): f.as_dict() for f in comp.requirements}
+    extra = [_pin_text(pinned[n]) for n in sorted(pinned) if wanted.get(n) != pinned[n]]
+    absent = [_pin_text(wanted[n]) for n in sorted(wanted) if pinned.get(n) != wanted[n]]
+    if not extra and not absent:
+        return
+    recipe_file = f"recipes/wheels/{recipe.path.name}"
+    said = f"pins {', '.join(extra)}, which {recipe_file} does not mirror for {comp.version}" if extra else ""
+    said += ("; and " if extra and absent else "") + (f"leaves out {', '.join(absent)}" if absent else "")
+    raise ManifestError(comp.requirements_where or manifest_path, f"component '{comp.name}' requirements {said}",
+                        "pin the same files and sha256s in both (requirements = [{ name, version, filename, sha256 }])")
+
+
+def _mirror_action(context: StageContext, recipe: Recipe, item: Any, add: Any, serve: Any, families: tuple[str, ...] = (),
+                   required_by: str = "") -> None:
+    """``fetch:pypi:<file>`` + ``mirror:<file>`` for one pinned wheel, served in ``families`` (all when empty).
+
+    A file two recipes mirror (numpy for JAX and for llama-cpp-python) is one action, planned by the first and
+    served to the second's families too. ``required_by``: the project whose run-time requirement it is; its
+    wheels go wherever that project's wheel goes (every cell of the family), not to one framework's cells."""
+    action_id = f"mirror:{item.filename}"
+    if action_id in context.actions:
+        serve(action_id, families)
+        return
+    fetch = f"fetch:pypi:{item.filename}"
+    source = {"pypi": {"name": item.name, "version": item.version, "filename": item.filename, "sha256": item.sha256}}
+    if fetch not in context.actions:
+        context.actions[fetch] = Action(fetch, "fetch", {"layout": LAYOUT_VERSIONS["fetch"], "source": source},
+                                        blocked="" if "pip" in context.host.tools else "needs pip")
+    inputs = {"layout": LAYOUT, "code": code_digest(), "recipe": recipe.name, "recipe_sha256": recipe.digest,
+              "project": item.name, "filename": item.filename,
+              "families": {fam: list(context.registry.expand(fam)) for fam in context.families}}
+    if required_by:
+        inputs["required_by"] = required_by
+    add(Action(action_id, "mirror", inputs, (fetch,)), families)
+
+
+def _plan_mirror(context: StageContext, recipe: Recipe, framework: Framework, add: Any, serve: Any) -> None:
     pythons = set(context.manifest.release.python)
     families = {fam: list(context.registry.expand(fam)) for fam in context.families}
     for item in recipe.mirror_files(framework.version):
@@ -275,14 +336,7 @@ def _plan_mirror(context: StageContext, recipe: Recipe, framework: Framework, ad
     for item in recipe.mirror_files(framework.version):
         if item.python and item.python not in pythons:
             continue
-        fetch = f"fetch:pypi:{item.filename}"
-        source = {"pypi": {"name": item.name, "version": item.version, "filename": item.filename, "sha256": item.sha256}}
-        if fetch not in context.actions:
-            context.actions[fetch] = Action(fetch, "fetch", {"layout": LAYOUT_VERSIONS["fetch"], "source": source},
-                                            blocked="" if "pip" in context.host.tools else "needs pip")
-        add(Action(f"mirror:{item.filename}", "mirror", {"layout": LAYOUT, "code": code_digest(), "recipe": recipe.name, "recipe_sha256": recipe.digest,
-                                                         "project": item.name, "filename": item.filename, "families": families},
-                   (fetch,)))
+        _mirror_action(context, recipe, item, add, serve)
 
 
 def source_inputs(recipe: Recipe, framework: Framework, base: dict[str, Any], sdk: str, family: str,

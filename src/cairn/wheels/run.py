@@ -10,7 +10,8 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from cairn.wheels import device, engine, frameworks, index, sdk
+from cairn.wheels import closure, device, engine, frameworks, index, sdk, variants
+from cairn.wheels.wheelfile import read_metadata
 
 
 def run_package(ctx: Any) -> None:
@@ -53,6 +54,11 @@ def run_index(ctx: Any) -> None:
             continue
         wheels += sorted((tree / "wheels").glob("*.whl"))
     indexed = index.write_index(wheels, ctx.out, family)
+    # the index installs by itself: every requirement of every wheel, for each Python it claims, from it alone
+    served = [closure.Served.from_headers(variants.plain_filename(w.name), read_metadata(w))
+              for w in {w.name: w for w in wheels}.values()]
+    claims = [closure.Claim(c["python"], tuple(c["roots"]), c["every"]) for c in ctx.action.inputs["claims"]]
+    closure.check(family, served, claims)
     summary = {"schema": "cairn.index/v1", "family": family, "files": [i.filename for i in indexed], "skipped": skipped}
     (ctx.out / family / "index-report.json").write_text(json.dumps(summary, indent=2, sort_keys=True) + "\n")
 

@@ -24,6 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any
 
+from cairn.digest import file_sha256, files_digest
 from cairn.errors import CairnError, CheckFailed
 from cairn.wheels import elf
 from cairn.wheels.wheelfile import Member, Metadata, write_wheel
@@ -266,7 +267,6 @@ class FamilySplit:
 
 def write_report(out: Path, wheels: list[Path], extra: dict[str, Any]) -> None:
     """``report.json`` next to ``wheels/``: what the index stage and people read about each wheel."""
-    from cairn.store.base import file_sha256
 
     data = {"schema": "cairn.wheels/v1", **extra,
             "wheels": [{"filename": w.name, "sha256": file_sha256(w), "size": w.stat().st_size} for w in wheels]}
@@ -279,10 +279,7 @@ def runtime_files(package: str) -> list[Path]:
 
 def runtime_digest() -> str:
     """sha256 over the runtime sources shipped in wheels: part of the packaging keys."""
-    h = hashlib.sha256()
-    for path in sorted(RUNTIME_DIR.rglob("*.py")):
-        h.update(f"{path.relative_to(RUNTIME_DIR).as_posix()}\0".encode() + path.read_bytes())
-    return h.hexdigest()
+    return files_digest(RUNTIME_DIR.rglob("*.py"), root=RUNTIME_DIR)
 
 
 def scratch_dir(out: Path) -> tempfile.TemporaryDirectory[str]:
@@ -361,7 +358,7 @@ def build_sdk_wheel(out: Path, part: str, tree: Path, inputs: dict[str, Any], lo
 
 def build_meta_wheel(out: Path, inputs: dict[str, Any]) -> Path:
     """``rocm-sdk``: no files, static extras per family plus ``devel``, every pin ``==`` the release."""
-    from cairn.wheels.versions import extra_name
+    from cairn.model.wheel_versions import extra_name
 
     version = inputs["sdk_version"]
     devices = inputs.get("devices", [])
@@ -389,7 +386,7 @@ def build_target_meta_wheel(out: Path, inputs: dict[str, Any]) -> Path:
     there brings one target's device code, not the whole family's. It never sits on the family's index, where
     the plain meta wheel is the only ``rocm-sdk`` (a higher local version there would win for every GPU).
     """
-    from cairn.wheels.versions import extra_name
+    from cairn.model.wheel_versions import extra_name
 
     version, family, target = inputs["sdk_version"], inputs["family"], inputs["target"]
     devices = inputs.get("devices", [])

@@ -35,7 +35,7 @@ from typing import IO, Any
 
 from cairn.deflate import CHUNK, Deflater
 from cairn.errors import CairnError
-from cairn.wheels.versions import dist_name
+from cairn.model.wheel_versions import dist_name
 
 LAYOUT = 2  # bump when this module changes what it writes (2: big members deflated by cairn.deflate)
 GENERATOR = f"cairn-wheels {LAYOUT}"

@@ -23,8 +23,8 @@ from typing import Any
 import gguf
 import numpy as np
 
+from cairn.digest import file_sha256
 from cairn.engines.llama.reference import Hparams, Weights, dequantize_q8_0
-from cairn.engines.llama.vocab import sha256_file
 from cairn.errors import CairnError, InputError
 
 QUANTS = {
@@ -154,8 +154,8 @@ def write_tiny_llama(vocab_gguf: Path, out: Path, seed: int, quant: str = "F32",
         Path(tmp).unlink(missing_ok=True)
         raise
     return {
-        "path": str(out), "sha256": sha256_file(out), "size": out.stat().st_size, "quant": quant, "seed": seed,
-        "hparams": asdict(hp), "vocab": {"file": vocab_gguf.name, "sha256": sha256_file(vocab_gguf)},
+        "path": str(out), "sha256": file_sha256(out), "size": out.stat().st_size, "quant": quant, "seed": seed,
+        "hparams": asdict(hp), "vocab": {"file": vocab_gguf.name, "sha256": file_sha256(vocab_gguf)},
     }
 
 

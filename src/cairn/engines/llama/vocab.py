@@ -7,11 +7,11 @@ the index's JSON API), so the vocab, and with it every byte of the model, follow
 
 from __future__ import annotations
 
-import hashlib
 import re
 import tarfile
 from pathlib import Path
 
+from cairn.digest import file_sha256
 from cairn.errors import CairnError, InputError
 from cairn.io import atomic_write
 
@@ -25,14 +25,6 @@ DEFAULT_VOCAB = "llama-spm"  # SentencePiece, 32000 tokens, the smallest llama t
 _VOCAB_NAME = re.compile(r"[a-z0-9][a-z0-9.-]*")
 
 
-def sha256_file(path: Path) -> str:
-    digest = hashlib.sha256()
-    with open(path, "rb") as handle:
-        for chunk in iter(lambda: handle.read(1 << 20), b""):
-            digest.update(chunk)
-    return digest.hexdigest()
-
-
 def extract_vocab(sdist: Path, name: str, dest_dir: Path) -> Path:
     """Copy ``vendor/llama.cpp/models/ggml-vocab-<name>.gguf`` out of the verified sdist into ``dest_dir``.
 
@@ -40,7 +32,7 @@ def extract_vocab(sdist: Path, name: str, dest_dir: Path) -> Path:
     the archive chooses where a file lands."""
     if not _VOCAB_NAME.fullmatch(name):
         raise InputError(sdist, f"vocab name {name!r} is not a llama.cpp vocab name", "use e.g. 'llama-spm'")
-    got = sha256_file(sdist)
+    got = file_sha256(sdist)
     if got != SDIST["sha256"]:
         raise CairnError(f"{sdist}: sha256 {got} is not the pinned {SDIST['filename']} ({SDIST['sha256']})")
     stem = SDIST["filename"].removesuffix(".tar.gz")

@@ -1,6 +1,6 @@
 """Where a repository lives: a local directory with the bucket's exact layout, or an S3 prefix.
 
-The one S3 wrapper, made by ``s3_backend`` (its requests are signed and sent by ``cairn.publish.s3http``). Immutable objects are
+The one S3 wrapper, made by ``s3_backend`` (its requests are signed and sent by ``cairn.remote.s3http``). Immutable objects are
 written with ``If-None-Match: *`` (single PUT or a multipart upload whose completion is conditional too), and a 412 is
 an idempotent re-run only when the object already there has the same sha256; otherwise the write is
 refused. Every object carries its sha256 (``ChecksumSHA256`` and ``x-amz-meta-sha256``) so a re-publish
@@ -29,7 +29,7 @@ from xml.sax.saxutils import escape
 from cairn.errors import CairnError
 from cairn.io import TEMP_PREFIX, atomic_write, check_url_place, link_or_copy
 from cairn.names import BUCKET_NAME, relpath_problem
-from cairn.publish.s3http import ConnectionFailed, Response, S3Error, xml_text
+from cairn.remote.s3http import ConnectionFailed, Response, S3Error, xml_text
 
 IMMUTABLE_CACHE = "public, max-age=31536000, immutable"
 MUTABLE_CACHE = "no-cache"
@@ -132,10 +132,10 @@ def sha256_hex(data: bytes) -> str:
 
 def s3_backend(bucket: str, prefix: str = "") -> S3Backend:
     """The one way cairn reaches S3 (publish, the shared cache, verify, diff, ``cairn.io``'s s3:// reads): the
-    wrapper for ``s3://bucket/prefix``, with the endpoint ``cairn.publish.s3http.find_endpoint`` picks from the
+    wrapper for ``s3://bucket/prefix``, with the endpoint ``cairn.remote.s3http.find_endpoint`` picks from the
     environment (``$CAIRN_S3_ENDPOINT``, else ``$AWS_ENDPOINT_URL_S3``, else ``$AWS_ENDPOINT_URL``, else AWS), its
     region and credentials."""
-    from cairn.publish.s3http import find_endpoint
+    from cairn.remote.s3http import find_endpoint
 
     prefix = prefix.strip("/")
     url = f"s3://{bucket}/{prefix}"
@@ -246,7 +246,7 @@ class FileBackend:
 # -- S3 -------------------------------------------------------------------------------------------------------
 class S3Backend:
     def __init__(self, bucket: str, prefix: str, endpoint: str | None) -> None:
-        from cairn.publish.s3http import S3Client, find_credentials, find_region
+        from cairn.remote.s3http import S3Client, find_credentials, find_region
 
         self.bucket = bucket
         self.prefix = prefix + "/" if prefix else ""
@@ -262,7 +262,7 @@ class S3Backend:
 
     def http_url(self) -> str:
         """URL of the prefix for HTTP clients (pip, TUF) reading the bucket, in the style and region this client
-        reaches it with (``cairn.publish.s3http``: path-style or virtual-hosted)."""
+        reaches it with (``cairn.remote.s3http``: path-style or virtual-hosted)."""
         client = self.client
         base = f"{client.scheme}://{client.host_for(self.bucket)}{client.base}"
         return f"{base}/{self.prefix}" if client.virtual_for(self.bucket) else f"{base}/{self.bucket}/{self.prefix}"
@@ -374,7 +374,7 @@ class S3Backend:
         """Write ``key``'s bytes to the file ``dest`` as they arrive (never whole in memory); False when there is no
         such key (``dest`` is then left empty). ``max_bytes``: the most the object can hold (a size its record
         names); a bigger one is a CairnError as soon as it passes that, and ``dest`` is left empty."""
-        from cairn.publish.s3http import BodyTooLarge
+        from cairn.remote.s3http import BodyTooLarge
 
         self.counters.gets += 1
         with open(dest, "wb") as out:
@@ -471,19 +471,18 @@ class S3Backend:
     def read_access(self) -> AccessState:
         """The bucket's Block Public Access settings and policy: two reads, which ``cairn.publish.early`` makes while
         the bundle is still being checked, so that granting costs only the write when the bundle is good."""
-        from cairn.publish.background import in_background
+        from cairn.remote.background import in_background
 
         blocked = in_background(self._public_access_blocked, "cairn-access-block")  # at once with the policy's read
         policy = self._bucket_policy()
         return AccessState(tuple(blocked.result()), policy)
 
     def grant_public_read(self, state: AccessState | None = None) -> bool:
-        """Make the bucket policy let anyone read the repository over HTTP (``cairn.publish.access`` says what
+        """Make the bucket policy let anyone read the repository over HTTP (``cairn.remote.access`` says what
         it grants and why); True when the policy had to be written. ``state``: the bucket as ``read_access``
         found it (read now when not given). After a write, one more read confirms that no concurrent publisher
         replaced the policy (then it is merged again, up to 3 times)."""
-        from cairn.publish import access
-
+        from cairn.remote import access
         state = state or self.read_access()
         if state.blocked:
             raise CairnError(f"s3://{self.bucket}: S3 Block Public Access is on for this bucket ({' and '.join(state.blocked)}), so pip, "

@@ -19,7 +19,7 @@ object of the bucket, whatever else it holds, world-readable. That grant is only
 S3 has no conditional write for a bucket policy: it is read, merged and written, then read again to confirm
 (two first publishes to different prefixes of one bucket at the same moment could otherwise drop a grant).
 
-Pure functions: ``cairn.publish.backend.S3Backend.grant_public_read`` reads and writes the policy.
+Pure functions: ``cairn.remote.backend.S3Backend.grant_public_read`` reads and writes the policy.
 """
 
 from __future__ import annotations

@@ -30,6 +30,7 @@ from cairn.names import safe_name
 KINDS = ("source", "mirror", "hip-extension", "engine")
 _HEX40 = re.compile(r"^[0-9a-f]{40}$")
 _HEX64 = re.compile(r"^[0-9a-f]{64}$")
+_PYTHON = re.compile(r"^3\.[0-9]{1,2}$")
 _ARGV_LISTS = {"type": "array", "items": {"type": "array", "items": {"type": "string"}}}
 BUILD = Table({
     "device_code": Field("boolean", doc="build once per gfx family, in that family's build environment"),
@@ -56,7 +57,8 @@ FILE = Table({
 VERSION = Table({
     "source": Field("table", table=SOURCE),
     "pin_unknown": Field("string"),
-    "files": Field("tables", table=FILE, doc="mirror: every wheel it republishes, each by sha256"),
+    "files": Field("tables", table=FILE, doc="mirror: every wheel it republishes; engine: its run-time requirements; each by sha256"),
+    "pythons": Field("strings", doc='engine: the CPython versions its index serves ("3.11", …): its requirements are mirrored for each'),
 })
 RECIPE = Table({
     "kind": Field("string", required=True, enum=KINDS),
@@ -108,6 +110,7 @@ class Recipe:
     sources: tuple[tuple[str, Source], ...] = ()
     pins_unknown: tuple[tuple[str, str], ...] = ()
     files: tuple[tuple[str, tuple[MirrorFile, ...]], ...] = ()
+    pythons: tuple[tuple[str, tuple[str, ...]], ...] = ()  # engine: version -> the Pythons its index serves
 
     def source(self, version: str) -> Source | None:
         return dict(self.sources).get(version)
@@ -117,6 +120,10 @@ class Recipe:
 
     def mirror_files(self, version: str) -> tuple[MirrorFile, ...]:
         return dict(self.files).get(version, ())
+
+    def served_pythons(self, version: str) -> tuple[str, ...]:
+        """The CPython versions an engine version's index serves (its mirrored requirements cover each)."""
+        return dict(self.pythons).get(version, ())
 
 
 def recipe_path(name: str) -> Path:
@@ -178,6 +185,7 @@ def load_recipe(name: str, path: Path | None = None) -> Recipe:
     sources: list[tuple[str, Source]] = []
     unknown: list[tuple[str, str]] = []
     files: list[tuple[str, tuple[MirrorFile, ...]]] = []
+    pythons: list[tuple[str, tuple[str, ...]]] = []
     for version in versions_table:
         kp = ("versions", version)
         try:
@@ -220,6 +228,22 @@ def load_recipe(name: str, path: Path | None = None) -> Recipe:
                 safe_name(raw["filename"], doc.where((*fkp, "filename")), "mirrored file name")  # the download is saved under it
                 found.append(MirrorFile(raw["name"], raw["version"], raw["filename"], raw["sha256"], raw.string("python")))
             files.append((version, tuple(found)))
+        if "pythons" in table:
+            served = table.strings("pythons")
+            if kind != "engine" or not served:
+                raise fail((*kp, "pythons"), "'pythons' is an engine recipe's non-empty list of the Pythons its index serves",
+                           'write pythons = ["3.11", "3.12", "3.13", "3.14"] in an engine recipe, or remove it')
+            for n, py in enumerate(served):
+                if not _PYTHON.match(py):
+                    raise fail((*kp, "pythons", n), f"bad Python version '{py}'", 'write it as "3.11"')
+            stray = sorted({f.filename for f in dict(files).get(version, ()) if f.python and f.python not in served})
+            if stray:
+                raise fail((*kp, "files"), f"{', '.join(stray)} {'is' if len(stray) == 1 else 'are'} for a Python "
+                           f"{version} does not serve ({', '.join(served)})", "add that Python to 'pythons' or drop the file")
+            pythons.append((version, served))
+        if kind == "engine" and "files" in table and "pythons" not in table:
+            raise fail(kp, f"engine version {version} mirrors its requirements but names no Python its index serves",
+                       'add pythons = ["3.11", "3.12", "3.13", "3.14"]')
         if kind == "mirror" and "files" not in table:
             raise fail(kp, f"mirror version {version} lists no files", "add files = [{ name, version, filename, sha256 }]")
         if kind == "source" and "source" not in table:
@@ -228,5 +252,5 @@ def load_recipe(name: str, path: Path | None = None) -> Recipe:
         name=name, kind=kind, project=project, description=data.string("description"), path=path,
         digest=hashlib.sha256(path.read_bytes()).hexdigest(), versions=tuple(versions_table), build=build,
         component=data.string("component"), package=data.string("package"),
-        sources=tuple(sources), pins_unknown=tuple(unknown), files=tuple(files),
+        sources=tuple(sources), pins_unknown=tuple(unknown), files=tuple(files), pythons=tuple(pythons),
     )

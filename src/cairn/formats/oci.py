@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import IO, Any
 
 from cairn.deflate import CHUNK, Deflater
+from cairn.digest import file_sha256
 from cairn.errors import CairnError
 from cairn.io import atomic_write, link_or_copy
 from cairn.names import relpath_problem
@@ -57,11 +58,8 @@ def rfc3339(epoch: int) -> str:
 
 
 def sha256_file(path: Path) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as handle:
-        while chunk := handle.read(1 << 20):
-            h.update(chunk)
-    return "sha256:" + h.hexdigest()
+    """An OCI digest: the algorithm, a colon, the file's hex sha256."""
+    return "sha256:" + file_sha256(path)
 
 
 def is_volatile(name: str) -> bool:
