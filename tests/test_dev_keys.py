@@ -67,7 +67,21 @@ def test_dev_keys_never_overwrite_part_of_a_key_set(tmp_path: Path, release_keys
     bundle = write_sample_bundle(tmp_path / "bundle", families=("gfx90a",))
     line = one_line(cairn("publish", str(bundle), "--dev-keys", "--to", (tmp_path / "repo").as_uri(),
                           "--store", str(tmp_path / "store")), code=2)
-    assert f"{dev}: holds part of a key set" in line and "never overwrite" in line, line
+    assert f"{dev}: holds part of a key set" in line and "but no root.json" in line and "never overwrite" in line, line
+    assert _snapshot(dev) == before and not (tmp_path / "repo").exists()
+
+
+def test_dev_keys_never_overwrite_a_lone_root(tmp_path: Path, release_keys: Path) -> None:
+    """A dev directory holding only a root.json (its keys moved elsewhere) keeps it: refused, not replaced (here by
+    the key check publish makes before its first write, which finds no key set there)."""
+    dev = tmp_path / "store" / "keys" / "dev"
+    dev.mkdir(parents=True)
+    (dev / "root.json").write_bytes((release_keys / "root.json").read_bytes())
+    before = _snapshot(dev)
+    bundle = write_sample_bundle(tmp_path / "bundle", families=("gfx90a",))
+    line = one_line(cairn("publish", str(bundle), "--dev-keys", "--to", (tmp_path / "repo").as_uri(),
+                          "--store", str(tmp_path / "store")), code=2)
+    assert f"{dev}: holds part of a key set (root.json) but no public.json" in line or f"no key set in {dev}" in line, line
     assert _snapshot(dev) == before and not (tmp_path / "repo").exists()
 
 

@@ -118,11 +118,12 @@ def ensure_dev_keys(directory: Path) -> tuple[KeySet, bool]:
     directory = Path(directory)
     if (directory / "public.json").is_file() and (directory / "root.json").is_file():
         return load_keys(directory), False
-    present = sorted(p.name for p in directory.iterdir() if p.name == "public.json" or p.suffix == ".pem") \
+    present = sorted(p.name for p in directory.iterdir() if p.name in ("public.json", "root.json") or p.suffix == ".pem") \
         if directory.is_dir() else []
     if present:
-        raise CairnError(f"{directory}: holds part of a key set ({', '.join(present[:4])}) but no root.json — development "
-                         "keys never overwrite keys: remove that directory to make new ones, or restore its root.json")
+        missing = "root.json" if "public.json" in present else "public.json"
+        raise CairnError(f"{directory}: holds part of a key set ({', '.join(present[:4])}) but no {missing} — development "
+                         f"keys never overwrite keys: remove that directory to make new ones, or restore its {missing}")
     keys = init_keys(directory)
     from tuf.api.serialization.json import JSONSerializer
 
