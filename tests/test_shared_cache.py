@@ -570,9 +570,9 @@ def _gets(cache) -> list[str]:
     names: list[str] = []
     real = cache.backend.get_file
 
-    def get_file(key, dest):
+    def get_file(key, dest, **limits):
         names.append(key)
-        return real(key, dest)
+        return real(key, dest, **limits)
 
     cache.backend.get_file = get_file
     return names
