@@ -56,8 +56,16 @@ def test_a_read_statement_someone_narrowed_with_a_condition_is_put_back():
 
 
 def test_other_partitions_name_their_own_arns():
-    policy = merged(None, "rel", "", region="cn-north-1")
-    assert policy is not None and statements(policy)[READ_SID]["Resource"] == "arn:aws-cn:s3:::rel/*"
+    policy = merged(None, "rel", "main/", region="cn-north-1")
+    assert policy is not None and statements(policy)[READ_SID]["Resource"] == "arn:aws-cn:s3:::rel/main/*"
+
+
+def test_the_whole_bucket_is_granted_only_when_asked_for_by_name():
+    with pytest.raises(CairnError, match=r"^s3://rel: no prefix, so a public-read grant would make every object of the bucket "
+                                         r"world-readable — .*--public-bucket"):
+        merged(None, "rel", "")
+    policy = merged(None, "rel", "", whole_bucket=True)
+    assert policy is not None and statements(policy)[READ_SID]["Resource"] == "arn:aws:s3:::rel/*"
 
 
 @pytest.mark.parametrize("prefix", ["main*/", "ma?n/"])

@@ -115,7 +115,8 @@ def test_first_root_of_reads_only_a_version_one_root(keys, tmp_path):  # noqa: F
 
 def test_a_first_publish_asks_for_nothing_it_knows_is_absent(s3, keys, tmp_path, monkeypatch):  # noqa: F811
     """Into an empty prefix: one LIST, the bucket's access settings (read while the bundle is checked), the policy
-    write and its confirmation, then only writes — no GET of a key the LIST did not show (the first root, the
+    write and its confirmation, the multipart uploads a killed run may have left under the prefix (a LIST of
+    objects does not show them), then only writes — no GET of a key the LIST did not show (the first root, the
     timestamp) — with the publish record before the timestamp, which is the last request."""
     for name, value in (("AWS_ACCESS_KEY_ID", "test"), ("AWS_SECRET_ACCESS_KEY", "test"), ("AWS_DEFAULT_REGION", "us-east-1")):
         monkeypatch.setenv(name, value)
@@ -128,7 +129,8 @@ def test_a_first_publish_asks_for_nothing_it_knows_is_absent(s3, keys, tmp_path,
 
     reads = sorted((m, p) for m, p in sent if m != "PUT")
     assert reads == sorted([("GET", f"/{BUCKET}?list-type=2&prefix=fresh%2F"), ("GET", f"/{BUCKET}?publicAccessBlock="),
-                            ("GET", f"/{BUCKET}?policy="), ("GET", f"/{BUCKET}?policy=")])
+                            ("GET", f"/{BUCKET}?policy="), ("GET", f"/{BUCKET}?policy="),
+                            ("GET", f"/{BUCKET}?prefix=fresh%2F&uploads=")])
     puts = [p for m, p in sent if m == "PUT"]
     assert puts[-1] == f"/{BUCKET}/fresh/metadata/timestamp.json"
     assert puts.index(f"/{BUCKET}/fresh/channels/published.json") < len(puts) - 1

@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 
-from cairn.store.archive import DamagedArchive, pack, unpack
+from cairn.store.archive import Bound, DamagedArchive, PastBound, pack, unpack
 from conftest import need_module, need_tool
 from servers import archive_release, moto_s3, serve_directory
 
@@ -303,11 +303,11 @@ def test_a_damaged_record_is_reported_removed_and_written_again(s3, manifest, pr
     cache = ["--cache", f"s3://{BUCKET}/{prefix}"]
     first, _ = _build(_machine(tmp_path, "a", s3), manifest, *cache)
     key = Path(first["actions"]["assemble:sdk"]["log"]).stem  # logs/<action key>.log
-    s3["client"].put_object(Bucket=BUCKET, Key=f"{prefix}/ac/{key}.json", Body=b'{"key": "not this one"}')
+    s3["client"].put_object(Bucket=BUCKET, Key=f"{prefix}/ac/{key}.v2.json", Body=b'{"key": "not this one"}')
 
     second, stderr = _build(_machine(tmp_path, "b", s3), manifest, *cache)
-    assert _ran(second) == {"assemble:sdk"} and f"ac/{key}.json is not a cache record" in stderr
-    record = json.loads(s3["client"].get_object(Bucket=BUCKET, Key=f"{prefix}/ac/{key}.json")["Body"].read())
+    assert _ran(second) == {"assemble:sdk"} and f"ac/{key}.v2.json is not a cache record" in stderr
+    record = json.loads(s3["client"].get_object(Bucket=BUCKET, Key=f"{prefix}/ac/{key}.v2.json")["Body"].read())
     assert record["key"] == key and record["output"] == first["actions"]["assemble:sdk"]["output"]
 
 
@@ -570,9 +570,9 @@ def _gets(cache) -> list[str]:
     names: list[str] = []
     real = cache.backend.get_file
 
-    def get_file(key, dest):
+    def get_file(key, dest, **limits):
         names.append(key)
-        return real(key, dest)
+        return real(key, dest, **limits)
 
     cache.backend.get_file = get_file
     return names
@@ -614,7 +614,7 @@ def test_a_file_many_trees_hold_is_one_blob_in_the_bucket_and_one_download(s3, p
     assert len(copies) == 6 and len({p.stat().st_ino for p in copies}) == 1
 
 
-@pytest.mark.parametrize("damage", ["other bytes", "missing", "not zstd", "a bomb"])
+@pytest.mark.parametrize("damage", ["other bytes", "missing", "not zstd", "a bomb", "too big"])
 def test_a_tampered_or_missing_blob_is_reported_never_used_and_put_back(s3, prefix, tmp_path, monkeypatch, damage) -> None:
     """A blob whose bytes are not the ones its name says (or that is gone, is not zstd, or is a zstd bomb that would
     write a GiB where the tree names 2 MiB: decompression stops past the size named) fails the fetch of every
@@ -637,7 +637,8 @@ def test_a_tampered_or_missing_blob_is_reported_never_used_and_put_back(s3, pref
     else:
         forged = {"other bytes": zstandard.ZstdCompressor().compress(os.urandom(len(big))),
                   "a bomb": zstandard.ZstdCompressor().compress(bytes(1 << 30)),  # 1 GiB of zeros in 32 kB
-                  "not zstd": big}[damage]
+                  "not zstd": big,
+                  "too big": os.urandom(3 << 20)}[damage]  # more than zstd makes of 2 MiB: not downloaded past that
         s3["client"].put_object(Bucket=BUCKET, Key=blob, Body=forged)
 
     reader = SharedCache(url, read_only=True)
@@ -650,7 +651,8 @@ def test_a_tampered_or_missing_blob_is_reported_never_used_and_put_back(s3, pref
     assert cache.fetch(record.key, victim) is None and not victim.has_tree(record.output)
     message = cache.report.damaged[0]
     expected = {"other bytes": "failed verification (its bytes", "missing": "is not in the cache",
-                "not zstd": "is not zstd", "a bomb": f"more than the {len(big)} bytes"}[damage]
+                "not zstd": "is not zstd", "a bomb": f"more than the {len(big)} bytes",
+                "too big": f"more bytes than zstd makes of the {len(big)}"}[damage]
     assert expected in message and "not used" in message and "with the tree that names it" in message, message
     left = _current(s3, prefix)
     assert f"trees/{record.output}.v2.tar.zst" not in left and blob[len(prefix) + 1:] not in left
@@ -683,3 +685,155 @@ def test_an_archive_naming_a_blob_badly_is_damaged(tmp_path, headers) -> None:
     blobs = None if headers.get("CAIRN.blob.sha256") == "0" * 64 and headers["CAIRN.blob.size"] == "5" else []
     with pytest.raises(DamagedArchive, match="names a blob"):
         unpack(buffer.getvalue(), dest, blobs=blobs)
+
+
+class _Zeros(io.RawIOBase):
+    """``size`` zero bytes, read as a file and never held whole in memory."""
+
+    def __init__(self, size: int) -> None:
+        self.left = size
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buffer) -> int:
+        n = min(len(buffer), self.left)
+        buffer[:n] = bytes(n)
+        self.left -= n
+        return n
+
+
+def _tree_bomb(inflated: int, *, pax: int = 0) -> bytes:
+    """A zstd tar of a few kB holding one file of ``inflated`` zero bytes (or, with ``pax``, a member whose PAX
+    header alone is that many bytes, which ``tarfile`` would read into memory)."""
+    import zstandard
+
+    buffer = io.BytesIO()
+    with zstandard.ZstdCompressor(level=19).stream_writer(buffer, closefd=False) as zstd, \
+            tarfile.open(fileobj=zstd, mode="w", format=tarfile.PAX_FORMAT) as tar:
+        info = tarfile.TarInfo("bomb.bin")
+        if pax:
+            info.pax_headers = {"comment": "x" * pax}
+            tar.addfile(info)
+        else:
+            info.size = inflated
+            tar.addfile(info, _Zeros(inflated))
+    return buffer.getvalue()
+
+
+@pytest.mark.parametrize("kind", ["file", "pax header"])
+def test_a_tree_bomb_stops_at_the_bound_its_record_names(tmp_path, kind) -> None:
+    """An 8 kB archive that inflates to 256 MiB (one file of zeros, or one PAX header that big): with the bound a
+    record names, unpacking stops before the member that would pass it, having written at most the bound."""
+    bomb = _tree_bomb(256 << 20) if kind == "file" else _tree_bomb(0, pax=64 << 20)
+    assert len(bomb) < 16 << 10, len(bomb)  # a few kB in the bucket
+    dest = tmp_path / "dest"
+    dest.mkdir()
+    with pytest.raises(PastBound, match="more than the"):
+        unpack(bomb, dest, bound=Bound(entries=3, size=4096))
+    assert sum(p.stat().st_size for p in dest.rglob("*") if p.is_file()) <= 4096
+
+
+def test_a_tree_archive_within_its_bound_unpacks(tmp_path) -> None:
+    """The bound is exact enough for what pack writes: a tree's own measure lets its archive through, and one
+    byte or one entry less does not."""
+    from cairn.store.archive import measure
+
+    src = tmp_path / "src"
+    (src / "lib").mkdir(parents=True)
+    (src / "lib" / "a.so").write_bytes(os.urandom(5000))
+    (src / "b.txt").write_text("b")
+    os.symlink("lib/a.so", src / "c")
+    bound = measure(src)
+    assert bound == Bound(entries=4, size=5001)
+    archive = pack(src)
+    (tmp_path / "ok").mkdir()
+    assert len(unpack(archive, tmp_path / "ok", bound=bound)) == 2
+    for tight in (Bound(bound.entries - 1, bound.size), Bound(bound.entries, bound.size - 1)):
+        dest = tmp_path / f"tight-{tight.entries}-{tight.size}"
+        dest.mkdir()
+        with pytest.raises(PastBound):
+            unpack(archive, dest, bound=tight)
+
+
+def test_a_tree_bomb_in_the_bucket_stops_at_its_bound_with_one_line(s3, prefix, tmp_path, monkeypatch) -> None:
+    """The attack through the cache: a bucket writer replaces a tree's archive by 8 kB that inflate to 256 MiB.
+    The fetch stops at the bound the record names (a few bytes), reports one line, leaves nothing in the store's
+    work area, and (not read-only) removes the archive with its record so the rebuild puts back both."""
+    from cairn.store.base import ActionRecord
+    from cairn.store.local import LocalStore
+    from cairn.store.shared import SharedCache
+
+    _cache_env(monkeypatch, s3)
+    first, url = LocalStore(tmp_path / "first"), f"s3://{BUCKET}/{prefix}"
+    work = first.workdir("small")
+    (work / "name.txt").write_text("small")
+    record = ActionRecord(key="c" * 64, action="index:small", output=first.commit(work))
+    SharedCache(url).push(record, first)
+    stored = json.loads(s3["client"].get_object(Bucket=BUCKET, Key=f"{prefix}/ac/{record.key}.v2.json")["Body"].read())
+    assert (stored["entries"], stored["size"]) == (1, 5)
+    tree = f"trees/{record.output}.v2.tar.zst"
+    s3["client"].put_object(Bucket=BUCKET, Key=f"{prefix}/{tree}", Body=_tree_bomb(256 << 20))
+
+    lines: list[str] = []
+    victim = LocalStore(tmp_path / "victim")
+    cache = SharedCache(url, warn=lines.append)
+    assert cache.fetch(record.key, victim) is None and not victim.has_tree(record.output)
+    assert len(lines) == 1 and "\n" not in lines[0], lines
+    assert "index:small" in lines[0] and "more than the 5 bytes its record names" in lines[0], lines[0]
+    assert "removed from the cache with its record" in lines[0], lines[0]
+    assert not list((tmp_path / "victim" / "tmp").iterdir())
+    left = _current(s3, prefix)
+    assert tree not in left and f"ac/{record.key}.v2.json" not in left
+
+    SharedCache(url).push(record, first)  # the rebuild's push
+    assert SharedCache(url).fetch(record.key, LocalStore(tmp_path / "third")) == record
+
+
+@pytest.mark.parametrize("body", [
+    {"entries": 1},  # no size
+    {"entries": -1, "size": 5},
+    {"entries": 1, "size": "5"},
+    {"entries": 1.5, "size": 5},
+])
+def test_a_record_without_a_whole_bound_is_not_used(s3, prefix, tmp_path, monkeypatch, body) -> None:
+    """A record that names no bound (or not two whole numbers) could point at an archive of any size: not used."""
+    from cairn.store.base import ActionRecord
+    from cairn.store.local import LocalStore
+    from cairn.store.shared import SharedCache
+
+    _cache_env(monkeypatch, s3)
+    first, url = LocalStore(tmp_path / "first"), f"s3://{BUCKET}/{prefix}"
+    work = first.workdir("small")
+    (work / "name.txt").write_text("small")
+    record = ActionRecord(key="d" * 64, action="index:small", output=first.commit(work))
+    SharedCache(url).push(record, first)
+    forged = {**json.loads(record.to_json()), **body}
+    s3["client"].put_object(Bucket=BUCKET, Key=f"{prefix}/ac/{record.key}.v2.json", Body=json.dumps(forged).encode())
+    lines: list[str] = []
+    assert SharedCache(url, read_only=True, warn=lines.append).fetch(record.key, LocalStore(tmp_path / "v")) is None
+    assert len(lines) == 1 and "is not a cache record" in lines[0], lines
+
+
+def test_a_tree_archive_bigger_than_its_bound_allows_is_not_downloaded_past_it(s3, prefix, tmp_path, monkeypatch) -> None:
+    """An archive object far bigger than any archive of the tree its record bounds (here 1 MiB of random bytes for a
+    5-byte tree) is refused once the download passes that, with one line; nothing of it stays on disk."""
+    from cairn.store.base import ActionRecord
+    from cairn.store.local import LocalStore
+    from cairn.store.shared import SharedCache
+
+    _cache_env(monkeypatch, s3)
+    first, url = LocalStore(tmp_path / "first"), f"s3://{BUCKET}/{prefix}"
+    work = first.workdir("small")
+    (work / "name.txt").write_text("small")
+    record = ActionRecord(key="e" * 64, action="index:small", output=first.commit(work))
+    SharedCache(url).push(record, first)
+    tree = f"trees/{record.output}.v2.tar.zst"
+    s3["client"].put_object(Bucket=BUCKET, Key=f"{prefix}/{tree}", Body=os.urandom(1 << 20))
+
+    lines: list[str] = []
+    victim = LocalStore(tmp_path / "victim")
+    assert SharedCache(url, warn=lines.append).fetch(record.key, victim) is None
+    assert len(lines) == 1 and "not read further" in lines[0] and "removed from the cache with its record" in lines[0], lines
+    assert not list((tmp_path / "victim" / "tmp").iterdir())
+    assert tree not in _current(s3, prefix)

@@ -33,6 +33,7 @@ then got another ``__hip_cuid_…`` symbol, so a build through the cache gave ot
 from __future__ import annotations
 
 import os
+import shlex
 import tempfile
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
@@ -121,7 +122,9 @@ def cmake_script(args: Mapping[str, object], targets: Sequence[str], deps: int, 
                                     for lang in ("C", "CXX", "HIP"))
     else:
         launchers += " " + " ".join(_quote(f"-DCMAKE_{lang}_COMPILER_LAUNCHER=python3;{_TIMER}") for lang in ("C", "CXX", "HIP"))
-    lines += [f"cmake -S {source} -B /tmp/build -G {GENERATOR} {quoted} {launchers}", "started=$(date +%s)"]
+    # shlex.quote: the manifest's source_subdir may hold a space or ';' (a plain path stays as it was, so the
+    # script of every existing manifest is byte-for-byte the same)
+    lines += [f"cmake -S {shlex.quote(source)} -B /tmp/build -G {GENERATOR} {quoted} {launchers}", "started=$(date +%s)"]
     build = f"cmake --build /tmp/build --parallel {jobs}" + (f" --target {' '.join(build_targets)}" if build_targets else "")
     # the build's status is kept so where the time went is logged even for a build that fails
     lines += ["status=0", f"{build} || status=$?",

@@ -12,6 +12,7 @@ from __future__ import annotations
 import hashlib
 import os
 import re
+import shlex
 import tempfile
 from collections.abc import Iterable, Sequence
 from pathlib import Path
@@ -138,9 +139,12 @@ def in_image_script(names: Sequence[str], targets: Sequence[str], library: str, 
         cuid = hashlib.sha256(f"cairn-hip-tu:{name}".encode()).hexdigest()[:16]
         obj = f"/out/obj/{Path(name).stem}.o"
         objects.append(obj)
-        lines.append(" ".join([*launcher, "hipcc", "-c", *common, f"-cuid={cuid}", f"/src/{name}", "-o", obj]))
-    lines.append(" ".join(["hipcc", "-shared", "-fPIC", *arch, "-Wl,--build-id=sha1", f"-Wl,-soname,{library}",
-                           *objects, "-o", f"/out/{library}"]))
+        # every name quoted (a source named 'a b;c.hip' is one argument, never a second command); plain names
+        # are left as they were, so the script of an existing build is byte-for-byte the same
+        lines.append(" ".join([*launcher, "hipcc", "-c", *map(shlex.quote, common), f"-cuid={cuid}",
+                               shlex.quote(f"/src/{name}"), "-o", shlex.quote(obj)]))
+    lines.append(" ".join(["hipcc", "-shared", "-fPIC", *arch, "-Wl,--build-id=sha1", shlex.quote(f"-Wl,-soname,{library}"),
+                           *map(shlex.quote, objects), "-o", shlex.quote(f"/out/{library}")]))
     lines.append("rm -rf /out/obj")
     if compiler_cache:
         lines += cache_stats_lines()

@@ -4,7 +4,10 @@ Without a bundle argument, ``cairn publish`` takes the ``bundle:release`` tree o
 (``<store>/last-build.json``) and publishes to ``<store>/publish``, a directory with the bucket's layout.
 ``--dev-keys`` signs with a development key set kept in ``<store>/keys/dev`` (created when missing, and
 said so): a fresh machine has no release keys, and what dev keys sign verifies only against
-``<store>/keys/dev/root.json`` — never against the pinned ``publish/root.json`` of real releases.
+``<store>/keys/dev/root.json`` — never against the pinned ``publish/root.json`` of real releases. The dev key
+directory is always that one: ``$CAIRN_KEYS`` names the release keys, and ``--dev-keys`` must never sign with
+them (a dev build would then make what the pinned root accepts) nor, when that directory lacks a ``root.json``,
+write new keys over them. ``--dev-keys`` with ``--keys`` names two key sets and is refused.
 
 An unchanged re-publish is answered from the repository's publish record (``cairn.publish.fastpath``: two
 GETs) before the signing libraries and boto3 are even imported; those load only when there is work to do.
@@ -32,7 +35,14 @@ def default_destination(store: Path | None = None) -> str:
 
 
 def dev_keys_dir(store: Path) -> Path:
-    return Path(os.environ.get("CAIRN_KEYS") or Path(store) / "keys" / "dev")
+    """Where ``--dev-keys`` keeps its key set: inside the store, whatever ``$CAIRN_KEYS`` says."""
+    return Path(store) / "keys" / "dev"
+
+
+def _check_one_key_set(args: argparse.Namespace) -> None:
+    if args.dev_keys and args.keys is not None:
+        raise CairnError(f"--dev-keys and --keys {args.keys} name two key sets — pass --keys to sign with that key set, "
+                         "or --dev-keys alone for the development keys in <store>/keys/dev")
 
 
 def last_build_bundle(store: Path) -> Path:
@@ -50,7 +60,7 @@ def add_common_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--to", default=None, help="s3://bucket/prefix or file:///dir (default: .cairn/publish; endpoint from $CAIRN_S3_ENDPOINT)")
     parser.add_argument("--keys", type=Path, default=None, help="key directory (default ~/.config/cairn/keys or $CAIRN_KEYS)")
     parser.add_argument("--dev-keys", action="store_true",
-                        help="sign with development keys in <store>/keys/dev (or $CAIRN_KEYS), created when missing")
+                        help="sign with development keys in <store>/keys/dev (never $CAIRN_KEYS), created when missing")
     add_store(parser, "build store (default .cairn/)")
     parser.add_argument("--root", type=Path, default=None, help="signed root.json matching the keys (default: <keys>/root.json)")
     parser.add_argument("--channel", choices=CHANNELS, default=None)
@@ -58,6 +68,34 @@ def add_common_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--no-public-read", dest="public_read", action="store_false",
                         help="S3: leave the bucket policy alone (by default anyone may read the repository over HTTP, as pip "
                              "and uv do); for an index served by something with its own access to the bucket, e.g. a CDN")
+    parser.add_argument("--public-bucket", action="store_true",
+                        help="S3 with no prefix (s3://bucket): let anyone read every object of the bucket; without it "
+                             "such a publish is refused, since the grant would cover whatever else the bucket holds")
+
+
+def check_public_scope(args: argparse.Namespace, to: str) -> None:
+    """``--to s3://bucket`` (no prefix) with the public-read grant needs ``--public-bucket``: one line, before any
+    read or write (``cairn.remote.access``)."""
+    from urllib.parse import urlparse
+
+    from cairn.names import BUCKET_NAME
+
+    parsed = urlparse(to)  # a URL naming no bucket, or a bad one, is left to the backend's own one line
+    if parsed.scheme == "s3" and BUCKET_NAME.fullmatch(parsed.netloc) and not parsed.path.strip("/") \
+            and args.public_read and not args.public_bucket:
+        from cairn.remote.access import whole_bucket_refusal
+
+        raise whole_bucket_refusal(parsed.netloc)
+
+
+def open_destination(args: argparse.Namespace, to: str):  # type: ignore[no-untyped-def]
+    """The backend of ``to``, told whether ``--public-bucket`` allows a grant of the whole bucket."""
+    from cairn.remote.backend import S3Backend, open_backend
+
+    backend = open_backend(to)
+    if isinstance(backend, S3Backend):
+        backend.whole_bucket_public = bool(args.public_bucket)
+    return backend
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
@@ -68,14 +106,15 @@ def configure(parser: argparse.ArgumentParser) -> None:
 
 
 def _keys_dir(args: argparse.Namespace) -> Path:
-    if args.dev_keys and args.keys is None:
+    _check_one_key_set(args)
+    if args.dev_keys:
         return dev_keys_dir(args.store)
     # = cairn.sign.keys.default_keys_dir() (a test checks), without importing the signing libraries
     return Path(args.keys or os.environ.get("CAIRN_KEYS") or Path.home() / ".config" / "cairn" / "keys")
 
 
 def _dev_note(args: argparse.Namespace, directory: Path, created: bool) -> None:
-    if args.dev_keys and args.keys is None:
+    if args.dev_keys:
         print(f"{'created' if created else 'using'} DEVELOPMENT signing keys in {directory} — not the release keys: this "
               f"repository verifies only with --root {directory / 'root.json'}, never with publish/root.json", file=sys.stderr)
 
@@ -84,7 +123,8 @@ def keys_and_root(args: argparse.Namespace):  # type: ignore[no-untyped-def]
     from cairn.sign.keys import ensure_dev_keys, load_keys
     from cairn.sign.tuf import load_root
 
-    if args.dev_keys and args.keys is None:
+    _check_one_key_set(args)
+    if args.dev_keys:
         directory = dev_keys_dir(args.store)
         keys, created = ensure_dev_keys(directory)
         _dev_note(args, directory, created)
@@ -112,6 +152,7 @@ def print_report(report: dict, as_json: bool) -> None:  # type: ignore[type-arg]
 def run(args: argparse.Namespace) -> int:
     bundle_dir = args.bundle or last_build_bundle(args.store)
     to = args.to or default_destination(args.store)
+    check_public_scope(args, to)
     keys_dir = _keys_dir(args)
     from cairn.publish.prefetch import Prefetch
 
@@ -125,9 +166,8 @@ def run(args: argparse.Namespace) -> int:
     from cairn.publish.directory import publishing_into
     from cairn.publish.look import first_root_of, start_look
     from cairn.publish.progress import meter_for
-    from cairn.remote.backend import open_backend
 
-    backend, log = open_backend(to), (lambda _: None) if args.json else print
+    backend, log = open_destination(args, to), (lambda _: None) if args.json else print
     # a new directory is written into a temp sibling and renamed at the end (cairn.publish.directory)
     with meter_for(args.json) as meter, publishing_into(backend, bundle_dir) as place:
         first_root = first_root_of(args.root or keys_dir / "root.json")

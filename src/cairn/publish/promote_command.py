@@ -9,7 +9,14 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from cairn.publish.command import add_common_options, default_destination, keys_and_root, print_report
+from cairn.publish.command import (
+    add_common_options,
+    check_public_scope,
+    default_destination,
+    keys_and_root,
+    open_destination,
+    print_report,
+)
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
@@ -36,12 +43,14 @@ def _read_gate_result(path: Path) -> bytes:
 
 
 def run(args: argparse.Namespace) -> int:
-    from cairn.publish.publisher import promote
-    from cairn.remote.backend import open_backend
+    from cairn.publish.publisher import check_version_names, promote
 
+    to = args.to or default_destination(args.store)
+    check_version_names(args.version, args.as_version)
+    check_public_scope(args, to)
     results = [(path, _read_gate_result(path)) for path in args.gates]
     keys, root = keys_and_root(args)
-    backend = open_backend(args.to or default_destination(args.store))
+    backend = open_destination(args, to)
     report = promote(backend, keys, root, args.version, args.channel or "dev", as_version=args.as_version, gate_results=results,
                      public_read=args.public_read, log=(lambda _: None) if args.json else print)
     print_report(report.to_dict(), args.json)

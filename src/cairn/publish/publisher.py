@@ -39,6 +39,7 @@ from cairn.errors import CairnError
 from cairn.matrix.build import cell_id, record_gates
 from cairn.matrix.bundle import Bundle
 from cairn.matrix.model import CHANNELS
+from cairn.names import name_problem
 from cairn.publish import fastpath
 from cairn.publish.changes import channel_objects
 from cairn.publish.early import EarlyBlobs
@@ -106,6 +107,16 @@ def publish_fingerprint(bundle: Bundle, channel: str, stage_only: bool, signing:
     return fastpath.fingerprint(bundle.root, channel, stage_only, root_signed, public, public_read)
 
 
+def check_version_names(version: str, as_version: str = "") -> None:
+    """``--version`` and ``--as`` become keys (``staging/<version>/…``): each must be one plain name, never ``..``,
+    a path or empty, or the keys would climb out of ``staging/`` (an S3 key is not a path, but a proxy or a later
+    file copy may treat it as one). One line, before anything is read or written."""
+    for flag, value in (("--version", version), ("--as", as_version)):
+        problem = name_problem(value) if value or flag == "--version" else ""
+        if problem:
+            raise CairnError(f"{flag} {value!r} {problem} — a release version is one plain name, like 1.2.3 or 1.2.3rc1")
+
+
 def promote(backend: Backend, keys: KeySet, root: Metadata[Root], version: str, channel: str, *,
             as_version: str = "", gate_results: list[tuple[Path, bytes]] | None = None,
             public_read: bool = True, log: Log = lambda _: None) -> Report:
@@ -121,6 +132,7 @@ def promote(backend: Backend, keys: KeySet, root: Metadata[Root], version: str, 
     """
     if channel not in CHANNELS:
         raise CairnError(f"unknown channel '{channel}' — use one of {', '.join(CHANNELS)}")
+    check_version_names(version, as_version)
     attested = attested_gates(keys, root, version, gate_results or [])
     run = Run(backend, SigningSession(keys, root), log)  # the repository verified against the pinned root first
     stage, gates = staged_records(run, version)  # read before anything is written: a refused record writes nothing

@@ -131,6 +131,11 @@ class Writer:
         if self.marked:
             return
         self.marked = True
+        abort = getattr(self.backend, "abort_stale_uploads", None)  # S3: a killed run's multipart uploads
+        if abort is not None:
+            aborted = abort()
+            if aborted:
+                self.log(f"aborted {len(aborted)} stale multipart upload(s) under {self.backend.url} (a killed run's)")
         if fastpath.RECORD_KEY in self.listing:
             self.backend.put(fastpath.RECORD_KEY, fastpath.IN_PROGRESS, content_type=JSON, immutable=False)
             self.listing[fastpath.RECORD_KEY] = Listed(len(fastpath.IN_PROGRESS))

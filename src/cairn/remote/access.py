@@ -12,6 +12,10 @@ an anonymous client. The publisher therefore keeps two statements in the bucket 
   is not limited to the prefix: anyone may list the bucket's key names (only the repositories' objects are
   readable). Give the index a bucket of its own if other key names must stay private.
 
+A repository at the bucket's root (``s3://bucket`` with no prefix) would need ``arn:aws:s3:::<bucket>/*``: every
+object of the bucket, whatever else it holds, world-readable. That grant is only made when asked for by name
+(``cairn publish --public-bucket``); without it the publish stops with one line before anything is written.
+
 S3 has no conditional write for a bucket policy: it is read, merged and written, then read again to confirm
 (two first publishes to different prefixes of one bucket at the same moment could otherwise drop a grant).
 
@@ -39,10 +43,20 @@ def partition(region: str) -> str:
     return "aws"
 
 
-def merged(existing: bytes | None, bucket: str, prefix: str, region: str = "us-east-1") -> bytes | None:
+def whole_bucket_refusal(bucket: str) -> CairnError:
+    return CairnError(f"s3://{bucket}: no prefix, so a public-read grant would make every object of the bucket world-readable "
+                      f"— publish to s3://{bucket}/PREFIX, pass --public-bucket if the whole bucket is the repository, or "
+                      "--no-public-read; nothing was published")
+
+
+def merged(existing: bytes | None, bucket: str, prefix: str, region: str = "us-east-1", *,
+           whole_bucket: bool = False) -> bytes | None:
     """The policy to write so that ``existing`` also grants public reads of ``prefix`` (``""`` or ``"a/b/"``),
     or None when it already does. One read statement lists every repository prefix of the bucket (a bucket
-    policy holds at most 20 KB); statements with other Sids are kept as they are, in their order."""
+    policy holds at most 20 KB); statements with other Sids are kept as they are, in their order. ``prefix``
+    ``""`` (the whole bucket) is refused unless ``whole_bucket``."""
+    if not prefix and not whole_bucket:
+        raise whole_bucket_refusal(bucket)
     if any(c in prefix for c in "*?"):
         raise CairnError(f"s3://{bucket}/{prefix}: a prefix with '*' or '?' would widen the public-read grant "
                          "beyond the repository — publish to a prefix of plain names")

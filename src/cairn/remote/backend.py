@@ -40,9 +40,16 @@ MUTABLE_CACHE = "no-cache"
 # multipart upload cannot give, and the publisher already uploads 16 objects at a time. Larger objects go up
 # in 64 MiB parts, PART_THREADS at once, each with its Content-MD5; the completion is conditional.
 MULTIPART_THRESHOLD = int(os.environ.get("CAIRN_MULTIPART_THRESHOLD", str(1 << 30)))
+# A multipart upload under the prefix begun this long before a run (``abort_stale_uploads``) is a killed run's: S3
+# keeps, and bills, its parts until it is aborted. Younger ones may be another live run's and are left alone.
+STALE_UPLOAD_SECONDS = float(os.environ.get("CAIRN_MULTIPART_STALE_SECONDS", "3600"))
 PART_SIZE = max(5 << 20, int(os.environ.get("CAIRN_MULTIPART_PART", str(64 << 20))))
 PART_THREADS = 4
 COPY_MAX = 5 << 30  # CopyObject's limit; larger objects are uploaded again instead
+
+
+class ObjectTooLarge(CairnError):
+    """An object holds more bytes than the reader was told it could (``get_file(max_bytes=…)``): not read further."""
 
 
 class RefusedOverwrite(CairnError):
@@ -112,6 +119,16 @@ def _pread(handle: BinaryIO, offset: int, length: int) -> bytes:
         chunks.append(chunk)
         got += len(chunk)
     return b"".join(chunks)
+
+
+def _s3_time(text: str) -> Any:
+    """An S3 timestamp (``2026-12-05T15:00:00.000Z``) as an aware datetime; unreadable: now (never stale)."""
+    from datetime import UTC, datetime
+
+    try:
+        return datetime.fromisoformat(text.replace("Z", "+00:00"))
+    except ValueError:
+        return datetime.now(UTC)
 
 
 def sha256_hex(data: bytes) -> str:
@@ -306,14 +323,25 @@ class S3Backend:
         self.counters = Counters()
         self.region = find_region()
         self.client = S3Client(endpoint, self.region, find_credentials())
+        self.whole_bucket_public = False  # with no prefix, may the public-read grant name the whole bucket? (--public-bucket)
 
     @property
     def url(self) -> str:
         return f"s3://{self.bucket}/{self.prefix}".rstrip("/")
 
+    def http_url(self) -> str:
+        """URL of the prefix for HTTP clients (pip, TUF) reading the bucket, in the style and region this client
+        reaches it with (``cairn.remote.s3http``: path-style or virtual-hosted)."""
+        client = self.client
+        base = f"{client.scheme}://{client.host_for(self.bucket)}{client.base}"
+        return f"{base}/{self.prefix}" if client.virtual_for(self.bucket) else f"{base}/{self.bucket}/{self.prefix}"
+
     def _call(self, what: str, method: str, key: str = "", **kwargs: Any) -> Response:
         """One request; connection-level failures (a server restarting) and 5xx are retried with exponential
         backoff for up to ``CAIRN_S3_RETRY_SECONDS`` (60)."""
+        problem = relpath_problem(key.removesuffix("/")) if key else ""
+        if problem:  # every key is checked here, whatever made it ('..' may be normalized by a proxy into another prefix)
+            raise CairnError(f"refusing S3 key {key!r} under {self.url}: it {problem} — a repository key is plain names joined by '/'")
         delay = 0.2
         deadline = time.monotonic() + float(os.environ.get("CAIRN_S3_RETRY_SECONDS", "60"))
         while True:
@@ -411,13 +439,20 @@ class S3Backend:
             self.counters.puts += 1
             return True
 
-    def get_file(self, key: str, dest: Path) -> bool:
+    def get_file(self, key: str, dest: Path, *, max_bytes: int | None = None) -> bool:
         """Write ``key``'s bytes to the file ``dest`` as they arrive (never whole in memory); False when there is no
-        such key (``dest`` is then left empty)."""
+        such key (``dest`` is then left empty). ``max_bytes``: the most the object can hold (a size its record
+        names); a bigger one is a CairnError as soon as it passes that, and ``dest`` is left empty."""
+        from cairn.remote.s3http import BodyTooLarge
+
         self.counters.gets += 1
         with open(dest, "wb") as out:
             try:
-                self._call("get", "GET", key, into=out)
+                self._call("get", "GET", key, into=out, limit=max_bytes)
+            except BodyTooLarge as exc:
+                out.seek(0)
+                out.truncate()
+                raise ObjectTooLarge(f"S3 get {key}: {exc} — not read further") from None
             except S3Error as exc:
                 if exc.code in ("NoSuchKey", "NotFound") or exc.status == 404:
                     return False
@@ -476,6 +511,32 @@ class S3Backend:
                 self._call("abort multipart", "DELETE", key, query={"uploadId": upload_id})
             raise
 
+    def abort_stale_uploads(self, older_than: float | None = None) -> builtins.list[str]:
+        """Abort every multipart upload under this prefix begun more than ``older_than`` seconds ago (default
+        ``STALE_UPLOAD_SECONDS``): a run killed mid-upload leaves its parts behind, stored and billed until
+        aborted. Returns the keys whose uploads were aborted. Uploads outside the prefix are never touched."""
+        from datetime import UTC, datetime, timedelta
+
+        cutoff = datetime.now(UTC) - timedelta(seconds=STALE_UPLOAD_SECONDS if older_than is None else older_than)
+        query, stale = {"uploads": "", "prefix": self.prefix}, []
+        while True:
+            body = self._checked("list multipart uploads", "GET", query=query).body
+            for key, upload_id, initiated in xml_text(body, "Upload", "Key", "UploadId", "Initiated"):
+                if key.startswith(self.prefix) and _s3_time(initiated) < cutoff:
+                    stale.append((key[len(self.prefix):], upload_id))
+            truncated = xml_text(body, "IsTruncated")[0][0]
+            (next_key,), (next_id,) = xml_text(body, "NextKeyMarker")[0], xml_text(body, "NextUploadIdMarker")[0]
+            if truncated != "true" or not (next_key or next_id):
+                break
+            query = {**query, "key-marker": next_key, "upload-id-marker": next_id}
+        for key, upload_id in stale:
+            try:
+                self._call("abort multipart", "DELETE", key, query={"uploadId": upload_id})
+            except S3Error as exc:
+                if exc.status != 404 and exc.code != "NoSuchUpload":  # gone meanwhile: what was wanted
+                    raise CairnError(f"S3 abort of the stale multipart upload of {key}: {exc}") from None
+        return [key for key, _ in stale]
+
     def read_access(self) -> AccessState:
         """The bucket's Block Public Access settings and policy: two reads, which ``cairn.publish.early`` makes while
         the bundle is still being checked, so that granting costs only the write when the bundle is good."""
@@ -498,7 +559,8 @@ class S3Backend:
                              f"delete-public-access-block --bucket {self.bucket}); nothing was published")
         existing, wrote = state.policy, False
         for _attempt in range(3):
-            policy = access.merged(existing, self.bucket, self.prefix, self.region)
+            policy = access.merged(existing, self.bucket, self.prefix, self.client.region_for(self.bucket),
+                                   whole_bucket=self.whole_bucket_public)
             if policy is None:
                 return wrote
             self._put_bucket_policy(policy)

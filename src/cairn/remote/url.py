@@ -106,12 +106,22 @@ def read_status(url: str, timeout: float = 60) -> tuple[bytes | None, int]:
         return None, exc.status
 
 
-def download(url: str, dest: Path, timeout: float = 60) -> None:
-    """Stream ``url`` into ``dest`` (a temp name first, renamed when complete)."""
+def download(url: str, dest: Path, timeout: float = 60, *, max_bytes: int | None = None) -> None:
+    """Stream ``url`` into ``dest`` (a temp name first, renamed when complete). With ``max_bytes`` (a size the
+    caller knows, e.g. the one a signed package index gives), a source that sends more is a UrlError as soon
+    as it passes it: a wrong or hostile server never fills the disk before the digest check."""
     partial = dest.with_name(f".{dest.name}.partial")
     try:
         with _failures(url, "download"), _open(url, timeout) as response, open(partial, "wb") as handle:
-            shutil.copyfileobj(response, handle, 1 << 20)
+            if max_bytes is None:
+                shutil.copyfileobj(response, handle, 1 << 20)
+            else:
+                written = 0
+                while chunk := response.read(min(1 << 20, max_bytes + 1 - written)):
+                    written += len(chunk)
+                    if written > max_bytes:
+                        raise UrlError(f"it sends more than the {max_bytes} bytes it should have", url, "more bytes than expected")
+                    handle.write(chunk)
     except UrlError:
         partial.unlink(missing_ok=True)
         raise

@@ -116,12 +116,20 @@ def ensure_dev_keys(directory: Path) -> tuple[KeySet, bool]:
 
     For builds on machines without the release keys (``nox -s build`` on a fresh checkout): what these
     keys sign verifies only against ``directory/root.json``, never against the pinned ``publish/root.json``.
-    Returns the keys and whether they were created now.
+    Returns the keys and whether they were created now. Keys are only ever made in a directory that holds none:
+    part of a key set (a ``public.json`` or a ``.pem`` without the ``root.json``) is refused, never overwritten —
+    it may be someone's release keys.
     """
     directory = Path(directory)
     if (directory / "public.json").is_file() and (directory / "root.json").is_file():
         return load_keys(directory), False
-    keys = init_keys(directory, force=True)
+    present = sorted(p.name for p in directory.iterdir() if p.name in ("public.json", "root.json") or p.suffix == ".pem") \
+        if directory.is_dir() else []
+    if present:
+        missing = "root.json" if "public.json" in present else "public.json"
+        raise CairnError(f"{directory}: holds part of a key set ({', '.join(present[:4])}) but no {missing} — development "
+                         f"keys never overwrite keys: remove that directory to make new ones, or restore its {missing}")
+    keys = init_keys(directory)
     from tuf.api.serialization.json import JSONSerializer
 
     _write(directory / "root.json", make_root(keys).to_bytes(JSONSerializer(compact=False)), 0o644)

@@ -90,7 +90,8 @@ def fetch_deb_from_suite(source: Mapping[str, Any], out: Path, log: IO[str], sto
                              f"{suite} now offers {offered} — run: cairn pins refresh MANIFEST")
         url = debian.pool_url(entry)
         log.write(f"+ download {url}\n")
-        download(url, dest)
+        # the suite's Packages index (its digest checked against InRelease) names the .deb's size: no more is read
+        download(url, dest, max_bytes=entry.size or None)
         _verify(dest, "sha256", sha256, f"{package}={version}")
     if store_mirror:
         keep_in_mirror(dest, sha256, store_mirror)

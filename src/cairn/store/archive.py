@@ -14,6 +14,12 @@ else raises ``DamagedArchive``. Link targets are kept verbatim and never followe
 It also reads the gzip'd tars of earlier versions (told apart by their first bytes), so a cache they filled
 stays usable.
 
+Bounds: an archive from a bucket is read with the ``Bound`` its record names (``measure`` of the tree it was made
+from): how many entries the tree has and how many bytes its files hold, blobs included. ``unpack`` stops with
+``DamagedArchive`` before a member would take the tree past either, and once the decompressed stream passes
+what those entries and bytes can take as tar (``Bound.stream``): a few kilobytes of zstd that unpack to gigabytes
+of zeros (or a PAX header of gigabytes, which ``tarfile`` reads into memory) never reach the disk or the RAM.
+
 Blobs: given ``blobs_from``, ``pack`` leaves every file of at least that many bytes out of the archive and writes in
 its place an empty member whose PAX header names the file's sha256 and size (``Blob``); the shared cache stores each
 such file once, under its sha256, however many trees hold it. A release repeats its wheels in the package, index and
@@ -58,6 +64,51 @@ class Blob:
 
 class DamagedArchive(ValueError):
     """The bytes are not an archive ``pack`` could have written."""
+
+
+class PastBound(DamagedArchive):
+    """The archive unpacks to more than the ``Bound`` it was read with: it, or the record naming the bound, is wrong."""
+
+
+# What one entry can add to a tar stream beyond its file's bytes: a header, a PAX header with its own header and
+# records (a name and link target up to PATH_MAX each, the blob keywords), and the padding of each to 512 bytes
+ENTRY_TAR_BYTES = 12 << 10
+END_TAR_BYTES = 2 * 10240  # the end-of-archive blocks and the padding to a full record
+
+
+@dataclass(frozen=True)
+class Bound:
+    """How large a tree is: its entries (files, directories, links) and the bytes of its files. A cache record
+    names it, and an archive of that tree that unpacks to more is not that tree."""
+
+    entries: int
+    size: int
+
+    @property
+    def stream(self) -> int:
+        """The most bytes a tar of such a tree can take, uncompressed."""
+        return self.size + self.entries * ENTRY_TAR_BYTES + END_TAR_BYTES
+
+
+def measure(root: Path) -> Bound:
+    """The ``Bound`` of the tree at ``root`` (a walk of names and sizes: no file is read)."""
+    entries = tree_entries(root, digests=False)
+    size = sum((root / rel).lstat().st_size for rel, kind, _ in entries if kind in ("file", "exec"))
+    return Bound(len(entries), size)
+
+
+class _BoundedReader:
+    """A read-only stream that raises ``DamagedArchive`` once more than ``limit`` bytes came through it."""
+
+    def __init__(self, inner: IO[bytes] | Any, limit: int) -> None:
+        self.inner, self.limit, self.count = inner, limit, 0
+
+    def read(self, size: int = -1) -> bytes:
+        data = self.inner.read(size if size is not None and size >= 0 else self.limit + 1 - self.count)
+        self.count += len(data)
+        if self.count > self.limit:
+            raise PastBound(f"it unpacks to more than the {self.limit} bytes of tar its record allows")
+        return data
 
 
 def pack(root: Path) -> bytes:
@@ -118,16 +169,27 @@ class HashingWriter:
         self.out.flush()
 
 
-def unpack(archive: bytes | Path, dest: Path, *, blobs: list[Blob] | None = None) -> list[tuple[str, str, bool]]:
+def unpack(archive: bytes | Path, dest: Path, *, blobs: list[Blob] | None = None,
+           bound: Bound | None = None) -> list[tuple[str, str, bool]]:
     """Unpack ``archive`` (bytes, or a file read as it is unpacked) into the empty directory ``dest``; raises
     DamagedArchive for anything ``pack`` never writes, OSError for this machine's own failures. Returns (path,
     sha256, executable) of every regular file, as hashed while writing it. Members that name a blob are accepted
-    only when ``blobs`` is a list: each leaves an empty file, to be filled by the caller, and is appended to it."""
+    only when ``blobs`` is a list: each leaves an empty file, to be filled by the caller, and is appended to it.
+    With ``bound`` (the tree's, as its record names it), an archive that would unpack to more entries or bytes
+    is DamagedArchive before the member that would pass it is written."""
     made = {""}
     files: list[tuple[str, str, bool]] = []
+    entries, size = 0, 0
     try:
-        with _open_source(archive) as raw, _tar_of(raw) as tar:
+        with _open_source(archive) as raw, _tar_of(raw, bound) as tar:
             for member in tar:
+                entries += 1
+                if member.isfile():  # a blob's size as its member names it (a bad one is refused below)
+                    named = member.pax_headers.get(BLOB_SIZE, "")
+                    size += int(named) if named.isdigit() else member.size
+                if bound is not None and (entries > bound.entries or size > bound.size):
+                    what = f"{bound.entries} entries" if entries > bound.entries else f"{bound.size} bytes"
+                    raise PastBound(f"it holds more than the {what} its record names (at {member.name[:200]!r})")
                 parent, _, _ = member.name.rpartition("/")
                 _check_name(member.name, parent, made)
                 target = dest / member.name
@@ -176,16 +238,21 @@ def _open_source(archive: bytes | Path) -> IO[bytes]:
     return io.BytesIO(archive) if isinstance(archive, bytes) else open(archive, "rb")  # closed by the caller's with
 
 
-def _tar_of(source: IO[bytes]) -> tarfile.TarFile:
-    """The tar inside ``source``, read as a stream: zstd (what ``pack`` writes) or gzip (what it wrote before)."""
+def _tar_of(source: IO[bytes], bound: Bound | None = None) -> tarfile.TarFile:
+    """The tar inside ``source``, read as a stream: zstd (what ``pack`` writes) or gzip (what it wrote before);
+    with ``bound``, no more decompressed bytes than such a tree's tar can take are ever read."""
     head = source.read(4)
     source.seek(0)
+    reader: Any
     if head == ZSTD_MAGIC:
         reader = zstandard.ZstdDecompressor().stream_reader(source, read_size=CHUNK, read_across_frames=True)
-        return tarfile.open(fileobj=reader, mode="r|")
-    if head[:2] == GZIP_MAGIC:
-        return tarfile.open(fileobj=source, mode="r:gz")
-    raise DamagedArchive("unreadable archive: neither zstd nor gzip")
+    elif head[:2] == GZIP_MAGIC:
+        reader = gzip.GzipFile(fileobj=source, mode="rb")
+    else:
+        raise DamagedArchive("unreadable archive: neither zstd nor gzip")
+    if bound is not None:
+        reader = _BoundedReader(reader, bound.stream)
+    return tarfile.open(fileobj=reader, mode="r|")
 
 
 def _check_name(name: str, parent: str, made: set[str]) -> None:

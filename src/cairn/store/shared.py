@@ -5,9 +5,12 @@ Layout under ``s3://bucket/prefix`` (endpoint from ``$CAIRN_S3_ENDPOINT``, as fo
     trees/<digest>.v2.tar.zst  one output tree (``cairn.store.archive``), named by its tree digest, with every
                                file of at least ``BLOB_MIN`` bytes left out and named by its sha256 instead
     blobs/<sha256>.zst         such a file, zstd-compressed: stored once however many trees hold it
-    ac/<key>.json              action record: key → output digest, the same JSON as the local ``ac/``
+    ac/<key>.v2.json           action record: key → output digest, the same JSON as the local ``ac/`` plus the
+                               ``Bound`` of the tree (its entries and bytes), which its archive may not unpack past
 
-Earlier versions wrote whole trees, ``trees/<digest>.tar.zst`` and before that ``trees/<digest>.tar.gz``; both are
+Records of earlier versions (``ac/<key>.json``) name no bound, so they are never read: an archive they point at
+could unpack to any size (8 KB of zstd made 268 MB of zeros before the digest check could refuse it). Earlier
+versions wrote whole trees, ``trees/<digest>.tar.zst`` and before that ``trees/<digest>.tar.gz``; both are
 still read. Why blobs: a release holds each wheel in its package, index and bundle trees, and each library in the
 SDK and in image trees. Archived whole, the default release's trees took the bucket several times the bytes of its
 distinct files; a fetching machine now downloads each distinct file once and hard-links the rest.
@@ -59,7 +62,16 @@ from urllib.parse import urlparse
 import zstandard
 
 from cairn.errors import CairnError
-from cairn.store.archive import Blob, DamagedArchive, HashingWriter, pack_to, unpack
+from cairn.store.archive import (
+    Blob,
+    Bound,
+    DamagedArchive,
+    HashingWriter,
+    PastBound,
+    measure,
+    pack_to,
+    unpack,
+)
 from cairn.store.base import ActionRecord
 from cairn.store.local import LocalStore
 
@@ -125,7 +137,7 @@ class SharedCache:
     # -- names ----------------------------------------------------------------------------------------------
     @staticmethod
     def record_key(key: str) -> str:
-        return f"ac/{key}.json"
+        return f"ac/{key}.v2.json"
 
     @staticmethod
     def tree_key(digest: str) -> str:
@@ -153,23 +165,29 @@ class SharedCache:
             return None
         if data is None:
             return None
-        record = _parse_record(data, key)
-        if record is None:  # no reader can use it: unless read-only, remove it so the rebuild can record the key
+        parsed = _parse_record(data, key)
+        if parsed is None:  # no reader can use it: unless read-only, remove it so the rebuild can record the key
             removed = self._remove(self.record_key(key))
             self._note("damaged", f"{self.record_key(key)} is not a cache record for that key — not used{removed}; running the action")
             return None
+        record, bound = parsed
         if local.has_tree(record.output):
             local.record(record)
             self._event("fetched", record.action)
             return record
-        return self._fetch_tree(record, local)
+        return self._fetch_tree(record, local, bound)
 
-    def _fetch_tree(self, record: ActionRecord, local: LocalStore) -> ActionRecord | None:
+    def _fetch_tree(self, record: ActionRecord, local: LocalStore, bound: Bound) -> ActionRecord | None:
+        from cairn.remote.backend import ObjectTooLarge
+
         archive = _scratch(local.root / "tmp", "archive")  # the download goes to disk, never whole into memory
         blobs: list[Blob] | None = []
         try:
             try:
-                name = self._download_tree(record.output, archive)
+                name = self._download_tree(record.output, archive, _compressed_most(bound.stream))
+            except ObjectTooLarge as exc:  # bigger than any archive of the tree its record bounds could be
+                self._reject(record, self.tree_key(record.output), str(exc), with_record=True)
+                return None
             except (CairnError, OSError) as exc:  # OSError: writing it here (a full disk)
                 self._note("failed", f"{record.action}: download of {self.tree_key(record.output)} failed: {exc} — running the action")
                 return None
@@ -180,10 +198,12 @@ class SharedCache:
                 blobs = None  # a whole tree, as earlier versions wrote it: a member naming a blob is damage there
             workdir = local.workdir(f"cache-{record.action}")
             try:
-                files = unpack(archive, workdir, blobs=blobs)
+                files = unpack(archive, workdir, blobs=blobs, bound=bound)
             except DamagedArchive as exc:
                 shutil.rmtree(workdir, ignore_errors=True)
-                self._reject(record, name, str(exc))
+                # past the bound: the archive or the record lies, and which cannot be told — both go, and the
+                # rebuild's push puts back a tree and a record that agree
+                self._reject(record, name, str(exc), with_record=isinstance(exc, PastBound))
                 return None
             except OSError as exc:  # this machine's failure (a full disk): the tree in the bucket is not to blame
                 shutil.rmtree(workdir, ignore_errors=True)
@@ -206,10 +226,11 @@ class SharedCache:
         self._event("fetched", record.action)
         return record
 
-    def _download_tree(self, digest: str, archive: Path) -> str | None:
-        """The name of the archive of ``digest`` the bucket holds, now in the file ``archive``; None if none."""
+    def _download_tree(self, digest: str, archive: Path, max_bytes: int) -> str | None:
+        """The name of the archive of ``digest`` the bucket holds, now in the file ``archive``; None if none.
+        An archive of more than ``max_bytes`` raises ObjectTooLarge once it passes them."""
         for name in (self.tree_key(digest), *self.whole_tree_keys(digest)):
-            if self.backend.get_file(name, archive):
+            if self.backend.get_file(name, archive, max_bytes=max_bytes):
                 self._count("received_bytes", archive.stat().st_size)
                 return name
         return None
@@ -241,12 +262,16 @@ class SharedCache:
     def _download_blob(self, blob: Blob, target: Path, scratch_dir: Path) -> str:
         """Download ``blob`` into ``target`` (its place in an unpacked tree): "" when it holds the right bytes, else
         what is wrong with the bucket's copy, or "failed" (reported) when this machine or the request failed."""
+        from cairn.remote.backend import ObjectTooLarge
+
         name = self.blob_key(blob.sha256)
         compressed = _scratch(scratch_dir, "blob")
         try:
             try:
-                present = self.backend.get_file(name, compressed)
+                present = self.backend.get_file(name, compressed, max_bytes=_compressed_most(blob.size))
                 self._count("received_bytes", compressed.stat().st_size if present else 0)
+            except ObjectTooLarge:
+                return f"failed verification (more bytes than zstd makes of the {blob.size} the tree names)"
             except (CairnError, OSError) as exc:
                 self._note("failed", f"download of {name} ({blob.path}) failed: {exc} — running the action")
                 return "failed"
@@ -276,9 +301,12 @@ class SharedCache:
             if known is not None:
                 _link_over(known, workdir / rel)
 
-    def _reject(self, record: ActionRecord, name: str, why: str) -> None:
-        """A tree that is not what its name says: never used; removed from the bucket unless read-only."""
+    def _reject(self, record: ActionRecord, name: str, why: str, *, with_record: bool = False) -> None:
+        """A tree that is not what its name says: never used; removed from the bucket unless read-only (with the
+        record that named it, when asked)."""
         removed = self._remove(name)
+        if with_record and removed and self._remove(self.record_key(record.key)):
+            removed += " with its record"
         self._note("damaged", f"{record.action}: {name} failed verification ({why}) — not used{removed}; running the action")
 
     def _remove(self, name: str) -> str:
@@ -309,11 +337,13 @@ class SharedCache:
         if self.read_only or self.report.offline:
             return
         try:
-            name = self.tree_key(record.output)
+            name, tree = self.tree_key(record.output), local.tree(record.output)
             if self.backend.head_sha256(name) is None:
-                self._put_tree(name, local.tree(record.output), local)
+                self._put_tree(name, tree, local)
+            bound = measure(tree)
+            body = {**json.loads(record.to_json()), "entries": bound.entries, "size": bound.size}
             try:
-                wrote = self.backend.put(self.record_key(record.key), record.to_json().encode(),
+                wrote = self.backend.put(self.record_key(record.key), json.dumps(body, sort_keys=True, indent=1).encode(),
                                          content_type="application/json", immutable=True)
             except RefusedOverwrite:
                 self._raced(record)
@@ -390,11 +420,11 @@ class SharedCache:
         """Another machine recorded this key first; its record stays. Say whether it agrees with ours."""
         self._event("raced", record.action)
         try:
-            theirs = _parse_record(self.backend.get(self.record_key(record.key)) or b"", record.key)
+            parsed = _parse_record(self.backend.get(self.record_key(record.key)) or b"", record.key)
         except CairnError:
             return
-        if theirs is not None and theirs.output != record.output:
-            self._warn(f"{record.action}: another machine recorded output {theirs.output[:12]} for the same key, "
+        if parsed is not None and parsed[0].output != record.output:
+            self._warn(f"{record.action}: another machine recorded output {parsed[0].output[:12]} for the same key, "
                        f"this one built {record.output[:12]} — the action is not reproducible")
 
     # -- bookkeeping ------------------------------------------------------------------------------------------
@@ -428,6 +458,12 @@ def _link_over(known: Path, target: Path) -> bool:
     return True
 
 
+def _compressed_most(size: int) -> int:
+    """The most bytes zstd (or gzip, for trees of earlier versions) can make of ``size`` bytes, with room to spare:
+    what a download of such an object may take before it is plainly something else."""
+    return size + size // 64 + (64 << 10)
+
+
 def _decompress_to(compressed: Path, target: Path, limit: int) -> tuple[str, int]:
     """Decompress the zstd file ``compressed`` into ``target`` as it is read; the sha256 and size of what came out.
     Stops once more than ``limit`` bytes came out (the size the tree names): a blob never fills the disk."""
@@ -456,16 +492,22 @@ def _scratch(directory: Path, what: str) -> Path:
     return directory / f".{what}-{uuid.uuid4().hex}"
 
 
-def _parse_record(data: bytes, key: str) -> ActionRecord | None:
+def _parse_record(data: bytes, key: str) -> tuple[ActionRecord, Bound] | None:
+    """The record for ``key`` in ``data`` and the bound of its tree; None when it is no such record (a bound that
+    is missing or not two whole numbers included: nothing could then stop its archive)."""
     try:
-        record = ActionRecord(**json.loads(data))
-    except (ValueError, TypeError):
+        fields = json.loads(data)
+        entries, size = fields.pop("entries"), fields.pop("size")
+        record = ActionRecord(**fields)
+    except (ValueError, TypeError, KeyError, AttributeError):
+        return None
+    if not all(type(n) is int and n >= 0 for n in (entries, size)):
         return None
     if record.key != key or not isinstance(record.output, str) or not _HEX64.fullmatch(record.output):
         return None
     if not isinstance(record.action, str):
         return None
-    return record
+    return record, Bound(entries, size)
 
 
 class CachedStore:
