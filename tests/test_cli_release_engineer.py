@@ -12,6 +12,7 @@ import json
 import os
 import re
 import subprocess
+import tempfile
 import sys
 from collections import Counter
 from collections.abc import Iterator
@@ -28,9 +29,11 @@ ROOT = Path(__file__).resolve().parents[1]
 
 
 def cairn(*args: str, cwd: Path | None = None, columns: int = 80) -> subprocess.CompletedProcess[str]:
+    """``cairn`` as a user runs it, from ``cwd`` — by default a directory outside this checkout, so a store that
+    another test (or a developer's build) left in the checkout's ``.cairn`` is never the project's store here."""
     env = {**os.environ, "COLUMNS": str(columns), "PYTHONPATH": str(ROOT / "src")}
-    return subprocess.run([sys.executable, "-m", "cairn.cli", *args], capture_output=True, text=True, cwd=cwd, env=env,
-                          timeout=300)
+    return subprocess.run([sys.executable, "-m", "cairn.cli", *args], capture_output=True, text=True,
+                          cwd=cwd or tempfile.gettempdir(), env=env, timeout=300)
 
 
 def one_line(proc: subprocess.CompletedProcess[str]) -> str:
