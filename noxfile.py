@@ -14,6 +14,7 @@ import subprocess
 import nox
 
 nox.options.sessions = ["lint", "tests"]
+SYSTEM_TMPDIR = os.environ.get("TMPDIR") or "/tmp"  # read before any session's create_tmp() points it into .nox/
 nox.options.reuse_existing_virtualenvs = True
 
 # Debian packages a build of the default release uses on the host: tool -> package
@@ -95,7 +96,9 @@ def tests(session: nox.Session) -> None:
     session.install("-e", ".[test]")
     install_llama_cpp(session)
     # the engine builds (llama.cpp with HIP for a family: ≥ 16 CPU-minutes each) are their own session
-    session.run("pytest", "-m", "not engine_build", *session.posargs)
+    # the tests' temporary trees outside the checkout: nox points TMPDIR into .nox/ (session.create_tmp), and a
+    # command run there would find this checkout as its project and its .cairn/ as the store
+    session.run("pytest", "-m", "not engine_build", *session.posargs, env={"TMPDIR": SYSTEM_TMPDIR})
 
 
 @nox.session
@@ -104,7 +107,7 @@ def engines(session: nox.Session) -> None:
     ensure_host_packages(session, {**HOST_TOOLS, **CONTAINER_TOOLS}, HOST_FILES)
     session.install("-e", ".[test]")
     env = start_services(session)
-    session.run("pytest", "-m", "engine_build", *session.posargs, env=env)
+    session.run("pytest", "-m", "engine_build", *session.posargs, env={**env, "TMPDIR": SYSTEM_TMPDIR})
 
 
 def install_llama_cpp(session: nox.Session) -> None:
