@@ -33,6 +33,7 @@ from pathlib import Path
 
 from cairn.errors import InputError
 from cairn.plan.graph import Action, Plan
+from cairn.plan.ids import parse_action_id
 from cairn.plan.toolchain import IMAGE_ID, PUSH_ID
 from cairn.stages import STAGE_ORDER, stage_of
 
@@ -135,7 +136,8 @@ def shard_plan(plan: Plan, families: tuple[str, ...], timings: Mapping[str, floa
 def _family_of(action: Action, families: tuple[str, ...], stage: Mapping[str, str], known: Mapping[str, str]) -> str:
     if action.family:
         return action.family
-    suffix = action.id.rsplit("@", 1)[-1] if "@" in action.id else action.id.rsplit(":", 1)[-1]
+    ref = parse_action_id(action.id)
+    suffix = ref.where or ref.name.rsplit(":", 1)[-1]
     if suffix in families:
         return suffix
     inherited = {known[d] for d in action.deps if stage[d] == stage[action.id]}

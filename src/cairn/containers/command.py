@@ -20,6 +20,7 @@ from rich.table import Table
 from cairn.cli_options import add_json, add_store
 from cairn.containers.diff import diff_layouts, summary_line
 from cairn.errors import InputError
+from cairn.plan.ids import parse_action_id
 from cairn.plan.planner import Pipeline
 
 
@@ -55,9 +56,10 @@ def images(store: Path) -> list[dict]:
 
     found = []
     for action_id, info in sorted(read_actions(store).items()):
-        if not action_id.startswith("image:"):
+        ref = parse_action_id(action_id)
+        if ref.kind != "image":
             continue
-        name, _, target = action_id.removeprefix("image:").partition("@")
+        name, target = ref.name, ref.where
         tree = store / "trees" / info.output if info.output else None
         if tree is not None and (tree / BLOCKED).is_file():
             marker = load_object(tree / BLOCKED, "blocked-image record", f"rebuild it (cairn build --only {action_id})")

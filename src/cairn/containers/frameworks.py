@@ -19,6 +19,7 @@ from cairn.model.image_recipes import ImageRecipe
 from cairn.model.wheel_recipes import known_recipes, load_recipe
 from cairn.plan.context import StageContext
 from cairn.plan.graph import Action
+from cairn.plan.ids import parse_action_id
 
 
 def published(context: StageContext, family: str) -> dict[str, Action]:
@@ -29,9 +30,10 @@ def published(context: StageContext, family: str) -> dict[str, Action]:
         action = context.actions.get(dep)
         if action is None:
             continue
-        named = dep.split(":", 1)[1].split("@", 1)[0]  # package:<project>[@family]; per-family SDK parts add it
-        for project in (action.inputs.get("project") or "", named if dep.startswith("package:") else "",
-                        f"{named}-{family}" if "@" in dep else ""):
+        ref = parse_action_id(dep)  # package:<project>[@family]; per-family SDK parts add it
+        named = ref.name
+        for project in (action.inputs.get("project") or "", named if ref.kind == "package" else "",
+                        f"{named}-{family}" if ref.where else ""):
             if project:
                 found[canonicalize_name(project)] = action
     return found

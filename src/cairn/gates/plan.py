@@ -16,6 +16,7 @@ from typing import Any
 from cairn import digest
 from cairn.plan.context import StageContext
 from cairn.plan.graph import Action
+from cairn.plan.ids import action_id, parse_action_id
 
 LAYOUT_VERSION = 1
 # the commands each image's scripts answer to (see cairn/containers/scripts)
@@ -41,8 +42,9 @@ def code_digest() -> str:
 def extend_plan(context: StageContext) -> None:
     images = [a for a in list(context.actions.values()) if a.kind == "image-build"]
     for image in images:
-        name, target = image.id.removeprefix("image:").split("@", 1)
-        push_id = f"push:{name}@{target}"
+        ref = parse_action_id(image.id)
+        name, target = ref.name, ref.where
+        push_id = action_id("push", name, target)
         if push_id not in context.actions:
             continue
         for gate in image.inputs["recipe"]["gates"]:
@@ -60,8 +62,8 @@ def extend_plan(context: StageContext) -> None:
             if name in ENGINE_IMAGES and gate in ("in-container", "gpu"):
                 inputs["engine_inputs"] = ENGINE_IMAGES[name]
                 deps = (*deps, _tiny_model(context))
-            action_id = f"gate:{gate}:{name}@{target}"
-            context.actions[action_id] = Action(id=action_id, kind="gate", inputs=inputs, deps=deps, family=image.family)
+            gate_id = action_id("gate", f"{gate}:{name}", target)
+            context.actions[gate_id] = Action(id=gate_id, kind="gate", inputs=inputs, deps=deps, family=image.family)
 
 
 def _tiny_model(context: StageContext) -> str:
@@ -72,11 +74,11 @@ def _tiny_model(context: StageContext) -> str:
     from cairn.engines.llama.build import DEFAULT_SEED
     from cairn.engines.llama.vocab import DEFAULT_VOCAB, SDIST
 
-    action_id = ENGINE_IMAGES["llama-cpp"]
-    if action_id not in context.actions:
+    model_id = ENGINE_IMAGES["llama-cpp"]
+    if model_id not in context.actions:
         fetch = f"fetch:pypi:{SDIST['filename']}"
         code = digest.stage_code_digest("tiny-model")
-        context.actions[action_id] = Action(id=action_id, kind="tiny-model", deps=(fetch,), inputs={
+        context.actions[model_id] = Action(id=model_id, kind="tiny-model", deps=(fetch,), inputs={
             "layout": TINY_MODEL_LAYOUT, "code": code, "seed": DEFAULT_SEED, "vocab": DEFAULT_VOCAB,
             "sdist": SDIST["filename"], "gguf": version("gguf"), "numpy": version("numpy")})
-    return action_id
+    return model_id

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from cairn.model.gate_result import GateResult
+from cairn.plan.ids import parse_action_id
 from cairn.store.report import read_actions
 
 BLOCKED_PREFIX = "image blocked: "  # the reason of every gate of an image the linkage check blocked
@@ -33,10 +34,11 @@ class Row:
 def collect(store: Path) -> list[Row]:
     rows = []
     for action_id, info in sorted(read_actions(store).items()):
-        if not action_id.startswith("gate:"):
+        ref = parse_action_id(action_id)
+        if ref.kind != "gate":
             continue
-        _, gate, rest = [*action_id.split(":", 2), "", ""][:3]
-        image, _, target = rest.partition("@")
+        gate, _, image = ref.name.partition(":")  # a gate's name is <gate>:<image>
+        target = ref.where
         family = ""
         if info.output:
             result = GateResult.read(store / "trees" / info.output / "gate.json")

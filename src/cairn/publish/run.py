@@ -16,6 +16,7 @@ from typing import Any
 from cairn.digest import file_sha256
 from cairn.matrix.bundle import write_bundle_json
 from cairn.model.gate_result import GateResult
+from cairn.plan.ids import parse_action_id
 from cairn.publish.plan import ACTION_ID
 from cairn.wheels.sdk import partial_name
 
@@ -45,9 +46,10 @@ def run_bundle(ctx: Any) -> None:
         artifacts += _target_metas(ctx, fam, targets, out)
     images: dict[str, list[dict[str, str]]] = {}
     for dep in sorted(ctx.deps):
-        if not dep.startswith("push:") or "@" not in dep:
+        ref = parse_action_id(dep)
+        if ref.kind != "push" or not ref.where:
             continue
-        name, target = dep.removeprefix("push:").split("@", 1)
+        name, target = ref.name, ref.where
         push = json.loads((ctx.deps[dep] / "push.json").read_text())
         if push.get("blocked"):  # no image was built; its gates say why (not-run: image blocked: …)
             continue
@@ -155,8 +157,9 @@ def _write_gates(ctx: Any, gates_dir: Path, images: dict[str, list[dict[str, str
     required = sorted({g for gs in inputs["release"]["required_gates"].values() for g in gs})
     seen: set[tuple[str, str, str]] = set()  # gate, target, framework
     for gate_id in inputs["planned_gates"]:
-        _, gate, rest = gate_id.split(":", 2)
-        image, target = rest.split("@", 1)
+        ref = parse_action_id(gate_id)
+        gate, image = ref.name.split(":", 1)  # a gate's name is <gate>:<image>
+        target = ref.where
         seen.add((gate, target, frameworks.get(image, "")))
         tree = ctx.deps.get(gate_id)
         if tree is not None and (tree / "gate.json").is_file():
@@ -175,7 +178,7 @@ def _write_gates(ctx: Any, gates_dir: Path, images: dict[str, list[dict[str, str
         _write_json(gates_dir / f"{gate}--{image}@{target}.json", record)
     # an image the plan has but this host cannot build: every required gate is not run, with the reason
     for image_id in inputs["planned_images"]:
-        image, target = image_id.removeprefix("image:").split("@", 1)
+        image, target = parse_action_id(image_id).name, parse_action_id(image_id).where
         framework = frameworks.get(image, "")
         why = inputs["not_built"].get(image_id)
         if not why:
@@ -210,7 +213,7 @@ def _unplanned_reason(inputs: dict[str, Any], gate: str, target: str) -> str:
     if not images:
         return f"not-run: no {gate} gate was planned for {target}: the plan has no image for {target}"
     listing = [i for i in images if gate in inputs.get("image_gates", {}).get(i, [])]
-    names = ", ".join(i.removeprefix("image:").split("@", 1)[0] for i in images)
+    names = ", ".join(parse_action_id(i).name for i in images)
     if not listing:
         return f"not-run: no {gate} gate was planned for {target}: no image recipe for it lists the {gate} gate ({names})"
     return f"not-run: no {gate} gate was planned for {target}: its images ({names}) are not pushed to a registry"
