@@ -82,3 +82,12 @@ def test_every_module_a_stage_key_covers_exists() -> None:
         for pattern in patterns:
             assert sorted(SOURCE.glob(pattern)), f"{stage}: {pattern} matches no module"
         assert len(stage_code_digest(stage)) == 64
+
+
+def test_a_function_signature_typed_anew_does_not_count_but_a_dataclass_field_does(tmp_path: Path) -> None:
+    typed = "from typing import Any\n\n\ndef run(ctx: Any) -> None:\n    return ctx.out\n"
+    before = code_digest([write(tmp_path / "a", "m.py", typed)])
+    retyped = typed.replace("ctx: Any) -> None", "ctx: 'ActionContext') -> 'Path'")
+    assert code_digest([write(tmp_path / "b", "m.py", retyped)]) == before
+    record = "@dataclass\nclass R:\n    a: int = 0\n"
+    assert code_digest([write(tmp_path / "c", "m.py", record)]) != code_digest([write(tmp_path / "d", "m.py", record.replace("a: int", "b: int"))])

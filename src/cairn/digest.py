@@ -9,7 +9,8 @@ part of it — outputs are normalized so those never vary.
 
 **Code digest.** An action's key carries the digest of the Cairn code that decides its output, so a cached
 output is reused only while that code is unchanged. It is taken over the code's *meaning*, not its bytes:
-each module is parsed, its imports, docstrings and comments dropped, and every top-level definition (function,
+each module is parsed, its imports, docstrings, comments and function signatures' type annotations dropped, and
+every top-level definition (function,
 class, constant) is hashed under its own name, whichever module holds it. So a docstring fixed, an import
 reordered, or a function moved to another module of the same set leaves every key — and every cached output
 — as it was, while any change to what a function does changes it. Files that are *shipped* (scripts copied
@@ -92,10 +93,23 @@ def files_digest(paths: Iterable[Path], root: Path | None = None) -> str:
 
 
 class _Meaning(ast.NodeTransformer):
-    """Strips what does not change behaviour: imports (anywhere) and docstrings (of modules, classes, functions)."""
+    """Strips what does not change behaviour: imports (anywhere), docstrings (of modules, classes, functions) and
+    the type annotations of functions' arguments and results (no Cairn code reads them at run time; a class's
+    annotated fields stay, since a dataclass is made of them)."""
 
     def visit_Import(self, node: ast.Import) -> None:
         return None
+
+    def visit_arg(self, node: ast.arg) -> ast.arg:
+        node.annotation = None
+        return node
+
+    def _unannotated(self, node: ast.FunctionDef | ast.AsyncFunctionDef) -> ast.AST:
+        node.returns = None
+        return self.generic_visit(node)
+
+    visit_FunctionDef = _unannotated
+    visit_AsyncFunctionDef = _unannotated
 
     def visit_ImportFrom(self, node: ast.ImportFrom) -> None:
         return None
