@@ -13,12 +13,12 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
 
 from cairn.containers import plan as images_plan
 from cairn.containers import run as images_run
 from cairn.coverage import plan as coverage_plan
 from cairn.coverage import run as coverage_run
+from cairn.execute.runners import Runner
 from cairn.gates import plan as gates_plan
 from cairn.gates import run as gates_run
 from cairn.plan.context import StageContext
@@ -35,7 +35,7 @@ from cairn.wheels import run as wheels_run
 class Stage:
     name: str
     extend_plan: Callable[[StageContext], None]
-    runners: Mapping[str, Callable[[Any], None]]
+    runners: Mapping[str, Runner]
 
 
 STAGES: tuple[Stage, ...] = (
@@ -48,7 +48,7 @@ STAGES: tuple[Stage, ...] = (
 NAMES = tuple(stage.name for stage in STAGES)
 
 # action kind → runner, over every stage (a kind belongs to exactly one stage)
-RUNNERS: dict[str, Callable[[Any], None]] = {kind: run for stage in STAGES for kind, run in stage.runners.items()}
+RUNNERS: dict[str, Runner] = {kind: run for stage in STAGES for kind, run in stage.runners.items()}
 assert len(RUNNERS) == sum(len(stage.runners) for stage in STAGES), "two stages declare the same action kind"
 
 

@@ -23,6 +23,7 @@ from typing import Any
 from cairn import digest
 from cairn.audit.imagefs import ImageFS, image_env, unresolved
 from cairn.containers import wheels as index_wheels
+from cairn.execute.runners import ActionContext
 from cairn.formats.oci import read_image
 from cairn.plan.graph import Action
 
@@ -72,7 +73,7 @@ def reason(missing: list[tuple[str, str]], rocm: str, site: str) -> str:
             f"{', '.join(sonames)} ({files})")
 
 
-def run_linkage(ctx: Any) -> None:
+def run_linkage(ctx: ActionContext) -> None:
     inputs = ctx.action.inputs
     paths = []
     for project in inputs["wheels"]:

@@ -20,6 +20,7 @@ from cairn.containers.linkage import image_blocked, run_linkage, write_blocked
 from cairn.containers.plan import SCRIPTS, SCRIPTS_DIR
 from cairn.containers.render import render_dockerfile
 from cairn.errors import CairnError
+from cairn.execute.runners import ActionContext
 from cairn.formats.oci import GZIP_LEVEL
 from cairn.model.image_recipes import BaseRecipe
 from cairn.services import registry_address
@@ -28,7 +29,7 @@ from cairn.services.engine import START_HINT
 from cairn.store.local import normalize_modes
 
 
-def run_base(ctx: Any) -> None:
+def run_base(ctx: ActionContext) -> None:
     inputs = ctx.action.inputs
     fields: dict[str, Any] = {k: tuple(v) if isinstance(v, list) else v for k, v in inputs["recipe"].items()}
     recipe = BaseRecipe(**fields)
@@ -36,7 +37,7 @@ def run_base(ctx: Any) -> None:
                           inputs.get("recipe_file", "base"), inputs.get("gzip_level", GZIP_LEVEL))
 
 
-def run_push(ctx: Any) -> None:
+def run_push(ctx: ActionContext) -> None:
     blocked = image_blocked(ctx.deps[ctx.action.deps[0]])
     if blocked:  # nothing was built: the push records why, and the gates and the bundle pass it on
         record = {"schema": "cairn.push/v1", "blocked": blocked, "image": ctx.action.deps[0]}
@@ -49,7 +50,7 @@ def run_push(ctx: Any) -> None:
     (ctx.out / "push.json").write_text(json.dumps(record, indent=2, sort_keys=True) + "\n")
 
 
-def run_image(ctx: Any) -> None:
+def run_image(ctx: ActionContext) -> None:
     inputs = ctx.action.inputs
     blocked = linkage_blocked(ctx.deps[inputs["linkage"]]) if inputs.get("linkage") else ""
     if blocked:

@@ -9,12 +9,13 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import IO, Any
+from typing import IO
 
 from cairn import proc
 from cairn.audit import audit_paths
 from cairn.audit.model import FATBIN
 from cairn.coverage.model import ComponentCoverage, data_file_target, release_coverage
+from cairn.execute.runners import ActionContext
 from cairn.model.targets import load_registry
 
 _DATA_SUFFIXES = (".hsaco", ".co", ".dat", ".kdb", ".fdb.txt", ".db")
@@ -49,7 +50,7 @@ def measure_component(component: str, package: str, tree: Path, deb: Path | None
                              libraries=libraries, data_targets=tuple(data), notes=notes)
 
 
-def run_component(ctx: Any) -> None:
+def run_component(ctx: ActionContext) -> None:
     fetched, built = (ctx.deps[d] for d in ctx.action.deps)
     debs = sorted(Path(fetched).glob("*.deb"))
     cov = measure_component(ctx.action.inputs["component"], ctx.action.inputs["package"], Path(built),
@@ -57,7 +58,7 @@ def run_component(ctx: Any) -> None:
     (ctx.out / "coverage.json").write_text(json.dumps(cov.to_json(), indent=2, sort_keys=True) + "\n")
 
 
-def run_release(ctx: Any) -> None:
+def run_release(ctx: ActionContext) -> None:
     comps = [ComponentCoverage.from_json(json.loads((Path(ctx.deps[d]) / "coverage.json").read_text()))
              for d in ctx.action.deps]
     families = {f: tuple(t) for f, t in ctx.action.inputs["families"].items()}

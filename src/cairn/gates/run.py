@@ -12,13 +12,14 @@ from pathlib import Path
 from typing import Any
 
 from cairn.errors import CheckFailed
+from cairn.execute.runners import ActionContext
 from cairn.gates.container import container_gate, host_has_gpu
 from cairn.gates.static import static_gate
 from cairn.gates.summary import BLOCKED_PREFIX
 from cairn.model.gate_result import GateResult
 
 
-def run_tiny_model(ctx: Any) -> None:
+def run_tiny_model(ctx: ActionContext) -> None:
     from cairn.engines.llama.build import build_gate_inputs
     from cairn.engines.llama.vocab import extract_vocab
 
@@ -29,7 +30,7 @@ def run_tiny_model(ctx: Any) -> None:
     vocab.unlink()  # the models carry the vocab; the artifact is the models and their references
 
 
-def run_gate(ctx: Any) -> None:
+def run_gate(ctx: ActionContext) -> None:
     inputs = ctx.action.inputs
     image_tree = ctx.deps[ctx.action.deps[0]]
     push = json.loads((ctx.deps[ctx.action.deps[1]] / "push.json").read_text())
@@ -72,7 +73,7 @@ def _ensure_pushed(image_tree: Path, log: Any) -> None:
         ensure_in_registry(image_tree, registry, log)
 
 
-def _known_partial(ctx: Any, target: str) -> tuple[str, ...]:
+def _known_partial(ctx: ActionContext, target: str) -> tuple[str, ...]:
     """Paths (under ``_rocm_sdk_libraries/``) the family's libraries wheel ships without ``target``'s code,
     as that wheel's audit recorded them; empty when the image's family has no libraries wheel."""
     libraries = next((d for d in ctx.action.deps if d.startswith("package:rocm-sdk-libraries@")), None)

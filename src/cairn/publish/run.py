@@ -10,10 +10,12 @@ from __future__ import annotations
 import json
 import os
 import shutil
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 from cairn.digest import file_sha256
+from cairn.execute.runners import ActionContext
 from cairn.matrix.bundle import write_bundle_json
 from cairn.model.gate_result import GateResult
 from cairn.plan.ids import parse_action_id
@@ -21,7 +23,7 @@ from cairn.publish.plan import ACTION_ID
 from cairn.wheels.sdk import partial_name
 
 
-def run_bundle(ctx: Any) -> None:
+def run_bundle(ctx: ActionContext) -> None:
     """Collect wheels, Dockerfiles, image digests and gate results from the dependency trees into a bundle."""
     inputs = ctx.action.inputs
     out: Path = ctx.out
@@ -97,7 +99,7 @@ def _family_only(family: str) -> tuple[str, str]:
     return ("package:rocm-sdk", f"package:rocm-sdk-libraries@{family}")
 
 
-def _target_metas(ctx: Any, family: str, targets: list[str], out: Path) -> list[dict[str, Any]]:
+def _target_metas(ctx: ActionContext, family: str, targets: list[str], out: Path) -> list[dict[str, Any]]:
     """``rocm-sdk <release>+<gfx>`` of each target that has one, for that target's own index alone."""
     found = []
     for target in targets:
@@ -112,7 +114,7 @@ def _target_metas(ctx: Any, family: str, targets: list[str], out: Path) -> list[
     return found
 
 
-def _source_mirror(ctx: Any, out: Path) -> list[dict[str, Any]]:
+def _source_mirror(ctx: ActionContext, out: Path) -> list[dict[str, Any]]:
     """Every pinned .deb the release was built from, as ``sources/sha256/<digest>``: published and signed with
     the release, so a pin the archive no longer serves can still be fetched (``CAIRN_SOURCE_MIRROR``)."""
     found = []
@@ -128,7 +130,7 @@ def _source_mirror(ctx: Any, out: Path) -> list[dict[str, Any]]:
     return found
 
 
-def _partial(ctx: Any, family: str) -> dict[str, list[str]]:
+def _partial(ctx: ActionContext, family: str) -> dict[str, list[str]]:
     """Target → the expansion libraries the family's libraries wheel ships without that target's code, as
     the wheel's own audit recorded them (a cell with any is *partial*: shown, never called complete)."""
     tree = ctx.deps.get(f"package:rocm-sdk-libraries@{family}")
@@ -138,7 +140,7 @@ def _partial(ctx: Any, family: str) -> dict[str, list[str]]:
     return {t: sorted(partial_name(p) for p in paths) for t, paths in sorted(audit.get("partial", {}).items())}
 
 
-def _wheel_recipes(ctx: Any) -> dict[str, str]:
+def _wheel_recipes(ctx: ActionContext) -> dict[str, str]:
     """Wheel filename → the package action that built it (recorded as the provenance recipe)."""
     found = {}
     for dep, tree in ctx.deps.items():
@@ -148,7 +150,7 @@ def _wheel_recipes(ctx: Any) -> dict[str, str]:
     return found
 
 
-def _write_gates(ctx: Any, gates_dir: Path, images: dict[str, list[dict[str, str]]]) -> None:
+def _write_gates(ctx: ActionContext, gates_dir: Path, images: dict[str, list[dict[str, str]]]) -> None:
     """One JSON per planned gate: its result (matched to cells by image digest), or ``not-run`` with the
     reason it could not run here (matched by gfx target and the image's framework)."""
     inputs = ctx.action.inputs
@@ -206,7 +208,7 @@ def _write_gates(ctx: Any, gates_dir: Path, images: dict[str, list[dict[str, str
                                 {"gate": gate, "status": "not-run", "reason": reason, "gfx_target": target, "image_digest": ""})
 
 
-def _unplanned_reason(inputs: dict[str, Any], gate: str, target: str) -> str:
+def _unplanned_reason(inputs: Mapping[str, Any], gate: str, target: str) -> str:
     """Why a required gate has no action for ``target`` — what the plan lacked, never a guess about the host
     (whether this host has a GPU matters only to a GPU gate that was planned, and that gate says so itself)."""
     images = sorted(i for i in inputs["planned_images"] if i.endswith(f"@{target}"))

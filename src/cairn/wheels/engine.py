@@ -27,11 +27,12 @@ import re
 import shutil
 import tarfile
 from pathlib import Path, PurePosixPath
-from typing import IO, Any
+from typing import IO
 
 from cairn import proc
 from cairn.audit.check import check_coverage
 from cairn.errors import CairnError
+from cairn.execute.runners import ActionContext
 from cairn.wheels import elf
 from cairn.wheels.sdk import LIBRARIES, ROOTS, scratch_dir, write_report
 from cairn.wheels.wheelfile import Member, Metadata, write_wheel
@@ -133,7 +134,7 @@ def stage_libraries(lib_dir: Path, scratch: Path, rpath: str, log: IO[str]) -> l
     return staged
 
 
-def run_engine_wheel(ctx: Any) -> None:
+def run_engine_wheel(ctx: ActionContext) -> None:
     """``package:<project>@<family>``: the sdist's Python package + the family's built libraries, audited."""
 
     inputs = ctx.action.inputs

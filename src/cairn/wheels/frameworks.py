@@ -16,6 +16,7 @@ from typing import Any
 
 from cairn import proc
 from cairn.errors import CairnError, CheckFailed
+from cairn.execute.runners import ActionContext
 from cairn.wheels import elf
 from cairn.wheels.sdk import ROOTS, RUNTIME_DIR, scratch_dir, write_report
 from cairn.wheels.wheelfile import Member, Metadata, repack, write_wheel
@@ -32,7 +33,7 @@ def render(text: str, values: dict[str, str]) -> str:
 
 
 # -- mirror ----------------------------------------------------------------------------------------------
-def run_mirror(ctx: Any) -> None:
+def run_mirror(ctx: ActionContext) -> None:
     """Verify (done by the fetch), audit and republish one upstream wheel unchanged."""
     from cairn.audit import audit_paths
 
@@ -58,7 +59,7 @@ def run_mirror(ctx: Any) -> None:
 
 
 # -- source builds -----------------------------------------------------------------------------------------
-def run_source(ctx: Any) -> None:
+def run_source(ctx: ActionContext) -> None:
     """Unpack the pinned source, run the recipe's commands with its environment, normalize the wheel."""
     inputs = ctx.action.inputs
     fetched = ctx.deps[inputs["fetch"]]
@@ -109,7 +110,7 @@ def _unpack(fetched: Path, dest: Path) -> Path:
     raise CairnError(f"no sdist or checkout in {fetched}")
 
 
-def _pinned_venv(ctx: Any, scratch: Path, build_requires: list[str]) -> str:
+def _pinned_venv(ctx: ActionContext, scratch: Path, build_requires: list[str]) -> str:
     """A venv holding exactly the recipe's pinned build backend, for builds run without build isolation.
 
     pip's isolated build environment installs the newest backend that satisfies the project's own ranges, and
@@ -123,7 +124,7 @@ def _pinned_venv(ctx: Any, scratch: Path, build_requires: list[str]) -> str:
     return python
 
 
-def _build_venv(ctx: Any, scratch: Path) -> tuple[str, str]:
+def _build_venv(ctx: ActionContext, scratch: Path) -> tuple[str, str]:
     """A venv holding our SDK wheels for the family (core, devel, libraries): the build environment."""
     venv = scratch / "venv"
     proc.run([sys.executable, "-m", "venv", str(venv)], log=ctx.log)
@@ -137,7 +138,7 @@ def _build_venv(ctx: Any, scratch: Path) -> tuple[str, str]:
 
 
 # -- HIP extensions ------------------------------------------------------------------------------------------
-def run_hip_extension(ctx: Any) -> None:
+def run_hip_extension(ctx: ActionContext) -> None:
     """Our per-family HIP library + its Python API as one wheel, gated on the audit of the library."""
     inputs = ctx.action.inputs
     built = ctx.deps[inputs["build"]]

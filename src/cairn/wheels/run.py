@@ -8,13 +8,13 @@
 from __future__ import annotations
 
 import json
-from typing import Any
 
+from cairn.execute.runners import ActionContext
 from cairn.wheels import closure, device, engine, frameworks, index, sdk, variants
 from cairn.wheels.wheelfile import read_metadata
 
 
-def run_package(ctx: Any) -> None:
+def run_package(ctx: ActionContext) -> None:
     inputs = dict(ctx.action.inputs)
     part = inputs["part"]
     if part == "meta":
@@ -41,7 +41,7 @@ def run_package(ctx: Any) -> None:
                         family=inputs.get("family", ""), targets=tuple(inputs.get("targets", ())))
 
 
-def run_index(ctx: Any) -> None:
+def run_index(ctx: ActionContext) -> None:
     """Collect the family's wheels from package/mirror outputs; mirrors only where the audit covers the family."""
     family = ctx.action.inputs["family"]
     wheels = []
@@ -63,7 +63,7 @@ def run_index(ctx: Any) -> None:
     (ctx.out / family / "index-report.json").write_text(json.dumps(summary, indent=2, sort_keys=True) + "\n")
 
 
-def run_fetch_sdist(ctx: Any) -> None:
+def run_fetch_sdist(ctx: ActionContext) -> None:
     """One pinned sdist from pip's configured index, its sha256 checked before anything unpacks or builds it."""
     from cairn.sources.pypi import download_pinned
 
