@@ -25,6 +25,7 @@ from test_publish_s3 import BUCKET, keys, s3  # noqa: F401 - shared fixtures
 HASHED = re.compile(r"/[0-9a-f]{64}\.")
 
 
+@pytest.mark.s3
 def test_big_wheel_is_uploaded_once_and_copied_by_the_server(s3, keys, tmp_path, monkeypatch):  # noqa: F811
     for name, value in (("AWS_ACCESS_KEY_ID", "test"), ("AWS_SECRET_ACCESS_KEY", "test"), ("AWS_DEFAULT_REGION", "us-east-1")):
         monkeypatch.setenv(name, value)
