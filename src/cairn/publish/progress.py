@@ -4,7 +4,7 @@ A publish of the default release reads and hashes 21 GB before its first write a
 display that is a quarter of a minute of silence. A ``Meter`` is handed to the bundle check (``read_blobs``)
 and to the writer (``Writer.meter``): ``phase(label, total)`` starts a bar and gives the function each thread
 calls with the bytes it has just finished. On a terminal it is a rich progress display on stderr, as ``cairn
-build`` shows one; elsewhere (a log, CI) one line per phase when it starts; with ``--json`` nothing.
+build`` shows one; elsewhere (a log, CI) one line per phase when it starts, on stdout; with ``--json`` nothing.
 """
 
 from __future__ import annotations
@@ -35,11 +35,12 @@ def _size(n: int) -> str:
 
 
 class LineMeter(Meter):
-    """One line on stderr when a phase starts (not a terminal: a CI log gets no control characters)."""
+    """One line on stdout when a phase starts (not a terminal: a CI log gets no control characters). Not stderr:
+    there a failed publish says one line, its error, and nothing else."""
 
     def phase(self, label: str, total: int, count: int) -> Advance:
         if count:
-            print(f"{label}: {count} object(s), {_size(total)}…", file=sys.stderr, flush=True)
+            print(f"{label}: {count} object(s), {_size(total)}…", file=sys.stdout, flush=True)
         return _nothing
 
 
