@@ -36,9 +36,9 @@ from cairn.matrix.model import (
     VersionRange,
 )
 from cairn.model import json_reader
+from cairn.model.build_facts import BuildFacts
 from cairn.model.reader import Field, Table
 from cairn.names import inside, safe_name, safe_relpath
-from cairn.sign.facts import BuildFacts
 
 SCHEMA = "cairn.bundle/v1"
 KINDS = ("wheel", "metadata", "dockerfile", "source", "other")

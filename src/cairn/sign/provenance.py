@@ -16,7 +16,7 @@ from securesystemslib import dsse
 from securesystemslib.signer import Key, Signer
 
 from cairn import __version__
-from cairn.sign.facts import BuildFacts
+from cairn.model.build_facts import BuildFacts
 
 PAYLOAD_TYPE = "application/vnd.in-toto+json"
 STATEMENT_TYPE = "https://in-toto.io/Statement/v1"

@@ -17,8 +17,8 @@ from tuf.api.metadata import Metadata, Root, TargetFile
 from tuf.api.serialization.json import JSONSerializer
 
 from cairn.errors import CairnError
+from cairn.model.build_facts import BuildFacts
 from cairn.sign import provenance
-from cairn.sign.facts import BuildFacts
 from cairn.sign.keys import KeySet
 from cairn.sign.tuf import RepoState, SignedMetadata, needs_signing, sign_state
 

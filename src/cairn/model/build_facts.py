@@ -1,4 +1,5 @@
-"""The facts of one build that its provenance statements record: a typed record, not the signer's code."""
+"""The facts of one build that its provenance statements record: a typed record, not the signer's code — in
+model/, so that reading a release bundle (which carries them) loads no signing library."""
 
 from __future__ import annotations
 
