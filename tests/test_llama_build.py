@@ -200,7 +200,7 @@ def test_the_engine_wheel_packs_the_sdist_package_with_relinked_libraries_and_to
               "project": "llama-cpp-python", "component": "llama.cpp", "device_libraries": ["libggml-hip.so"],
               "targets": ["gfx1030"], "build_version": "0.3.36+rocm.7.2.4", "description": "test",
               "requires": ["rocm-sdk[gfx1030]==7.2.4"], "source_date_epoch": 1761811681,
-              "tools_rpath": "/usr/local/lib/python3.14/dist-packages/llama_cpp/lib"}
+              "tools_rpath": "/usr/local/lib/python3.14/dist-packages/llama_cpp/lib", "requires_python": ">=3.11"}
 
     def run(out: Path, **changes: object) -> None:
         out.mkdir()
