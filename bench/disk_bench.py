@@ -88,7 +88,8 @@ def main() -> int:
     peak_df = max(s[2] for s in sampler.series)
     result = {
         "benchmark": "disk",
-        "command": command,
+        "command": "python bench/disk_bench.py " + " ".join(sys.argv[1:]),
+        "measured": command,
         "cwd": str(args.cwd),
         "watched": [str(p) for p in args.watch],
         "exit_status": status,
