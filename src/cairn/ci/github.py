@@ -149,14 +149,18 @@ def job_id(shard_name: str) -> str:
 
 
 
+def _shard_jobs(shards: Sequence[Shard], ids: dict[str, str], settings: Settings, *, trusted: bool
+                ) -> tuple[dict[str, Any], dict[str, list[str]]]:
+    """Every shard's job (``trusted``: a trusted ref's, which writes the cache) and the comment above each."""
+    jobs = {ids[shard.name]: _shard_job(shard, ids, settings, trusted=trusted) for shard in shards}
+    comments = {f"jobs.{ids[shard.name]}": _describe(shard, settings) for shard in shards}
+    return jobs, comments
+
+
 def workflow(shards: Sequence[Shard], settings: Settings) -> tuple[dict[str, Any], dict[str, Any]]:
     """The release workflow as data (trusted refs only), and the comments to write above its jobs."""
     ids = _ids(shards)
-    jobs: dict[str, Any] = {}
-    comments: dict[str, list[str]] = {}
-    for shard in shards:
-        jobs[ids[shard.name]] = _shard_job(shard, ids, settings, trusted=True)
-        comments[f"jobs.{ids[shard.name]}"] = _describe(shard, settings)
+    jobs, comments = _shard_jobs(shards, ids, settings, trusted=True)
     gates = [ids[s.name] for s in shards if s.is_gate]
     bundle = [ids[s.name] for s in shards if BUNDLE_ACTION in s.actions]
     if bundle:
@@ -189,11 +193,7 @@ def workflow(shards: Sequence[Shard], settings: Settings) -> tuple[dict[str, Any
 def pull_request_workflow(shards: Sequence[Shard], settings: Settings) -> tuple[dict[str, Any], dict[str, Any]]:
     """The pull-request workflow: the same shard jobs, the cache read-only, no write credential, no key."""
     ids = _ids(shards)
-    jobs: dict[str, Any] = {}
-    comments: dict[str, list[str]] = {}
-    for shard in shards:
-        jobs[ids[shard.name]] = _shard_job(shard, ids, settings, trusted=False)
-        comments[f"jobs.{ids[shard.name]}"] = _describe(shard, settings)
+    jobs, comments = _shard_jobs(shards, ids, settings, trusted=False)
     data = {
         "name": f"pull request {settings.release}",
         "on": {"pull_request": {}},
