@@ -36,32 +36,27 @@ def _plan(manifest: Path = MANIFEST) -> dict:
     return plan_release(load_manifest(manifest, registry), registry, HOST, stages=STAGES).by_id()
 
 
-def _every_family(tmp_path: Path) -> Path:
-    """The default release with llama.cpp built for all of its families, not only the default's."""
-    path = tmp_path / "default.toml"
-    path.write_text(MANIFEST.read_text().replace('families = ["gfx110X-dgpu"]\n',
-                                                 'families = ["gfx94X-dcgpu", "gfx110X-dgpu", "gfx1151", "gfx120X-all", "gfx90a-dcgpu"]\n'))
-    return path
-
-
-def test_the_default_release_builds_llama_cpp_for_the_family_its_budget_holds_and_says_so_for_the_rest() -> None:
+def test_the_default_release_builds_llama_cpp_for_every_family_it_ships() -> None:
     registry = load_registry()
-    plan = plan_release(load_manifest(MANIFEST, registry), registry, HOST, stages=STAGES)
+    manifest = load_manifest(MANIFEST, registry)
+    plan = plan_release(manifest, registry, HOST, stages=STAGES)
     built = sorted(a.id for a in plan.actions if a.id.startswith("build:llama.cpp@"))
-    assert built == ["build:llama.cpp@gfx110X-dgpu"]
-    assert "llama.cpp: not built for gfx1151 (its build.args.families names gfx110X-dgpu)" in plan.notes
+    assert built == sorted(f"build:llama.cpp@{fam}" for fam in manifest.release.families)
+    assert "gfx1030" in manifest.release.families  # RDNA2 (RX 6800 / 6900 XT, PRO W6800)
+    assert not [n for n in plan.notes if "llama.cpp: not built" in n]
 
 
-def test_every_family_gets_one_llama_build_with_the_code_objects_ggml_can_use(tmp_path: Path) -> None:
-    plan = _plan(_every_family(tmp_path))
+def test_every_family_gets_one_llama_build_with_the_code_objects_ggml_can_use() -> None:
+    plan = _plan()
     targets = {fam: plan[f"build:llama.cpp@{fam}"].inputs["targets"] for fam in
-               ("gfx110X-dgpu", "gfx120X-all", "gfx1151", "gfx94X-dcgpu", "gfx90a-dcgpu")}
+               ("gfx110X-dgpu", "gfx120X-all", "gfx1151", "gfx94X-dcgpu", "gfx90a-dcgpu", "gfx1030")}
     assert targets == {
         "gfx110X-dgpu": ["gfx11-generic"],  # one compile for gfx1100, gfx1101, gfx1102
         "gfx120X-all": ["gfx12-generic"],
         "gfx1151": ["gfx1151"],  # ggml's RDNA3_5 kernels key on __gfx1151__: gfx11-generic would mismatch the host
         "gfx94X-dcgpu": ["gfx942"],  # CDNA3 (MFMA) keys on __gfx942__: no gfx9-4-generic
         "gfx90a-dcgpu": ["gfx90a"],
+        "gfx1030": ["gfx1030"],  # RDNA2 keys on __gfx1030__ (and gfx10-3-generic is not one ggml names)
     }
     build = plan["build:llama.cpp@gfx110X-dgpu"]
     assert build.inputs["build"]["kind"] == "cmake"
@@ -72,8 +67,8 @@ def test_every_family_gets_one_llama_build_with_the_code_objects_ggml_can_use(tm
     assert args["build_targets"] == ["llama-cli", "llama-simple", "llama-server", "llama-bench"]
 
 
-def test_the_wheel_action_packages_each_family_build_and_the_index_lists_it(tmp_path: Path) -> None:
-    plan = _plan(_every_family(tmp_path))
+def test_the_wheel_action_packages_each_family_build_and_the_index_lists_it() -> None:
+    plan = _plan()
     wheel = plan["package:llama-cpp-python@gfx1151"]
     assert wheel.deps == ("build:llama.cpp@gfx1151", "fetch:pypi:llama_cpp_python-0.3.36.tar.gz", "package:rocm-sdk-core")
     assert wheel.inputs["build_version"] == "0.3.36+rocm.7.2.4.dev.1761811681"
@@ -86,11 +81,11 @@ def test_the_wheel_action_packages_each_family_build_and_the_index_lists_it(tmp_
 
 @pytest.mark.parametrize(("old", "new", "says"), [
     ('"gfx120X-all" = "gfx12-generic"', '"gfx120X-all" = "gfx11-generic"', "does not cover gfx1200, gfx1201"),
-    ('families = ["gfx110X-dgpu"]', 'families = ["gfx110X-dgpu", "gfx950-dcgpu"]', "names gfx950-dcgpu, which the release does not build"),
-], ids=["generic-leaves-members-out", "family-not-in-release"])
+    ('per_family = true\n', 'per_family = true\nfamilies = ["gfx110X-dgpu"]\n', "build.args.families is no longer read"),
+], ids=["generic-leaves-members-out", "families-arg-gone"])
 def test_a_bad_llama_build_choice_is_refused_in_one_line_naming_the_file(tmp_path: Path, old: str, new: str, says: str) -> None:
     bad = tmp_path / "default.toml"
-    text = _every_family(tmp_path).read_text() if "gfx120X" in old else MANIFEST.read_text()
+    text = MANIFEST.read_text()
     assert old in text
     bad.write_text(text.replace(old, new))
     result = subprocess.run([sys.executable, "-m", "cairn.cli", "plan", str(bad)], capture_output=True, text=True, cwd=ROOT)

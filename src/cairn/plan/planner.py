@@ -72,11 +72,10 @@ def plan_release(manifest: Manifest, registry: Registry, host: Host, families: t
         if comp.pin_unknown:
             notes.append(f"{comp.name}: pin unknown — {comp.pin_unknown}")
         if comp.build.target_specific:
-            only = _only_families(manifest, comp)
+            if comp.build.arg("families") is not None:
+                raise ManifestError(manifest.path, f"{comp.name}: build.args.families is no longer read — every family "
+                                    "of the release gets a per-family build", "remove build.args.families")
             for fam in families:
-                if only is not None and fam not in only:
-                    notes.append(f"{comp.name}: not built for {fam} (its build.args.families names {', '.join(only)})")
-                    continue
                 targets = _component_targets(comp, fam, registry)
                 if not targets:
                     notes.append(f"{comp.name}: no targets of {fam} left after exclusions; not built for it")
@@ -118,19 +117,6 @@ def _component_targets(comp: Component, family: str, registry: Registry) -> tupl
     excluded = set(registry.expand_all(comp.exclude_targets)) if comp.exclude_targets else set()
     targets = registry.targets_for_project(family, comp.project) if comp.project else registry.expand(family)
     return tuple(t for t in targets if t not in excluded)
-
-
-def _only_families(manifest: Manifest, comp: Component) -> tuple[str, ...] | None:
-    """``build.args.families``: the release families a costly per-family build is limited to (None: all)."""
-    named = comp.build.arg("families")
-    if named is None:
-        return None
-    names = tuple(str(n) for n in (_thaw(named) if isinstance(named, tuple) else [named]))
-    unknown = [n for n in names if n not in manifest.release.families]
-    if unknown:
-        raise ManifestError(manifest.path, f"{comp.name}: build.args.families names {', '.join(unknown)}, which the "
-                            f"release does not build", f"use families from [release] families ({', '.join(manifest.release.families)})")
-    return names
 
 
 def _chosen_targets(manifest: Manifest, comp: Component, family: str, exact: tuple[str, ...],
@@ -259,10 +245,8 @@ def _build_action(comp: Component, by_name: dict[str, Component], host: Host, fa
 
 
 def _build_args(comp: Component) -> Any:
-    """The build args as inputs. ``families`` only chooses which build actions exist and shapes no output,
-    so it is left out (adding a family must not rebuild the others)."""
-    args = _thaw(comp.build.args)
-    return {k: v for k, v in args.items() if k != "families"} if isinstance(args, dict) else args
+    """The build args as inputs: everything in them shapes the output."""
+    return _thaw(comp.build.args)
 
 
 def _propagate_blocked(actions: tuple[Action, ...]) -> tuple[Action, ...]:
