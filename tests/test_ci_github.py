@@ -382,6 +382,31 @@ def test_timings_size_each_shard_and_its_timeout(tmp_path) -> None:
     assert f"duration unknown (1 of {len(sdk['actions'])} actions not in the timings)" in path.read_text()
 
 
+def test_the_critical_path_is_the_longest_chain_of_jobs_and_unknown_while_any_job_is(tmp_path) -> None:
+    """The sharded build's wall time with enough runners: the llama.cpp compile of one family dominates when its
+    action is the slowest, so the chain runs through that family's sdk shard and ends in its gates."""
+    from cairn.plan.prepare import load, make_plan
+
+    plan = make_plan(*load(None), [], stages=STAGES)
+    seconds = {a.id: 10.0 for a in plan.actions}
+    seconds["build:llama.cpp@gfx1030"] = 2000.0
+    report = tmp_path / "last-build.json"
+    report.write_text(json.dumps({"actions": {a: {"status": "ran", "seconds": s} for a, s in seconds.items()}}))
+    _, data, _ = _emit(tmp_path, "--timings", str(report))
+    by_name = {s["name"]: s for s in data["shards"]}
+    path = data["critical_path"]
+    assert any("build:llama.cpp@gfx1030" in by_name[n]["actions"] for n in path["shards"])
+    assert path["seconds"] == sum(by_name[n]["seconds"] for n in path["shards"])
+    for earlier, later in zip(path["shards"], path["shards"][1:]):
+        assert earlier in by_name[later]["needs"]  # a chain of jobs that wait for each other
+    assert path["shards"][-1].startswith(("gates", "bundle"))
+
+    del seconds["assemble:sdk"]
+    report.write_text(json.dumps({"actions": {a: {"status": "ran", "seconds": s} for a, s in seconds.items()}}))
+    _, data, _ = _emit(tmp_path, "--timings", str(report))
+    assert data["critical_path"] == {"shards": [], "seconds": None}
+
+
 def _toy_plan() -> Plan:
     """Wheels actions that cross between the family-neutral and the family shard both ways."""
     return Plan("toy.toml", "0" * 64, (

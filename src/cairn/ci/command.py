@@ -85,7 +85,8 @@ def run(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps({"schema": "cairn.ci/v1", "manifest": plan.manifest,
                           "out": str(args.out) if args.out else None,
-                          "pull_request_out": str(pr_out) if pr_out else None, "shards": [s.to_json() for s in cut]}, indent=2))
+                          "pull_request_out": str(pr_out) if pr_out else None, "shards": [s.to_json() for s in cut],
+                          "critical_path": shards.critical_path(cut).to_json()}, indent=2))
     elif args.out:
         print(f"wrote {args.out}: {len(cut)} shard jobs, publish, GPU gates, refresh; {pr_out}: {len(cut)} "
               "pull-request jobs", file=sys.stderr)

@@ -133,6 +133,38 @@ def shard_plan(plan: Plan, families: tuple[str, ...], timings: Mapping[str, floa
     return tuple(shards)
 
 
+@dataclass(frozen=True)
+class CriticalPath:
+    """The chain of shard jobs that bounds a sharded build's wall time: each job waits for the jobs it needs,
+    so with enough runners the build takes as long as its longest chain of estimates."""
+
+    shards: tuple[str, ...]  # first job to last
+    seconds: float | None  # None: a shard on some chain has no estimate, so the longest chain is unknown
+
+    def to_json(self) -> dict[str, object]:
+        return {"shards": list(self.shards), "seconds": self.seconds}
+
+
+def critical_path(shards: tuple[Shard, ...]) -> CriticalPath:
+    """The longest chain of ``needs`` by estimated seconds (shards come dependencies first). Unknown when any
+    shard is unmeasured: a chain through it could be the longest, and it is never guessed."""
+    if not shards or any(s.seconds is None for s in shards):
+        return CriticalPath(shards=(), seconds=None)
+    finish: dict[str, float] = {}
+    before: dict[str, str | None] = {}
+    for shard in shards:
+        longest = max(shard.needs, key=lambda n: finish[n], default=None)
+        before[shard.name] = longest
+        finish[shard.name] = (finish[longest] if longest else 0.0) + float(shard.seconds or 0.0)
+    last: str | None = max(finish, key=lambda n: finish[n])
+    end = finish[last]
+    chain: list[str] = []
+    while last is not None:
+        chain.append(last)
+        last = before[last]
+    return CriticalPath(shards=tuple(reversed(chain)), seconds=round(end, 3))
+
+
 def _family_of(action: Action, families: tuple[str, ...], stage: Mapping[str, str], known: Mapping[str, str]) -> str:
     if action.family:
         return action.family
