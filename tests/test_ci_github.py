@@ -6,6 +6,7 @@ build does.
 
 from __future__ import annotations
 
+import itertools
 import json
 import os
 import re
@@ -397,7 +398,7 @@ def test_the_critical_path_is_the_longest_chain_of_jobs_and_unknown_while_any_jo
     path = data["critical_path"]
     assert any("build:llama.cpp@gfx1030" in by_name[n]["actions"] for n in path["shards"])
     assert path["seconds"] == sum(by_name[n]["seconds"] for n in path["shards"])
-    for earlier, later in zip(path["shards"], path["shards"][1:]):
+    for earlier, later in itertools.pairwise(path["shards"]):
         assert earlier in by_name[later]["needs"]  # a chain of jobs that wait for each other
     assert path["shards"][-1].startswith(("gates", "bundle"))
 
