@@ -156,8 +156,9 @@ def critical_path(shards: tuple[Shard, ...]) -> CriticalPath:
         longest = max(shard.needs, key=lambda n: finish[n], default=None)
         before[shard.name] = longest
         finish[shard.name] = (finish[longest] if longest else 0.0) + float(shard.seconds or 0.0)
-    last: str | None = max(finish, key=lambda n: finish[n])
-    end = finish[last]
+    end_shard = max(finish, key=lambda n: finish[n])
+    end = finish[end_shard]
+    last: str | None = end_shard
     chain: list[str] = []
     while last is not None:
         chain.append(last)
