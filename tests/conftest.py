@@ -135,10 +135,15 @@ DEFAULT_SLICE_FAMILY = "gfx1151"
 def default_slice(services: object, tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A store holding the default release (ROCm 7.2.4) built for one family, Strix Halo, as `nox -s build`
     builds every family: the debs, the build image, compiles in it, wheels, images, gates and the bundle. Built
-    once per session; the toolchain, split and default-release tests read it, and build more into copies."""
+    once per session; the toolchain, split and default-release tests read it, and build more into copies.
+    ``CAIRN_SLICE_FROM`` may name a store to start from (hard links), for local runs; CI builds from nothing."""
     import subprocess
 
     store = tmp_path_factory.mktemp("default-slice") / ".cairn"
+    seed = os.environ.get("CAIRN_SLICE_FROM")
+    if seed:  # a store that already holds (part of) the slice, hard-linked in: the build below still runs and
+        # reuses only what its keys match, so a stale seed costs time, never correctness
+        subprocess.run(["cp", "-al", seed, str(store)], check=True)
     result = subprocess.run([sys.executable, "-m", "cairn.cli", "build", "--family", DEFAULT_SLICE_FAMILY,
                              "--store", str(store), "--jobs", "2"], capture_output=True, text=True, cwd=ROOT,
                             timeout=3600, preexec_fn=lambda: os.umask(0o022))
