@@ -41,6 +41,8 @@ class Facts:
     registry: Registry
     matrices: tuple[Any, ...] = ()  # advice.LoadedMatrix
     install: dict[str, tuple[str, ...]] = field(default_factory=dict)  # target → the advice's exact commands
+    picks: tuple[Any, ...] = ()  # advice.Pick: the cells the advice names
+    nearest: dict[str, Any] = field(default_factory=dict)  # target with no build → advice.Nearest
 
 
 def worse(a: str, b: str) -> str:
@@ -521,7 +523,9 @@ CHECKS: tuple[Callable[[HostSnapshot, Facts], Check], ...] = (
 
 def run_checks(snap: HostSnapshot, facts: Facts) -> list[Check]:
     """Every check, worst first (stable within a status)."""
-    results = [check(snap, facts) for check in CHECKS]
+    from cairn.doctor.checks_host import HOST_CHECKS  # they import Check and Facts from here
+
+    results = [check(snap, facts) for check in (*CHECKS, *HOST_CHECKS)]
     return sorted(results, key=lambda c: STATUS_ORDER[c.status])
 
 
