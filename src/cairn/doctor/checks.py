@@ -487,6 +487,9 @@ def check_override(snap: HostSnapshot, facts: Facts) -> Check:
             lines.append(f"node {gpu.node}: {real} impersonates {spoof} via {override.variable}={override.value}: incompatible ISA — expect "
                          "'invalid device function', hangs or GPU memory faults")
             worst = "fail"
+        if facts.matrices and not _has_build(real, facts):  # never send anyone to a build that does not exist
+            fixes.append(_no_build_fix(real, override, facts))
+            continue
         masked = _masked_target(snap, facts, real, spoof)
         if masked:
             lines[-1] += f"; it masks a missing {real}: {masked}"
@@ -501,6 +504,29 @@ def check_override(snap: HostSnapshot, facts: Facts) -> Check:
         return Check("override", "ok", "override set but does not apply to any GPU here", "", tuple(evidence))
     return Check("override", worst, lines[0] if len(lines) == 1 else "; ".join(lines[:2]), fixes[0] if fixes else f"unset {found[0].variable}",
                  tuple(evidence))
+
+
+def _has_build(target: str, facts: Facts) -> bool:
+    """Whether a loaded matrix has a cell for ``target`` itself."""
+    return any(cell.gfx_target == target for item in facts.matrices for cell in item.matrix.cells)
+
+
+def _no_build_fix(real: str, override: h.Override, facts: Facts) -> str:
+    """The fix for an override on a target the matrices have no build for: the same-generation build's exact
+    override, or that there is none — never "install the build for <real>"."""
+    nearest = facts.nearest.get(real)
+    releases = ", ".join(sorted({item.matrix.release.version for item in facts.matrices}))
+    if nearest is None:
+        return (f"there is no {real} build in {releases}, nor one of its ISA generation: unset {override.variable}; "
+                f"no release here serves {real}")
+    if not nearest.override:
+        return f"unset {override.variable}: the {nearest.target} build runs on {real} without it (there is no {real} build in {releases})"
+    wanted = nearest.override.split()
+    if f"{override.variable}={override.value}" in wanted:
+        return (f"there is no {real} build in {releases}: {override.variable}={override.value} runs the {nearest.target} build "
+                f"(same {nearest.generic} ISA generation) — unsupported, keep it only for that build")
+    return (f"there is no {real} build in {releases}; the nearest is {nearest.target} (same {nearest.generic} ISA generation): "
+            f"set {nearest.override} instead — unsupported")
 
 
 def _masked_target(snap: HostSnapshot, facts: Facts, real: str, spoof: str) -> str:
