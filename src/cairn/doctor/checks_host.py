@@ -117,16 +117,18 @@ def _compare(snap: HostSnapshot, facts: Facts, label: str, need: h.WheelNeed, pr
     if need.glibcxx and snap.glibcxx and version_key(need.glibcxx) > version_key(snap.glibcxx):
         problems.append(f"libstdc++ GLIBCXX_{snap.glibcxx} < GLIBCXX_{need.glibcxx} that {need.tag} lets {label} use: "
                         "its C++ libraries may not load")
-        fixes.append(f"install a libstdc++ defining GLIBCXX_{need.glibcxx} (GCC {_gcc_for(need.glibcxx)} runtime), or "
+        fixes.append(f"install a libstdc++ defining GLIBCXX_{need.glibcxx}{_runtime_for(need.glibcxx)}, or "
                      f"{_image_hint(facts).removesuffix(' or ')}")
         return "warn"
     return "ok"
 
 
-def _gcc_for(glibcxx: str) -> str:
-    """The GCC release whose libstdc++ first defines ``3.4.N`` (3.4.30 GCC 12, 3.4.33 GCC 14: N - 18)."""
-    parts = version_key(glibcxx)
-    return str(parts[2] - 18) if len(parts) == 3 and parts[2] >= 28 else "newer"
+_GCC_RUNTIME = {"3.4.29": "GCC 11", "3.4.30": "GCC 12", "3.4.32": "GCC 13", "3.4.33": "GCC 14"}  # the GCC that first ships it
+
+
+def _runtime_for(glibcxx: str) -> str:
+    gcc = _GCC_RUNTIME.get(glibcxx)
+    return f" ({gcc} runtime)" if gcc else ""
 
 
 # -- HIP runtimes in one process --------------------------------------------------------------------------------
