@@ -120,7 +120,7 @@ def _two_runtime_site(tmp_path: Path) -> Path:
     _shared_object(tmp_path / "opt" / "rocm" / "lib" / "libamdhip64.so.6")
     (site / "graftedpkg" / "__init__.py").write_text(
         "import ctypes, os\nctypes.CDLL(os.path.join(os.path.dirname(__file__), '.libs', 'libamdhip64-1a2b3c4d.so.7'))\n")
-    (site / "hostpkg").mkdir()
+    _shared_object(site / "hostpkg" / "_C.so")  # its extension, which finds the host's runtime on its own
     (site / "hostpkg" / "__init__.py").write_text(f"import ctypes\nctypes.CDLL({str(tmp_path / 'opt/rocm/lib/libamdhip64.so.6')!r})\n")
     (site / "broken").mkdir()
     (site / "broken" / "__init__.py").write_text("raise ImportError('libfmt.so.11: cannot open shared object file')\n")
@@ -136,6 +136,26 @@ def test_a_real_process_mapping_two_hip_runtimes_is_caught(tmp_path: Path, monke
     assert sorted(Path(p).name for p in probe.maps) == ["libamdhip64-1a2b3c4d.so.7", "libamdhip64.so.6"]
     alone = run_probe(["graftedpkg"], sys.executable)
     assert [Path(p).name for p in alone.maps] == ["libamdhip64-1a2b3c4d.so.7"]
+
+
+def test_the_live_doctor_probes_the_installed_packages(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """End to end on this machine: two installed ROCm distributions whose imports map two HIP runtimes."""
+    site = _two_runtime_site(tmp_path / "x")
+    packages = tmp_path / "site-packages"
+    site.rename(packages)
+    tree = hosts.HostTree(tmp_path)
+    for name, package in (("rocm-grafted-demo", "graftedpkg"), ("rocm-host-demo", "hostpkg")):
+        files = {str(p.relative_to(packages)): p.read_bytes() for p in (packages / package).rglob("*") if p.is_file()}
+        tree.wheel(packages, name, "1.0", files=files, tag="py3-none-manylinux_2_28_x86_64")
+    monkeypatch.syspath_prepend(str(packages))
+    monkeypatch.setenv("PYTHONPATH", f"{packages}:{os.environ.get('PYTHONPATH', '')}")
+    snap = read_snapshot("/", audit=False)
+    assert snap.probe is not None and sorted(snap.probe.imported) == ["graftedpkg", "hostpkg"]
+    c = checks(diagnose("/", audit=False))["hip-process"]
+    assert c["status"] == "fail" and c["summary"].startswith("2 HIP runtimes mapped in one process after importing graftedpkg, hostpkg")
+    assert "(a grafted copy in wheel rocm-grafted-demo 1.0)" in c["summary"]
+    assert f"{tmp_path}/x/opt/rocm/lib/libamdhip64.so.6 (host copy)" in c["summary"]
+    assert checks(diagnose("/", audit=False, probe=False))["hip-process"]["status"] == "skip"
 
 
 def test_two_runtimes_in_a_captured_process_fail_naming_wheel_and_host_copy(tmp_path: Path) -> None:
