@@ -54,8 +54,9 @@ def diagnose(root: str = "/", matrices: list[str] | None = None, *, audit: bool 
     if not matrices:  # nobody named a matrix: the release this host installs from, verified, or one line why not
         loaded, missing = load_release_matrix(snap)
     advice = adv.advise(loaded, host_facts(snap, registry), registry, missing)
-    facts = Facts(registry, tuple(loaded), adv.install_commands(advice), advice.picks,
-                  {a.target: a.nearest for a in advice.each if a.target and a.nearest})
+    nearest = {a.target: a.nearest for a in advice.each if a.target and a.nearest}
+    picks = advice.picks + tuple(p for n in nearest.values() for p in n.picks)  # the nearest builds are advised too
+    facts = Facts(registry, tuple(loaded), adv.install_commands(advice), picks, nearest)
     checks = run_checks(snap, facts)
     return document(snap, facts, checks, advice)
 
