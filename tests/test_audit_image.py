@@ -6,6 +6,7 @@ from __future__ import annotations
 import io
 import json
 import tarfile
+from collections.abc import Iterator
 from itertools import count
 
 import pytest
@@ -41,7 +42,7 @@ def test_transport_strings() -> None:
 
 
 @pytest.fixture(scope="module")
-def pushed(services: object, tmp_path_factory: pytest.TempPathFactory) -> tuple[str, str]:
+def pushed(services: object, tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, str]]:
     """(registry reference, docker-daemon reference) of a two-layer image: the bottom layer holds libk.so
     (gfx1100, gfx1151) and libg.so (gfx1030 only), the top layer replaces libg.so with a gfx1100+gfx1151 build —
     so gfx1151 is covered only if the audit sees the container's filesystem, where the later layer wins."""
@@ -66,7 +67,9 @@ def pushed(services: object, tmp_path_factory: pytest.TempPathFactory) -> tuple[
     image.tag(remote)
     for line in client.images.push(remote, stream=True, decode=True):
         assert "error" not in line, line
-    return remote, f"docker-daemon:{name}"
+    yield remote, f"docker-daemon:{name}"
+    for tag in (remote, name, name + "-base"):  # the engine's copies; the registry keeps its own
+        client.images.remove(tag, force=True)
 
 
 def _context(files: dict[str, bytes]) -> io.BytesIO:
