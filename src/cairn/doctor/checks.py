@@ -497,7 +497,8 @@ def check_override(snap: HostSnapshot, facts: Facts) -> Check:
             fixes.append(f"unset {override.variable} and install the build for {real}: {install_hint(real, facts)} "
                          f"({real}'s own value would be {gpu.target.override_version})")
             continue
-        fixes.append(f"unset {override.variable} and install the build for {real} (see the advice; "
+        known = "see the advice" if facts.matrices else "if a release has one: no matrix was loaded to tell"
+        fixes.append(f"unset {override.variable} and install the build for {real} ({known}; "
                      f"{real}'s own value would be {gpu.target.override_version})")
     evidence += lines
     if worst == "ok":
