@@ -61,9 +61,13 @@ def _loopback(source: str) -> bool:
 
 
 def _daemon_host() -> str:
+    """The engine ``docker-daemon:`` reads from: ``$DOCKER_HOST`` as docker itself uses it, else the engine of
+    ``cairn services``; "" leaves skopeo's default socket."""
+    import os
+
     from cairn.services.engine import engine_host
 
-    return engine_host()
+    return os.environ.get("DOCKER_HOST") or engine_host()
 
 
 def _skopeo_error(output: str) -> str:
