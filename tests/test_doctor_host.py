@@ -300,3 +300,17 @@ def test_json_carries_the_new_findings(tmp_path: Path, capsys: pytest.CaptureFix
     assert doc["host"]["cmdline"] == ["ro", "quiet"] and doc["host"]["hip_runtimes_in_process"] is None
     ids = {c["id"] for c in doc["checks"]}
     assert {"glibc", "hip-process", "boot", "kernel-minimum", "visible-devices"} <= ids
+
+
+def test_missing_device_code_on_a_target_with_no_build_points_at_the_nearest(tmp_path: Path) -> None:
+    from fatbin_writer import bundle_for, section, write_elf
+
+    need_tool("objcopy", "binutils")
+    host = hosts.single_gpu_desktop(tmp_path / "host", hosts.RX6600)
+    lib = write_elf(tmp_path / "libk.so", section([bundle_for(["gfx1030"])])).read_bytes()  # gfx1030 code only
+    host.wheel(host.site("3.12"), "cairn-smoke", "0.1.0+rocm.7.2.4", files={"cairn_smoke/libk.so": lib})
+    pub = publish(tmp_path / "pub", "7.2.4", [cell("7.2.4", "gfx1030", kernel=WIDE)])
+    c = checks(diagnose(str(tmp_path / "host"), [str(pub)]))["device-code"]
+    assert c["status"] == "fail" and c["summary"] == "cairn-smoke has no gfx1032 code (1 of 1 libraries)"
+    assert c["fix"].startswith("there is no build for gfx1032 in the matrix: the advice names the nearest (unsupported)")
+    assert "install the build for gfx1032" not in c["fix"]

@@ -341,9 +341,11 @@ def check_device_code(snap: HostSnapshot, facts: Facts) -> Check:
                 cov = audit.report.coverage(target)
                 evidence.append(f"{audit.name} without the override, for {target}: " + ("covered" if cov.covered else "not covered"))
     if missing:
+        absent = [t for t in real if facts.matrices and not _has_build(t, facts)]  # never point at a build that does not exist
+        what = (f"there is no build for {', '.join(absent)} in the matrix: the advice names the nearest (unsupported)"
+                if absent else f"install the build for {', '.join(real)} (see the advice)")
         return Check("device-code", "fail", "; ".join(missing),
-                     f"install the build for {', '.join(real)} (see the advice); without it the first kernel launch fails "
-                     "with 'invalid device function'", tuple(evidence))
+                     f"{what}; without it the first kernel launch fails with 'invalid device function'", tuple(evidence))
     if kpack or errors:
         what = f"device code in external kpack archives not checked: {', '.join(kpack)}" if kpack else "some libraries could not be audited"
         return Check("device-code", "warn", what, "check that the rocm-sdk-device / amd-torch-device wheel for your target is installed",
