@@ -42,6 +42,10 @@ RX7900XTX = GpuSpec("gfx1100", 0x744C, 25753026560, 192, "Radeon RX 7900 XTX",
                     "Navi31 [Radeon RX 7900 XT/7900 XTX/7900 GRE/7900M]")
 RX6800XT = GpuSpec("gfx1030", 0x73BF, 17163091968, 144, "AMD Radeon RX 6800 XT", "Navi21 [Radeon RX 6800/6800 XT / 6900 XT]")
 RX7800XT = GpuSpec("gfx1101", 0x747E, 17163091968, 120, "AMD Radeon RX 7800 XT", "Navi32 [Radeon RX 7700 XT / 7800 XT]")
+RX6600 = GpuSpec("gfx1032", 0x73FF, 8573157376, 56, "AMD Radeon RX 6600", "Navi23 [Radeon RX 6600/6600 XT/6600M]")
+RX9070XT = GpuSpec("gfx1201", 0x7550, 17095983104, 128, "AMD Radeon RX 9070 XT", "Navi48 [Radeon RX 9070/9070 XT/9070 GRE]")
+RAPHAEL_IGPU = GpuSpec("gfx1036", 0x164E, 536870912, 4, "AMD Radeon Graphics", "Raphael")
+PHOENIX_780M = GpuSpec("gfx1103", 0x15BF, 536870912, 24, "AMD Radeon 780M Graphics", "Phoenix1")
 STRIX_HALO = GpuSpec("gfx1151", 0x1586, 68719476736, 80, "AMD Radeon 8060S Graphics", "Strix Halo [Radeon Graphics]")
 
 
@@ -79,6 +83,19 @@ class HostTree:
         if dkms_version:
             self.write("sys/module/amdgpu/version", dkms_version + "\n")
         self.write("proc/modules", "amdgpu 19152896 12 - Live 0x0000000000000000\ndrm_exec 12288 1 amdgpu, Live 0x0000000000000000\n")
+        return self
+
+    def cmdline(self, line: str) -> HostTree:
+        self.write("proc/cmdline", line + "\n")
+        return self
+
+    def runtimes(self, glibc: str, glibcxx: str, directory: str = "usr/lib/x86_64-linux-gnu") -> HostTree:
+        """Stand-in ``libc.so.6`` and ``libstdc++.so.6``: real ELF shared objects (gcc, a version script) that
+        define the symbol versions of the given glibc and GLIBCXX, as the real libraries' .gnu.version_d do."""
+        glibc_minor = int(glibc.split(".")[1])
+        cxx_patch = int(glibcxx.split(".")[2])
+        _versioned_library(self.path(f"{directory}/libc.so.6"), ["GLIBC_2.2.5", *(f"GLIBC_2.{m}" for m in range(3, glibc_minor + 1))])
+        _versioned_library(self.path(f"{directory}/libstdc++.so.6"), ["GLIBCXX_3.4", *(f"GLIBCXX_3.4.{p}" for p in range(1, cxx_patch + 1))])
         return self
 
     def container(self, kind: str = "docker") -> HostTree:
@@ -195,10 +212,12 @@ class HostTree:
         return site
 
     def wheel(self, site: Path, name: str, version: str, *, requires: tuple[str, ...] = (),
-              files: dict[str, bytes] | None = None) -> HostTree:
-        """An installed distribution: METADATA, RECORD and its files, as pip leaves them."""
+              files: dict[str, bytes] | None = None, tag: str = "") -> HostTree:
+        """An installed distribution: METADATA, RECORD, WHEEL (with ``tag``) and its files, as pip leaves them."""
         dist = site / f"{name.replace('-', '_')}-{version}.dist-info"
         dist.mkdir(parents=True, exist_ok=True)
+        if tag:
+            (dist / "WHEEL").write_text(f"Wheel-Version: 1.0\nGenerator: bdist_wheel (0.45.1)\nRoot-Is-Purelib: false\nTag: {tag}\n\n")
         meta = ["Metadata-Version: 2.1", f"Name: {name}", f"Version: {version}", *(f"Requires-Dist: {r}" for r in requires)]
         (dist / "METADATA").write_text("\n".join(meta) + "\n\nLong description.\n")
         records = []
@@ -241,6 +260,20 @@ class HostTree:
 
     def rocm_smi(self) -> HostTree:
         return self.tool("rocm-smi", rocm_smi_text(self.gpus))
+
+
+def _versioned_library(out: Path, versions: list[str]) -> None:
+    """A shared object defining ``versions`` (each a version node of a GNU version script), built by gcc."""
+    import subprocess
+    import tempfile
+
+    with tempfile.TemporaryDirectory() as work:
+        source, script = Path(work) / "v.c", Path(work) / "v.map"
+        source.write_text("int cairn_stand_in(void) { return 0; }\n")
+        script.write_text("".join(f"{v} {{ {'global: cairn_stand_in; ' if i == 0 else ''}}};\n" for i, v in enumerate(versions))
+                          + "")
+        subprocess.run(["gcc", "-shared", "-fPIC", "-nostdlib", f"-Wl,--version-script={script}", "-o", str(out), str(source)],
+                       check=True, capture_output=True)
 
 
 def _properties(**values: int) -> str:
@@ -340,9 +373,10 @@ def rx7900xtx_desktop(root: Path) -> HostTree:
     return host.rocminfo(runtime="1.15").rocm_smi()
 
 
-def strix_halo_laptop(root: Path) -> HostTree:
-    """A Strix Halo laptop (gfx1151) where someone set HSA_OVERRIDE_GFX_VERSION=11.0.0 (gfx1100)."""
-    host = HostTree(root).os("Fedora Linux 42 (Workstation Edition)", "fedora", "42").kernel("6.14.4-300.fc42.x86_64").amdgpu()
+def strix_halo_laptop(root: Path, kernel: str = "6.18.5-200.fc42.x86_64") -> HostTree:
+    """A Strix Halo laptop (gfx1151) where someone set HSA_OVERRIDE_GFX_VERSION=11.0.0 (gfx1100); its kernel meets
+    the 6.18.4 minimum gfx1151 declares unless ``kernel`` says otherwise."""
+    host = HostTree(root).os("Fedora Linux 42 (Workstation Edition)", "fedora", "42").kernel(kernel).amdgpu()
     host.cpu_node(0, cores=32, memory=137438953472).gpu(STRIX_HALO, node=1, bus=0xC3, card=1, render=128)
     spoof = load_registry().target("gfx1100").override_version
     host.kfd().user("sam", 1000, session_groups=("video", "render")).environ(HSA_OVERRIDE_GFX_VERSION=spoof)
@@ -422,3 +456,21 @@ def libraries_wheel(host: HostTree, family: str, targets: tuple[str, ...], versi
     info = json.dumps({"family": family, "targets": list(targets), "version": version}).encode()
     return host.wheel(host.site("3.12"), f"rocm-sdk-libraries-{family}", version, requires=(f"rocm-sdk-core=={version}",),
                       files={"_rocm_sdk_libraries/share/cairn/libraries.json": info})
+
+
+def desktop_with_igpu(root: Path, *, igpu: GpuSpec = RAPHAEL_IGPU, dgpu: GpuSpec = RX9070XT, **env: str) -> HostTree:
+    """A Ryzen desktop whose CPU's iGPU (KFD node 1) sits beside an RX 9070 XT (node 2): ROCr numbers the iGPU
+    device 0 — the layout of llamacpp-rocm #96 (a segfault on R9700 with the gfx1036 iGPU visible)."""
+    host = HostTree(root).os("Ubuntu 24.04.1 LTS", "ubuntu", "24.04").kernel("6.14.0-33-generic").amdgpu()
+    host.cpu_node(0, cores=16, memory=68719476736).gpu(igpu, node=1, bus=0x7C, card=1, render=128)
+    host.gpu(dgpu, node=2, bus=0x03, card=2, render=129)
+    host.kfd().user("alice", 1000, session_groups=("video", "render")).environ(**env)
+    return host.rocminfo(runtime="1.15").amd_smi()
+
+
+def single_gpu_desktop(root: Path, spec: GpuSpec, **env: str) -> HostTree:
+    """A desktop with one GPU ``spec`` on Ubuntu 24.04's in-tree amdgpu."""
+    host = HostTree(root).os("Ubuntu 24.04.1 LTS", "ubuntu", "24.04").kernel("6.14.0-33-generic").amdgpu()
+    host.cpu_node(0, cores=8, memory=34359738368).gpu(spec, node=1, bus=0x03, card=1, render=128)
+    host.kfd().user("alice", 1000, session_groups=("video", "render")).environ(**env)
+    return host.rocminfo(runtime="1.15").amd_smi()

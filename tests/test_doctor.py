@@ -53,11 +53,11 @@ def test_human_output_one_line_per_check_worst_first(tmp_path: Path, capsys: pyt
     lines = out.splitlines()
     assert lines[0].startswith("cairn doctor — Ubuntu 24.04.1 LTS") and "docker container" in lines[0]
     body = [line for line in lines if line[:4] in ("FAIL", "WARN", "OK  ", "SKIP")]
-    assert len(body) == 10
+    assert len(body) == 15
     order = ["FAIL", "WARN", "OK  ", "SKIP"]
     assert [order.index(line[:4]) for line in body] == sorted(order.index(line[:4]) for line in body)
     assert body[0].startswith("FAIL devices") and "--device /dev/kfd --device /dev/dri" in body[0]
-    assert lines[-1] == "1 failed, 1 warnings, 6 ok, 2 skipped (exit 2)"
+    assert lines[-1] == "1 failed, 1 warnings, 7 ok, 6 skipped (exit 2)"
 
 
 def test_container_without_kfd(tmp_path: Path) -> None:

@@ -147,7 +147,7 @@ def test_two_gpus_need_both_payloads(tmp_path: Path) -> None:
 def test_override_masking_a_missing_target_says_what_to_install(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     host = hosts.strix_halo_laptop(tmp_path / "host")  # gfx1151 with HSA_OVERRIDE_GFX_VERSION=11.0.0 (gfx1100)
     hosts.libraries_wheel(host, "gfx110X-dgpu", ("gfx1100", "gfx1101", "gfx1102"))
-    pub = publish(tmp_path / "pub", "7.14.0", [cell("7.14.0", "gfx1151", python="3.12", kernel=VersionRange("6.8", "6.16"))])
+    pub = publish(tmp_path / "pub", "7.14.0", [cell("7.14.0", "gfx1151", python="3.12", kernel=VersionRange("6.8", "6.20"))])
     code, lines = doctor_lines(capsys, "--root", str(tmp_path / "host"), "--matrix", str(pub), "--no-audit")
     line = next(x for x in lines if x.startswith("FAIL override"))
     assert ("gfx1151 impersonates gfx1100 via HSA_OVERRIDE_GFX_VERSION=11.0.0 (both gfx11-generic: usually runs, but "

@@ -1,4 +1,4 @@
-"""``cairn audit PATH... [--target T]... [--family F]... [--json]``.
+"""``cairn audit PATH|IMAGE... [--target T]... [--family F]... [--json]``.
 
 Exit codes: 0 every requested target is covered (or none was requested), 1 some requested target is not
 covered, 2 bad input (unreadable path, corrupt fat binary, unknown target). JSON format: docs/audit.md.
@@ -20,7 +20,8 @@ if TYPE_CHECKING:
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("paths", nargs="+", metavar="PATH", help="ELF file, wheel, directory, tarball, .deb or OCI layout")
+    parser.add_argument("paths", nargs="+", metavar="PATH", help="ELF file, wheel, directory, tarball, .deb, OCI layout, or image reference "
+                        "(registry/name:tag, docker://…, docker-daemon:name:tag)")
     parser.add_argument("--target", action="append", default=[], metavar="T", help="require coverage of a target ID (repeatable)")
     parser.add_argument("--family", action="append", default=[], metavar="F", help="require coverage of every target of a family (repeatable)")
     add_json(parser, "print the stable JSON document instead of tables")

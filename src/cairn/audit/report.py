@@ -8,11 +8,12 @@ one of its bundles has a compatible entry, because each translation unit loads i
 from __future__ import annotations
 
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
 from cairn.audit.binary import audit_file
+from cairn.audit.image_ref import fetched, is_reference
 from cairn.audit.model import FATBIN, KPACK, SCHEMA_VERSION, BinaryAudit, Bundle, BundleGap, Coverage, FileGap
 from cairn.audit.sources import audit_source
 from cairn.errors import InputError
@@ -123,7 +124,11 @@ def bundle_match(bundle: Bundle, device: TargetId, registry: Registry) -> Match 
 
 
 def audit_paths(paths: Iterable[Path | str], *, registry: Registry | None = None) -> AuditReport:
-    """Audit ELF files, directories, wheels, tarballs, .debs and OCI layouts into one report."""
+    """Audit ELF files, directories, wheels, tarballs, .debs, OCI layouts and image references into one report.
+
+    An image reference (``registry/name:tag``, ``docker-daemon:name:tag``; ``cairn.audit.image_ref``) is copied
+    by skopeo into a temporary OCI layout and audited as one; its binaries read ``reference@sha256:…:/path``.
+    """
     registry = registry or load_registry()
     binaries: list[BinaryAudit] = []
     elf_files = 0
@@ -132,7 +137,17 @@ def audit_paths(paths: Iterable[Path | str], *, registry: Registry | None = None
         return audit_file(path, display=shown, registry=registry)
 
     for path in paths:
-        found, seen = audit_source(Path(path), one)
+        if isinstance(path, str) and is_reference(path):
+            with fetched(path) as layout:  # skopeo copies the image to a temporary OCI layout
+                try:
+                    found, seen = audit_source(layout, one)
+                except InputError as exc:
+                    raise InputError(path, f"{exc.where}: {exc.what}".replace(str(layout), "image"), exc.fix) from None
+            prefix = str(layout) + "@"  # the layout's temporary path never reaches the output
+            found = [replace(b, path=path + "@" + b.path.removeprefix(prefix)) if b.path.startswith(prefix) else b
+                     for b in found]
+        else:
+            found, seen = audit_source(Path(path), one)
         binaries.extend(found)
         elf_files += seen
     return AuditReport(tuple(binaries), elf_files, registry)

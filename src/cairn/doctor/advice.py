@@ -54,6 +54,23 @@ class Pick:
 
 
 @dataclass(frozen=True)
+class Nearest:
+    """For a target with no build: the build of the same ISA generation it can run, unsupported.
+
+    ``override`` is the exact line that makes the runtime load that build's code (empty when the build is the
+    generic target itself, whose code objects run on every member without one)."""
+
+    target: str  # the build's target: gfx1030, gfx1100 or a generic such as gfx11-generic
+    generic: str  # the ISA generation both belong to
+    override: str  # "HSA_OVERRIDE_GFX_VERSION=11.0.0" (or _<node> on a host with several GPUs); "" for a generic build
+    picks: tuple[Pick, ...] = ()
+
+    def to_json(self) -> dict[str, Any]:
+        return {"target": self.target, "generic": self.generic, "override": self.override, "supported": False,
+                "install": list(install_commands(Advice("ok", "", self.picks)).get(self.target, ()))}
+
+
+@dataclass(frozen=True)
 class Advice:
     status: str  # "ok", "none", "no-gpu", "no-matrix", "refused" (the release's matrix did not verify)
     summary: str
@@ -62,6 +79,7 @@ class Advice:
     sources: tuple[str, ...] = ()
     per_target: tuple[Advice, ...] = ()  # one advice per GPU target on the host
     target: str = ""  # set on a per-target advice
+    nearest: Nearest | None = None  # a target with no build: the same-generation build it can run (unsupported)
 
     @property
     def each(self) -> tuple[Advice, ...]:
@@ -76,7 +94,8 @@ class Advice:
             "reasons": list(self.reasons),
             "matrices": list(self.sources),
             "gpus": [{"target": a.target, "status": a.status, "summary": a.summary,
-                      "install": list(install_commands(a).get(a.target, ()))} for a in self.per_target],
+                      "install": list(install_commands(a).get(a.target, ())),
+                      "nearest": a.nearest.to_json() if a.nearest else None} for a in self.per_target],
         }
 
 
@@ -172,6 +191,7 @@ class HostFacts:
     python: str = ""
     installed: tuple[str, ...] = ()  # framework names installed on the host, preferred in the advice
     others: tuple[str, ...] = ()  # the other GPU targets of a host with several kinds of GPU
+    nodes: tuple[tuple[str, int], ...] = ()  # (real target, KFD node) of every GPU, for per-node override lines
 
     @property
     def targets(self) -> tuple[str, ...]:
@@ -238,8 +258,9 @@ def _advise_target(loaded: list[LoadedMatrix], host: HostFacts, registry: Any, r
             else:
                 fits.append((item, cell))
     if not fits:
-        return Advice("none", _none_summary(loaded, host, registry, releases, reasons), reasons=tuple(reasons), sources=sources,
-                      target=host.target)
+        nearest = None if reasons else nearest_build(loaded, host, registry)
+        return Advice("none", _none_summary(loaded, host, registry, releases, reasons, nearest), reasons=tuple(reasons),
+                      sources=sources, target=host.target, nearest=nearest)
 
     def rank(pair: tuple[LoadedMatrix, Any]) -> tuple:
         cell = pair[1]
@@ -298,15 +319,56 @@ def family_index(cell: Any) -> str:
     return f"{head}/{cell.family}/" if head else f"{cell.family}/"
 
 
-def _none_summary(loaded: list[LoadedMatrix], host: HostFacts, registry: Any, releases: str, reasons: list[str]) -> str:
+def override_line(host: HostFacts, version: str) -> str:
+    """The exact override for the host's GPUs of ``host.target``: the global variable on a one-GPU host, else
+    one ``HSA_OVERRIDE_GFX_VERSION_<node>`` per GPU of that target (the global one would act on every GPU)."""
+    nodes = [node for target, node in host.nodes if target == host.target]
+    if len(host.nodes) <= 1 or not nodes:
+        return f"HSA_OVERRIDE_GFX_VERSION={version}"
+    return " ".join(f"HSA_OVERRIDE_GFX_VERSION_{node}={version}" for node in nodes)
+
+
+def nearest_build(loaded: list[LoadedMatrix], host: HostFacts, registry: Any) -> Nearest | None:
+    """The build of the host target's ISA generation (its LLVM generic target) that fits this host, or None.
+
+    The generic build itself comes first (its code runs on every member, no override). Otherwise the member
+    with the lowest gfx_target_version: the generation's base target (gfx1030, gfx1100), the one the
+    override is commonly set to (gfx1031/1032/1034 → 10.3.0; gfx1103/1150/1152 → 11.0.0)."""
+    target = registry.targets.get(host.target) if host.target else None
+    generic = registry.generics.get(target.generic) if target and target.generic else None
+    if generic is None:
+        return None
+    fitting: dict[str, list[tuple[LoadedMatrix, Any]]] = {}
+    others: dict[str, list[tuple[LoadedMatrix, Any]]] = {}  # cells of the generation this host's kernel or driver rules out
+    for item in loaded:
+        for cell in item.matrix.cells:
+            member = cell.gfx_target == generic.name or cell.gfx_target in generic.members
+            if member and cell.gfx_target != host.target:
+                (others if rejection(cell, item.matrix, host) else fitting).setdefault(cell.gfx_target, []).append((item, cell))
+    fitting = fitting or others  # a ruled-out cell still names the generation's build; its commands say which
+    if not fitting:
+        return None
+
+    def order(name: str) -> tuple[int, int]:
+        return (0, 0) if name == generic.name else (1, registry.targets[name].kfd_version if name in registry.targets else 1 << 30)
+
+    chosen = min(fitting, key=order)
+    best = max(fitting[chosen], key=lambda pair: (pair[1].python == host.python, _version(pair[1].release),
+                                                   CHANNEL_RANK.get(pair[1].channel, -1)))
+    override = "" if chosen == generic.name else override_line(host, registry.targets[chosen].override_version)
+    return Nearest(chosen, generic.name, override, (_pick(*best, host),))
+
+
+def _none_summary(loaded: list[LoadedMatrix], host: HostFacts, registry: Any, releases: str, reasons: list[str],
+                  nearest: Nearest | None = None) -> str:
     target = host.target or "?"
     if reasons:
         return f"{target}: every cell in {releases} is ruled out for this host — {reasons[0]}"
+    head = f"{target} has no validated image or wheel in {releases}"
+    if nearest and nearest.override:
+        return (f"{head}; nearest: {nearest.target} (same {nearest.generic} ISA generation), unsupported: "
+                f"run its build with {nearest.override}")
+    if nearest:
+        return f"{head}; nearest: the {nearest.target} build, whose code runs on {target} (not validated on it, unsupported)"
     others = sorted({c.gfx_target for m in loaded for c in m.matrix.cells})
-    near = []
-    for other in others:
-        generic = next((g.name for g in registry.generics.values() if target in g.members and other in g.members), None)
-        if generic:
-            near.append(f"{other} (same {generic} ISA family; only by HSA_OVERRIDE_GFX_VERSION, unsupported)")
-    nearest = "; ".join(near) if near else (", ".join(others) or "none")
-    return f"{target} has no validated image or wheel in {releases}; nearest: {nearest}"
+    return f"{head}, nor any build of its ISA generation; it has: {', '.join(others) or 'nothing'}"

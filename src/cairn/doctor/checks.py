@@ -41,6 +41,8 @@ class Facts:
     registry: Registry
     matrices: tuple[Any, ...] = ()  # advice.LoadedMatrix
     install: dict[str, tuple[str, ...]] = field(default_factory=dict)  # target → the advice's exact commands
+    picks: tuple[Any, ...] = ()  # advice.Pick: the cells the advice names
+    nearest: dict[str, Any] = field(default_factory=dict)  # target with no build → advice.Nearest
 
 
 def worse(a: str, b: str) -> str:
@@ -339,9 +341,11 @@ def check_device_code(snap: HostSnapshot, facts: Facts) -> Check:
                 cov = audit.report.coverage(target)
                 evidence.append(f"{audit.name} without the override, for {target}: " + ("covered" if cov.covered else "not covered"))
     if missing:
+        absent = [t for t in real if facts.matrices and not _has_build(t, facts)]  # never point at a build that does not exist
+        what = (f"there is no build for {', '.join(absent)} in the matrix: the advice names the nearest (unsupported)"
+                if absent else f"install the build for {', '.join(real)} (see the advice)")
         return Check("device-code", "fail", "; ".join(missing),
-                     f"install the build for {', '.join(real)} (see the advice); without it the first kernel launch fails "
-                     "with 'invalid device function'", tuple(evidence))
+                     f"{what}; without it the first kernel launch fails with 'invalid device function'", tuple(evidence))
     if kpack or errors:
         what = f"device code in external kpack archives not checked: {', '.join(kpack)}" if kpack else "some libraries could not be audited"
         return Check("device-code", "warn", what, "check that the rocm-sdk-device / amd-torch-device wheel for your target is installed",
@@ -485,6 +489,9 @@ def check_override(snap: HostSnapshot, facts: Facts) -> Check:
             lines.append(f"node {gpu.node}: {real} impersonates {spoof} via {override.variable}={override.value}: incompatible ISA — expect "
                          "'invalid device function', hangs or GPU memory faults")
             worst = "fail"
+        if facts.matrices and not _has_build(real, facts):  # never send anyone to a build that does not exist
+            fixes.append(_no_build_fix(real, override, facts))
+            continue
         masked = _masked_target(snap, facts, real, spoof)
         if masked:
             lines[-1] += f"; it masks a missing {real}: {masked}"
@@ -492,13 +499,37 @@ def check_override(snap: HostSnapshot, facts: Facts) -> Check:
             fixes.append(f"unset {override.variable} and install the build for {real}: {install_hint(real, facts)} "
                          f"({real}'s own value would be {gpu.target.override_version})")
             continue
-        fixes.append(f"unset {override.variable} and install the build for {real} (see the advice; "
+        known = "see the advice" if facts.matrices else "if a release has one: no matrix was loaded to tell"
+        fixes.append(f"unset {override.variable} and install the build for {real} ({known}; "
                      f"{real}'s own value would be {gpu.target.override_version})")
     evidence += lines
     if worst == "ok":
         return Check("override", "ok", "override set but does not apply to any GPU here", "", tuple(evidence))
     return Check("override", worst, lines[0] if len(lines) == 1 else "; ".join(lines[:2]), fixes[0] if fixes else f"unset {found[0].variable}",
                  tuple(evidence))
+
+
+def _has_build(target: str, facts: Facts) -> bool:
+    """Whether a loaded matrix has a cell for ``target`` itself."""
+    return any(cell.gfx_target == target for item in facts.matrices for cell in item.matrix.cells)
+
+
+def _no_build_fix(real: str, override: h.Override, facts: Facts) -> str:
+    """The fix for an override on a target the matrices have no build for: the same-generation build's exact
+    override, or that there is none — never "install the build for <real>"."""
+    nearest = facts.nearest.get(real)
+    releases = ", ".join(sorted({item.matrix.release.version for item in facts.matrices}))
+    if nearest is None:
+        return (f"there is no {real} build in {releases}, nor one of its ISA generation: unset {override.variable}; "
+                f"no release here serves {real}")
+    if not nearest.override:
+        return f"unset {override.variable}: the {nearest.target} build runs on {real} without it (there is no {real} build in {releases})"
+    wanted = nearest.override.split()
+    if f"{override.variable}={override.value}" in wanted:
+        return (f"there is no {real} build in {releases}: {override.variable}={override.value} runs the {nearest.target} build "
+                f"(same {nearest.generic} ISA generation) — unsupported, keep it only for that build")
+    return (f"there is no {real} build in {releases}; the nearest is {nearest.target} (same {nearest.generic} ISA generation): "
+            f"set {nearest.override} instead — unsupported")
 
 
 def _masked_target(snap: HostSnapshot, facts: Facts, real: str, spoof: str) -> str:
@@ -521,7 +552,9 @@ CHECKS: tuple[Callable[[HostSnapshot, Facts], Check], ...] = (
 
 def run_checks(snap: HostSnapshot, facts: Facts) -> list[Check]:
     """Every check, worst first (stable within a status)."""
-    results = [check(snap, facts) for check in CHECKS]
+    from cairn.doctor.checks_host import HOST_CHECKS  # they import Check and Facts from here
+
+    results = [check(snap, facts) for check in (*CHECKS, *HOST_CHECKS)]
     return sorted(results, key=lambda c: STATUS_ORDER[c.status])
 
 

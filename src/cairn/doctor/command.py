@@ -37,9 +37,11 @@ def configure(parser: argparse.ArgumentParser) -> None:
     add_json(parser, "print the stable JSON document")
     parser.add_argument("-v", "--verbose", action="store_true", help="show the evidence behind each check")
     parser.add_argument("--no-audit", action="store_true", help="skip the device-code audit of installed libraries")
+    parser.add_argument("--no-probe", action="store_true",
+                        help="do not start a Python process that imports the installed ROCm packages to see which HIP runtimes it maps")
 
 
-def diagnose(root: str = "/", matrices: list[str] | None = None, *, audit: bool = True) -> dict[str, Any]:
+def diagnose(root: str = "/", matrices: list[str] | None = None, *, audit: bool = True, probe: bool = True) -> dict[str, Any]:
     """The whole diagnosis as the ``--json`` document (library entry point for other stages)."""
     if not os.path.isdir(root):
         # a mistyped --root would otherwise read as an empty host: "no AMD GPU", which is not the problem
@@ -47,25 +49,30 @@ def diagnose(root: str = "/", matrices: list[str] | None = None, *, audit: bool 
         raise InputError(root, what, "give --root the directory a host capture wrote (docs/doctor.md), or leave it out for this host")
     registry = load_registry()
     loaded = [adv.load(source) for source in matrices or []]
-    snap = read_snapshot(root, audit=audit)
+    snap = read_snapshot(root, audit=audit, probe=probe)
     missing = ("no-matrix", adv.NO_MATRIX)
     if not matrices:  # nobody named a matrix: the release this host installs from, verified, or one line why not
         loaded, missing = load_release_matrix(snap)
     advice = adv.advise(loaded, host_facts(snap, registry), registry, missing)
-    facts = Facts(registry, tuple(loaded), adv.install_commands(advice))
+    nearest = {a.target: a.nearest for a in advice.each if a.target and a.nearest}
+    picks = advice.picks + tuple(p for n in nearest.values() for p in n.picks)  # the nearest builds are advised too
+    facts = Facts(registry, tuple(loaded), adv.install_commands(advice), picks, nearest)
     checks = run_checks(snap, facts)
     return document(snap, facts, checks, advice)
 
 
 def host_facts(snap: HostSnapshot, registry: Registry) -> adv.HostFacts:
     """The host as the advice matches it: every distinct real GPU target, in KFD node order."""
-    targets = list(dict.fromkeys(g.target.name for g in h.host_gpus(snap, registry) if g.target))
+    gpus = h.host_gpus(snap, registry)
+    targets = list(dict.fromkeys(g.target.name for g in gpus if g.target))
     return adv.HostFacts(targets[0] if targets else None, snap.kernel, snap.amdgpu_version, snap.python,
-                         tuple(d.name for d in snap.dists), tuple(targets[1:]))
+                         tuple(d.name for d in snap.dists), tuple(targets[1:]),
+                         tuple((g.target.name, g.node) for g in gpus if g.target))
 
 
 def document(snap: HostSnapshot, facts: Facts, checks: list[Check], advice: adv.Advice) -> dict[str, Any]:
     gpus = h.host_gpus(snap, facts.registry)
+    probe = snap.probe
     return {
         "schema": SCHEMA,
         "exit_code": exit_code(checks),
@@ -78,11 +85,17 @@ def document(snap: HostSnapshot, facts: Facts, checks: list[Check], advice: adv.
             "container": snap.container,
             "amdgpu": {"loaded": snap.amdgpu_loaded, "version": snap.amdgpu_version},
             "rocm": [{"source": i.source, "version": i.version, "where": i.where} for i in snap.rocm],
+            "glibc": {"version": snap.glibc, "where": snap.glibc_where},
+            "libstdcxx": {"glibcxx": snap.glibcxx, "where": snap.glibcxx_where},
+            "cmdline": list(snap.cmdline),
+            "hip_runtimes_in_process": None if probe is None else {
+                "imported": list(probe.imported), "failed": list(probe.failed), "mapped": list(probe.maps), "where": probe.where},
             "gpus": [
-                {"node": g.node, "target": g.target.name if g.target else None, "target_id": g.target_id,
+                {"node": g.node, "index": index, "kind": h.gpu_kind(g, facts.registry),
+                 "target": g.target.name if g.target else None, "target_id": g.target_id,
                  "gfx_target_version": g.kfd_version, "product": g.product, "families": list(g.families),
                  "vram_bytes": g.vram_bytes, "pci_id": g.pci_id, "pci_slot": g.pci_slot, "render_node": g.render}
-                for g in gpus
+                for index, g in enumerate(gpus)
             ],
         },
         "checks": [c.to_json() for c in checks],
@@ -92,7 +105,7 @@ def document(snap: HostSnapshot, facts: Facts, checks: list[Check], advice: adv.
 
 def run(args: argparse.Namespace) -> int:
     sources = list(args.matrix) or ([os.environ["CAIRN_MATRIX"]] if os.environ.get("CAIRN_MATRIX") else [])
-    doc = diagnose(args.root, sources, audit=not args.no_audit)
+    doc = diagnose(args.root, sources, audit=not args.no_audit, probe=not args.no_probe)
     if args.json:
         print(json.dumps(doc, indent=2, sort_keys=False))
     else:
@@ -123,6 +136,13 @@ def show(doc: dict[str, Any], console: Console, *, verbose: bool = False) -> Non
         console.print(f"[bold]advice[/] {escape(each['summary'])}")
         for command in each["install"]:
             console.print(f"  {escape(command)}")
+        nearest = each.get("nearest")
+        if nearest:  # a target with no build: the same-generation build, its override line first
+            if nearest["override"]:
+                console.print(f"  export {escape(nearest['override'])}   [dim]# unsupported: {escape(nearest['target'])}'s code on "
+                              f"{escape(each['target'])}[/]")
+            for command in nearest["install"]:
+                console.print(f"  {escape(command)}")
     if verbose:
         for reason in advice["reasons"]:
             console.print(f"  [dim]· {escape(reason)}[/]")

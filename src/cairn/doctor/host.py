@@ -202,3 +202,84 @@ def reference_rocm(snap: HostSnapshot) -> RocmInstall | None:
 def bundles_rocm(dist: Distribution) -> bool:
     """Fat wheels (ROCm ≤ 7.2 torch) carry their own HIP runtime next to their code."""
     return any(re.search(r"/libamdhip64\.so", p) for p in dist.shared_objects)
+
+
+# -- integrated and discrete GPUs ------------------------------------------------------------------------------
+def gpu_kind(gpu: Gpu, registry: Registry) -> str:
+    """"igpu", "dgpu" (discrete and data-centre cards) or "" for a target no such family holds."""
+    if gpu.target is None:
+        return ""
+    families = set(registry.families_of(gpu.target.name))
+    if "igpu-all" in families:
+        return "igpu"
+    return "dgpu" if families & {"dgpu-all", "dcgpu-all"} else ""
+
+
+# -- glibc and libstdc++ needs of wheels ------------------------------------------------------------------------
+_LEGACY = {"manylinux1": "2.5", "manylinux2010": "2.12", "manylinux2014": "2.17"}
+_MANYLINUX = re.compile(r"^manylinux_(\d+)_(\d+)_")
+
+
+@dataclass(frozen=True)
+class WheelNeed:
+    """What a wheel's platform tags promise about the host it loads on.
+
+    ``glibc`` is the lowest glibc any of its manylinux tags admits (pip installs a wheel when one tag fits);
+    ``trusted`` is False for a wheel tagged only ``linux_*``, which claims every Linux and says nothing;
+    ``glibcxx`` the newest GLIBCXX_ version auditwheel's policy for that tag lets it use ("" when unknown)."""
+
+    glibc: str
+    tag: str
+    trusted: bool
+    glibcxx: str = ""
+    portable: bool = False  # a pure (``any``) wheel: no native code, no need
+
+
+def platform_tags(tags: tuple[str, ...]) -> list[str]:
+    """The platform parts of ``py3-none-manylinux_2_39_x86_64`` Tag lines (compressed sets split)."""
+    out: list[str] = []
+    for tag in tags:
+        parts = tag.split("-")
+        for platform in (parts[2].split(".") if len(parts) == 3 else ()):
+            if platform not in out:
+                out.append(platform)
+    return out
+
+
+def wheel_need(tags: tuple[str, ...]) -> WheelNeed | None:
+    """The host a wheel with these tags needs; None when it has no tags (not installed from a wheel)."""
+    platforms = platform_tags(tags)
+    if not platforms:
+        return None
+    if "any" in platforms:
+        return WheelNeed("", "any", True, portable=True)
+    levels: list[tuple[tuple[int, int], str]] = []
+    for platform in platforms:
+        match = _MANYLINUX.match(platform)
+        if match:
+            levels.append(((int(match[1]), int(match[2])), platform))
+        elif platform.split("_", 1)[0] in _LEGACY:
+            legacy = _LEGACY[platform.split("_", 1)[0]].split(".")
+            levels.append(((int(legacy[0]), int(legacy[1])), platform))
+    if not levels:
+        linux = next((p for p in platforms if p.startswith("linux_")), platforms[0])
+        return WheelNeed("", linux, False)
+    (glibc_major, glibc_minor), tag = min(levels)
+    return WheelNeed(f"{glibc_major}.{glibc_minor}", tag, True, policy_glibcxx(glibc_major, glibc_minor))
+
+
+def policy_glibcxx(major: int, minor: int) -> str:
+    """The newest GLIBCXX_ version auditwheel's manylinux_<major>_<minor> policy allows on x86_64 ("" unknown)."""
+    import json
+    from importlib import resources
+
+    try:
+        policies = json.loads(resources.files("auditwheel").joinpath("policy/manylinux-policy.json").read_text())
+    except (ModuleNotFoundError, OSError, ValueError):
+        return ""
+    for policy in policies:
+        names = [policy.get("name", ""), *policy.get("aliases", [])]
+        if f"manylinux_{major}_{minor}" in names:
+            versions = policy.get("symbol_versions", {}).get("x86_64", {}).get("GLIBCXX", [])
+            return max(versions, key=lambda v: tuple(int(p) for p in v.split("."))) if versions else ""
+    return ""

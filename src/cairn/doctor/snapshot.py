@@ -44,6 +44,12 @@ class HostSnapshot:
     indexes: tuple[IndexSource, ...] = ()  # the package indexes pip and uv install from, in their precedence
     libraries: tuple[LibraryCopy, ...] = ()  # every copy of the HIP runtime and amd-smi library
     payloads: tuple[DevicePayload, ...] = ()  # installed per-target device-code wheels
+    glibc: str = ""  # "2.41": the running C library (live) or the newest GLIBC_ version libc.so.6 defines
+    glibc_where: str = ""
+    glibcxx: str = ""  # "3.4.33": the newest GLIBCXX_ version the host's libstdc++.so.6 defines
+    glibcxx_where: str = ""
+    probe: ProcessProbe | None = None  # what one process importing the installed ROCm packages maps
+    cmdline: tuple[str, ...] = ()  # /proc/cmdline, one boot parameter each
 
     @property
     def gpu_nodes(self) -> tuple[KfdNode, ...]:
@@ -137,6 +143,7 @@ class Distribution:
     site: str  # site-packages directory
     requires: tuple[str, ...] = ()
     shared_objects: tuple[str, ...] = ()  # absolute paths of the .so files its RECORD lists
+    tags: tuple[str, ...] = ()  # its WHEEL file's Tag lines, e.g. cp312-cp312-manylinux_2_39_x86_64
 
 
 @dataclass(frozen=True)
@@ -181,6 +188,20 @@ class LibraryCopy:
     real: str
     where: str
     rank: int | None
+
+
+@dataclass(frozen=True)
+class ProcessProbe:
+    """One process that imported the installed ROCm packages, and the HIP runtime files it then had mapped.
+
+    ``maps`` are the distinct files of ``/proc/<pid>/maps`` whose name is a HIP runtime's (``libamdhip64*``,
+    a wheel's grafted ``libamdhip64-<hash>.so.N`` included), as host paths; ``where`` says how it was read.
+    """
+
+    imported: tuple[str, ...]
+    failed: tuple[str, ...]  # "module: error" for imports that failed
+    maps: tuple[str, ...]
+    where: str
 
 
 @dataclass(frozen=True)

@@ -14,7 +14,7 @@ from functools import cache
 from pathlib import Path
 
 from cairn.errors import ManifestError, did_you_mean
-from cairn.model.reader import Field, Reader, Table
+from cairn.model.reader import Field, Reader, Section, Table
 
 FEATURES = ("sramecc", "xnack")
 SPIRV_PROCESSOR = "amdgcnspirv"
@@ -98,6 +98,7 @@ class Registry:
     families: dict[str, tuple[str, ...]]
     generics: dict[str, Generic]
     processors: dict[str, tuple[int, tuple[str, ...]]] = field(default_factory=dict)
+    kernel_minimums: dict[str, str] = field(default_factory=dict)  # target or family name → oldest kernel release
 
     # -- names -------------------------------------------------------------
     def family_names(self) -> list[str]:
@@ -124,6 +125,12 @@ class Registry:
         """Every family holding ``target``, itself first."""
         self.target(target)
         return (target, *sorted(name for name, members in self.families.items() if target in members))
+
+    def min_kernel(self, target: str) -> tuple[str, str]:
+        """(kernel release, the target or family declaring it): the highest minimum any family holding
+        ``target`` declares; ("", "") when none does."""
+        declared = [(self.kernel_minimums[name], name) for name in self.families_of(target) if name in self.kernel_minimums]
+        return max(declared, key=lambda pair: kernel_key(pair[0])) if declared else ("", "")
 
     def target(self, name: str) -> Target:
         if name not in self.targets:
@@ -200,6 +207,12 @@ class Registry:
         return None
 
 
+def kernel_key(release: str) -> tuple[int, ...]:
+    """``6.14.4-300.fc42.x86_64`` → (6, 14, 4): the numeric head of a kernel release, for comparing."""
+    match = re.match(r"^(\d+(?:\.\d+)*)", release.strip())
+    return tuple(int(p) for p in match[1].split(".")) if match else ()
+
+
 def _features_compatible(co: TargetId, dev: TargetId) -> bool:
     device_features = dict(dev.features)
     return all(not (name in device_features and device_features[name] != on) for name, on in co.features)
@@ -207,6 +220,7 @@ def _features_compatible(co: TargetId, dev: TargetId) -> bool:
 
 # -- loading -------------------------------------------------------------------
 _FEATURES_DOC = "target features the processor supports: " + ", ".join(FEATURES)
+_MIN_KERNEL_DOC = "oldest Linux kernel release ROCm works on for it (e.g. 6.18.4); cite the source in a comment"
 TARGET = Table({
     "name": Field("string", required=True, doc="the processor name, e.g. gfx90a"),
     "products": Field("strings"),
@@ -215,6 +229,7 @@ TARGET = Table({
     "features": Field("strings", doc=_FEATURES_DOC),
     "generic": Field("string", doc="the LLVM generic target holding it"),
     "exclude_projects": Field("strings", doc="sub-projects not built for this target"),
+    "min_kernel": Field("string", doc=_MIN_KERNEL_DOC),
 })
 GENERIC = Table({
     "name": Field("string", required=True), "mach": Field("integer", required=True),
@@ -224,7 +239,8 @@ PROCESSOR = Table({
     "name": Field("string", required=True), "mach": Field("integer", required=True),
     "features": Field("strings", doc=_FEATURES_DOC), "generic": Field("string"),
 })
-FAMILY = Table({"targets": Field("strings", required=True, doc="targets of the family, each a [[target]] name")})
+FAMILY = Table({"targets": Field("strings", required=True, doc="targets of the family, each a [[target]] name"),
+                "min_kernel": Field("string", doc=_MIN_KERNEL_DOC)})
 REGISTRY = Table({
     "target": Field("tables", table=TARGET),
     "family": Field("table", table=Table(values=Field("table", table=FAMILY)), doc="family name -> its targets"),
@@ -267,10 +283,16 @@ def _build(reader: Reader) -> Registry:
     for raw in data.tables("processor"):
         processors[raw.string("name")] = (raw.integer("mach"), raw.strings("features"))
         raw.string("generic")  # not used yet, but a wrong type is as wrong here as on a [[target]]
+    minimums: dict[str, str] = {}
+    for raw in data.tables("target"):
+        if "min_kernel" in raw:
+            minimums[raw.string("name")] = _kernel_release(raw)
     families: dict[str, tuple[str, ...]] = {}
     family_table = data.table("family")
     for fam in family_table:
         raw = family_table.table(fam)
+        if "min_kernel" in raw:
+            minimums[fam] = _kernel_release(raw)
         for n, member in enumerate(raw.strings("targets")):
             if member not in targets:
                 raise ManifestError(doc.where(("family", fam, "targets", n)), f"family '{fam}' lists unknown target '{member}'", did_you_mean(member, targets, "targets"))
@@ -283,5 +305,13 @@ def _build(reader: Reader) -> Registry:
         for feature in target.features:
             if feature not in FEATURES:
                 raise ManifestError(doc.where(("target",)), f"target '{name}' has unknown feature '{feature}'", f"use {' or '.join(FEATURES)}")
-    return Registry(doc.path, targets, families, generics, processors)
+    return Registry(doc.path, targets, families, generics, processors, minimums)
+
+
+def _kernel_release(raw: Section) -> str:
+    """A table's ``min_kernel``, checked: ``major.minor[.patch]``."""
+    text = raw.string("min_kernel")
+    if not re.match(r"^\d+\.\d+(\.\d+)?$", text):
+        raise raw.fail(("min_kernel",), f"min_kernel '{text}' is not a kernel release", "write major.minor[.patch], e.g. 6.18.4")
+    return text
 

@@ -7,13 +7,15 @@ naming the paths it reads: ``gpus`` (KFD topology, DRM, PCI, the amdgpu module),
 the user and groups), ``system`` (kernel, OS, container, environment), ``packages`` (Python distributions),
 ``rocm`` (ROCm installs), ``tool_outputs`` (rocminfo, amd-smi, rocm-smi), ``device_code`` (the audit of
 installed device code), ``payloads`` (per-target device-code wheels), ``libraries`` (copies of the HIP
-runtime and amd-smi library) and ``indexes`` (the package indexes pip and uv install from); ``files`` holds the lenient file readers they share.
+runtime and amd-smi library), ``indexes`` (the package indexes pip and uv install from), ``abi`` (the host's
+glibc and libstdc++ versions) and ``probe`` (the HIP runtimes one importing process maps); ``files`` holds the lenient file readers they share.
 """
 
 from __future__ import annotations
 
 from pathlib import Path
 
+from cairn.doctor.read.abi import read_glibc, read_glibcxx
 from cairn.doctor.read.access import read_devices, read_groups, read_identity
 from cairn.doctor.read.device_code import audit_installed
 from cairn.doctor.read.files import Root
@@ -22,16 +24,18 @@ from cairn.doctor.read.indexes import read_indexes
 from cairn.doctor.read.libraries import read_library_copies
 from cairn.doctor.read.packages import python_version, read_dists, site_dirs
 from cairn.doctor.read.payloads import read_payloads
+from cairn.doctor.read.probe import read_probe
 from cairn.doctor.read.rocm import read_rocm
-from cairn.doctor.read.system import read_container, read_env, read_kernel, read_os_release
+from cairn.doctor.read.system import read_cmdline, read_container, read_env, read_kernel, read_os_release
 from cairn.doctor.read.tool_outputs import read_tools
 from cairn.doctor.snapshot import HostSnapshot
 
 __all__ = ["read_snapshot"]
 
 
-def read_snapshot(root: Path | str = "/", *, audit: bool = True) -> HostSnapshot:
-    """Everything the checks need, read from ``root``; the device-code audit runs only when a GPU exists."""
+def read_snapshot(root: Path | str = "/", *, audit: bool = True, probe: bool = True) -> HostSnapshot:
+    """Everything the checks need, read from ``root``; the device-code audit runs only when a GPU exists, the
+    import probe (``read.probe``) only on a live host and when ``probe``."""
     base = Path(root)
     live = base.resolve() == Path("/")
     r = Root(base)
@@ -43,6 +47,9 @@ def read_snapshot(root: Path | str = "/", *, audit: bool = True) -> HostSnapshot
     rocm = read_rocm(r, dists)
     has_gpu = any(n.is_gpu for n in nodes)
     env = read_env(r)
+    ld_path = env.get("LD_LIBRARY_PATH", "")
+    glibc, glibc_where = read_glibc(r, live, ld_path)
+    glibcxx, glibcxx_where = read_glibcxx(r, ld_path)
     return HostSnapshot(
         root=str(base),
         live=live,
@@ -69,4 +76,10 @@ def read_snapshot(root: Path | str = "/", *, audit: bool = True) -> HostSnapshot
         indexes=read_indexes(r, sites),
         libraries=read_library_copies(r, env.get("LD_LIBRARY_PATH", ""), dists),
         payloads=read_payloads(dists),
+        glibc=glibc,
+        glibc_where=glibc_where,
+        glibcxx=glibcxx,
+        glibcxx_where=glibcxx_where,
+        probe=read_probe(r, live, dists, probe),
+        cmdline=read_cmdline(r),
     )

@@ -6,13 +6,14 @@ one GPU. Places read, relative to the root, in the dynamic loader's order: the `
 directories (from ``proc/self/environ``), the directories ``etc/ld.so.conf`` names (with its
 ``include`` globs, ``etc/ld.so.conf.d/*.conf`` on Debian), the default directories; then places the
 loader never searches, found only through the RPATH of the libraries beside them: each ``opt/rocm*/lib``
-and the shared objects of the installed ROCm wheels. Symbolic links are followed inside the root, so
+and the shared objects of the installed ROCm wheels (a grafted ``libamdhip64-<hash>.so.N`` counts). Symbolic links are followed inside the root, so
 ``/opt/rocm`` → ``/opt/rocm-6.4.1`` or ``libamdhip64.so`` → ``libamdhip64.so.6.4.60401`` count once.
 """
 
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import Iterable
 from pathlib import Path, PurePosixPath
 
@@ -81,9 +82,14 @@ def read_library_copies(r: Root, ld_library_path: str, dists: Iterable[Distribut
             name = PurePosixPath(so).name
             shown = _shown(r, Path(so))
             for library in LIBRARIES:
-                if name.startswith(library + ".so") and shown:
+                if (name.startswith(library + ".so") or _grafted(library, name)) and shown:
                     add(library, shown, f"wheel {dist.name} {dist.version}", None)
     return tuple(found)
+
+
+def _grafted(library: str, name: str) -> bool:
+    """auditwheel-style grafted copy: ``libamdhip64-1a2b3c4d.so.7`` (hash-mangled so it cannot clash by name)."""
+    return re.match(rf"^{re.escape(library)}-[0-9a-f]{{8,}}\.so(\.\d+)*$", name) is not None
 
 
 def host_realpath(r: Root, shown: str) -> str:

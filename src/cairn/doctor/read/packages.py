@@ -3,7 +3,7 @@
 On a live host the site-packages directories are the interpreter's own; in a captured tree they are
 ``usr/lib/python3*/``, ``usr/local/lib/python3*/``, ``opt/*/lib/python3*/``, ``home/*/.local/lib/python3*/``
 and ``root/.local/lib/python3*/``. Each ``*.dist-info`` gives its METADATA headers and the shared objects
-its RECORD lists (the device-code audit reads those).
+its RECORD lists (the device-code audit reads those), and its WHEEL file the wheel's tags (the glibc check).
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ from cairn.doctor.snapshot import Distribution
 
 # frameworks whose ROCm builds the doctor checks (names only; their ROCm version comes from their metadata)
 FRAMEWORKS = ("torch", "torchvision", "torchaudio", "pytorch-triton-rocm", "triton", "jax", "jaxlib", "vllm",
-              "sglang", "sgl-kernel", "onnxruntime-rocm", "cairn-smoke", "aiter")
+              "sglang", "sgl-kernel", "onnxruntime-rocm", "cairn-smoke", "aiter", "llama-cpp-python")
 
 
 def site_dirs(r: Root, live: bool) -> list[Path]:
@@ -56,8 +56,19 @@ def read_dists(sites: Iterable[Path]) -> tuple[Distribution, ...]:
                     path = (site / rel).resolve()
                     if path.is_file():
                         shared.append(str(path))
-            out[canonical] = Distribution(canonical, version, str(site), requires, tuple(sorted(shared)))
+            out[canonical] = Distribution(canonical, version, str(site), requires, tuple(sorted(shared)),
+                                          wheel_tags(dist_info))
     return tuple(sorted(out.values(), key=lambda d: d.name))
+
+
+def wheel_tags(dist_info: Path) -> tuple[str, ...]:
+    """The ``Tag:`` lines of the wheel it was installed from (``py3-none-manylinux_2_39_x86_64``), in order."""
+    tags = []
+    for line in text_of(dist_info / "WHEEL").splitlines():
+        key, _, value = line.partition(":")
+        if key.strip() == "Tag" and value.strip():
+            tags.append(value.strip())
+    return tuple(tags)
 
 
 def rocm_relevant(name: str, version: str, requires: Iterable[str]) -> bool:

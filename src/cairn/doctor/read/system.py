@@ -1,6 +1,7 @@
 """The system around the GPU: kernel release, OS, the container the doctor runs in, and its environment.
 
-Paths read, relative to the root: ``proc/sys/kernel/osrelease``, ``etc/os-release``, ``.dockerenv``,
+Paths read, relative to the root: ``proc/sys/kernel/osrelease``, ``proc/cmdline`` (the kernel's boot
+parameters: ``nomodeset`` keeps amdgpu from driving the GPU), ``etc/os-release``, ``.dockerenv``,
 ``run/.containerenv``, ``proc/1/cgroup`` and ``proc/self/environ``.
 """
 
@@ -14,6 +15,11 @@ ENV_PREFIXES = ("HSA_", "HIP_", "ROCR_", "ROCM_", "GPU_DEVICE_ORDINAL", "AMD_", 
 
 def read_kernel(r: Root) -> str:
     return text_of(r("proc/sys/kernel/osrelease")).strip()
+
+
+def read_cmdline(r: Root) -> tuple[str, ...]:
+    """The kernel's boot parameters, one word each (``nomodeset``, ``amdgpu.modeset=0``, ``amd_iommu=off``)."""
+    return tuple(text_of(r("proc/cmdline")).split())
 
 
 def read_os_release(r: Root) -> dict[str, str]:
