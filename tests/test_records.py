@@ -67,6 +67,23 @@ def test_a_record_round_trips_to_its_writers_bytes(record: Any, tmp_path: Path) 
     assert type(record).read(tmp_path).to_json() == record.to_json()  # the tree holding it reads the same
 
 
+def test_the_meta_wheels_reports_read_back_to_the_bytes_their_writer_wrote(tmp_path: Path) -> None:
+    """The wheels stage still writes ``report.json`` itself (its code keys every wheel action); what it writes is
+    a ``WheelReport`` to the byte. (The libraries and device wheels: tests/test_device_wheels.py.)"""
+    from cairn.wheels import sdk
+
+    inputs = {"sdk_version": "7.2.4", "source_date_epoch": 1700000000, "families": ["gfx110X-dgpu"],
+              "devices": ["gfx1100", "gfx1101"]}
+    written = [(tmp_path / "meta", sdk.build_meta_wheel), (tmp_path / "target", lambda out, i: sdk.build_target_meta_wheel(
+        out, {**i, "family": "gfx110X-dgpu", "target": "gfx1100"}))]
+    for out, build in written:
+        wheel = build(out, inputs)
+        report = WheelReport.read(out)
+        assert json.dumps(report.to_json(), indent=2, sort_keys=True) + "\n" == (out / "report.json").read_text()
+        assert [w.filename for w in report.wheels] == [wheel.name] and report.sdk_version == "7.2.4"
+    assert WheelReport.read(tmp_path / "target").family == "gfx110X-dgpu" and WheelReport.read(tmp_path / "meta").family is None
+
+
 def test_the_records_keep_each_kind_of_its_keys() -> None:
     """A base image never wrote parent/rocm/kind/wheels, a built one never packages; a blocked push only why."""
     assert "packages" in BASE.to_json() and not {"parent", "rocm", "kind", "wheels"} & set(BASE.to_json())

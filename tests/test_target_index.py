@@ -234,7 +234,6 @@ def test_the_bundle_marks_what_each_index_lists(tmp_path: Path) -> None:
     from types import SimpleNamespace
 
     from cairn.model.manifest import load_manifest
-    from cairn.model.records import WheelReport
     from cairn.model.targets import load_registry
     from cairn.plan.prepare import make_plan
     from cairn.publish.run import run_bundle
@@ -255,7 +254,7 @@ def test_the_bundle_marks_what_each_index_lists(tmp_path: Path) -> None:
         (out / "wheels").mkdir(parents=True)
         moved = _move(wheel, out / "wheels")
         part = "meta-target" if "@gfx" in action_id else "libraries" if "libraries" in action_id else "meta"
-        sdk.write_report(out, [moved], WheelReport(part=part, family=family or None))
+        sdk.write_report(out, [moved], {"part": part, "family": family})  # the bundle reads it as a WheelReport
         deps[action_id] = out
         return moved
 

@@ -4,13 +4,17 @@ An image build records what it built (``image.json``: digest, layers, tags), its
 (``push.json``: the reference every gate and build container pulls), a wheel build what it wrote and what the audit
 found (``report.json``: files, platform tag, the targets a family's libraries lack). Every stage that reads one —
 the gates, the image build on a parent, the bundle, the index, ``cairn image list`` — reads it through the record
-here, never as a raw dict: the fields are declared once with the ``Table``/``Field`` of the manifest reader
+here, never as a raw dict (the wheels stage itself aside, below): the fields are declared once with the ``Table``/``Field`` of the manifest reader
 (``cairn.model.json_reader`` checks a file against them, ``cairn.model.schema`` exports each as a JSON Schema under
 ``schemas/``), and a damaged record is one ``InputError`` line naming the file and the key, not a ``KeyError`` deep
 in a runner.
 
 Each record writes itself (``write``) with exactly the keys and bytes its writer always wrote (indented, sorted
-keys), so moving the writers here changed no output tree and no action's output digest.
+keys), so moving the writers here changed no output tree and no action's output digest. The wheels stage is the
+exception: it still writes (``cairn.wheels.sdk.write_report``) and, for its index, reads ``report.json`` itself,
+because the code of ``wheels/`` is part of every wheel action's key (``cairn.digest.STAGE_CODE``) and switching it
+to the record would rebuild every wheel of a store for the same bytes; what it writes is a ``WheelReport`` to the
+byte (tests/test_records.py, tests/test_device_wheels.py).
 """
 
 from __future__ import annotations

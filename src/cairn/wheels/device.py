@@ -31,7 +31,6 @@ from pathlib import Path
 from typing import IO, Any
 
 from cairn.errors import CairnError
-from cairn.model.records import WheelReport
 from cairn.wheels import variants
 from cairn.wheels.sdk import LIBRARIES, ROOTS, FamilySplit, scratch_dir, write_report
 from cairn.wheels.wheelfile import Member, Metadata, parse_filename, write_twin, write_wheel
@@ -78,9 +77,9 @@ def build_device_wheel(out: Path, family_tree: Path, inputs: dict[str, Any], log
         variant = write_twin(wheel, out / "wheels", replace(metadata, name=variants.DISTRIBUTION), tag,
                              source_date_epoch=inputs["source_date_epoch"], label=variants.variant_label(target),
                              extra_dist_info=[*licences, Member("variant.json", data=variants.dumps(variants.variant_json(target)))])
-    write_report(out, [wheel, variant], WheelReport(part="device", family=family, target=target, sdk_version=version,
-                                                    audit=audit, from_wheel=family_wheel.name,
-                                                    platform={"tag": tag, "reason": f"as {family_wheel.name}"}))
+    write_report(out, [wheel, variant], {"part": "device", "family": family, "target": target, "sdk_version": version,
+                                "audit": audit, "from": family_wheel.name,
+                                "platform": {"tag": tag, "reason": f"as {family_wheel.name}"}})
     return wheel
 
 

@@ -33,7 +33,6 @@ from cairn import proc
 from cairn.audit.check import check_coverage
 from cairn.errors import CairnError
 from cairn.execute.runners import ActionContext
-from cairn.model.records import WheelReport
 from cairn.wheels import elf
 from cairn.wheels.sdk import LIBRARIES, ROOTS, scratch_dir, write_report
 from cairn.wheels.wheelfile import Member, Metadata, write_wheel
@@ -168,8 +167,7 @@ def run_engine_wheel(ctx: ActionContext) -> None:
     # the engine's own tools, for the family's image: linked against this wheel's libraries where pip puts them
     tools = stage_tools(built / "bin", ctx.out / "tools", library_names(built / "lib"), inputs["tools_rpath"], ctx.log) \
         if (built / "bin").is_dir() else []
-    write_report(ctx.out, [wheel], WheelReport(part="engine", tools=tuple(t.name for t in tools), project=inputs["project"],
-                                               family=ctx.action.family, targets=tuple(inputs["targets"]),
-                                               libraries=tuple(sorted(by_name)),
-                                               platform={"tag": tag.tag, "reason": tag.reason,
-                                                         "system_libraries": list(tag.external)}))
+    write_report(ctx.out, [wheel], {"part": "engine", "tools": [t.name for t in tools], "project": inputs["project"], "family": ctx.action.family,
+                                    "targets": list(inputs["targets"]), "libraries": sorted(by_name),
+                                    "platform": {"tag": tag.tag, "reason": tag.reason,
+                                                 "system_libraries": list(tag.external)}})

@@ -17,7 +17,6 @@ from typing import Any
 from cairn import proc
 from cairn.errors import CairnError, CheckFailed
 from cairn.execute.runners import ActionContext
-from cairn.model.records import WheelReport
 from cairn.wheels import elf
 from cairn.wheels.sdk import ROOTS, RUNTIME_DIR, scratch_dir, write_report
 from cairn.wheels.wheelfile import Member, Metadata, repack, write_wheel
@@ -56,7 +55,7 @@ def run_mirror(ctx: ActionContext) -> None:
         ctx.log.write(f"audit {family}: {said}\n")
     audit = {"device_binaries": len(report.device_binaries), "targets_everywhere": list(report.targets_everywhere),
              "targets_somewhere": list(report.targets_somewhere), "families": families}
-    write_report(ctx.out, [wheel], WheelReport(part="mirror", project=inputs["project"], audit=audit))
+    write_report(ctx.out, [wheel], {"part": "mirror", "project": inputs["project"], "audit": audit})
 
 
 # -- source builds -----------------------------------------------------------------------------------------
@@ -92,8 +91,8 @@ def run_source(ctx: ActionContext) -> None:
             raise CairnError(f"{ctx.action.id}: the build produced {got}, not {inputs['upstream_wheel']}")
         wheel = repack(built, ctx.out / "wheels", source_date_epoch=inputs["source_date_epoch"],
                        version=inputs["build_version"], extra_requires=tuple(inputs["requires"]))
-    write_report(ctx.out, [wheel], WheelReport(part="framework", project=inputs["project"], version=inputs["build_version"],
-                                               upstream_version=inputs["version"]))
+    write_report(ctx.out, [wheel], {"part": "framework", "project": inputs["project"], "version": inputs["build_version"],
+                                    "upstream_version": inputs["version"]})
 
 
 def _unpack(fetched: Path, dest: Path) -> Path:
@@ -167,10 +166,9 @@ def run_hip_extension(ctx: ActionContext) -> None:
                             requires_dist=tuple(inputs["requires"]), requires_python=">=3.8", license="MIT")
         wheel = write_wheel(ctx.out / "wheels", metadata, f"py3-none-{tag.tag}", members,
                             source_date_epoch=inputs["source_date_epoch"])
-    write_report(ctx.out, [wheel], WheelReport(part="hip-extension", project=inputs["project"], family=ctx.action.family,
-                                               targets=tuple(inputs["targets"]),
-                                               platform={"tag": tag.tag, "reason": tag.reason,
-                                                         "system_libraries": list(tag.external)}))
+    write_report(ctx.out, [wheel], {"part": "hip-extension", "project": inputs["project"], "family": ctx.action.family,
+                                    "targets": list(inputs["targets"]),
+                                    "platform": {"tag": tag.tag, "reason": tag.reason, "system_libraries": list(tag.external)}})
 
 
 def _gate(library: Path, targets: tuple[str, ...]) -> None:

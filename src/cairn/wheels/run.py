@@ -10,7 +10,6 @@ from __future__ import annotations
 import json
 
 from cairn.execute.runners import ActionContext
-from cairn.model.records import REPORT_FILE, WheelReport
 from cairn.wheels import closure, device, engine, frameworks, index, sdk, variants
 from cairn.wheels.wheelfile import read_metadata
 
@@ -49,8 +48,8 @@ def run_index(ctx: ActionContext) -> None:
     skipped = []
     for dep in sorted(ctx.deps):
         tree = ctx.deps[dep]
-        report = WheelReport.read(tree, f"rebuild it: cairn build --only {dep}") if (tree / REPORT_FILE).is_file() else None
-        if report is not None and report.part == "mirror" and not report.covers(family):
+        report = json.loads((tree / "report.json").read_text()) if (tree / "report.json").is_file() else {}
+        if report.get("part") == "mirror" and not report["audit"]["families"].get(family, {}).get("covered"):
             skipped.append({"action": dep, "reason": f"audit: does not cover every target of {family}"})
             continue
         wheels += sorted((tree / "wheels").glob("*.whl"))

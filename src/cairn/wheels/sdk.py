@@ -20,13 +20,12 @@ import os
 import shutil
 import tempfile
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any
 
 from cairn.digest import file_sha256, files_digest
 from cairn.errors import CairnError, CheckFailed
-from cairn.model.records import ReportWheel, WheelReport
 from cairn.wheels import elf
 from cairn.wheels.wheelfile import Member, Metadata, write_wheel
 
@@ -266,12 +265,12 @@ class FamilySplit:
                       if not any(keeps_data_file(n, device, self.registry) for n in names))
 
 
-def write_report(out: Path, wheels: list[Path], report: WheelReport) -> WheelReport:
-    """``report.json`` next to ``wheels/``: what the index stage and people read about each wheel — ``report``
-    with the name, sha256 and size of each of ``wheels``."""
-    report = replace(report, wheels=tuple(ReportWheel(w.name, file_sha256(w), w.stat().st_size) for w in wheels))
-    report.write(out)
-    return report
+def write_report(out: Path, wheels: list[Path], extra: dict[str, Any]) -> None:
+    """``report.json`` next to ``wheels/``: what the index stage and people read about each wheel."""
+
+    data = {"schema": "cairn.wheels/v1", **extra,
+            "wheels": [{"filename": w.name, "sha256": file_sha256(w), "size": w.stat().st_size} for w in wheels]}
+    (out / "report.json").write_text(json.dumps(data, indent=2, sort_keys=True) + "\n")
 
 
 def runtime_files(package: str) -> list[Path]:
@@ -309,7 +308,7 @@ def build_sdk_wheel(out: Path, part: str, tree: Path, inputs: dict[str, Any], lo
         staged = stage_part(tree, part, scratch, log, expansion_owned=expansion_owned, rpaths=rpaths, split=split)
         extra: list[Member] = []
         extra_description = ""
-        audit: dict[str, Any] | None = None
+        report: dict[str, Any] = {"part": part, "sdk_version": version}
         requires: tuple[str, ...] = (f"rocm-sdk-core=={version}",)
         if part == CORE:
             requires = ()
@@ -328,25 +327,25 @@ def build_sdk_wheel(out: Path, part: str, tree: Path, inputs: dict[str, Any], lo
             manifest = None
         else:
             assert split is not None
-            audit = split.coverage()
+            report["audit"] = split.coverage()
             libs_info = scratch / "libraries.json"
             libs_info.write_text(json.dumps({"family": family, "targets": list(targets), "version": version,
-                                             "audit": audit}, indent=2, sort_keys=True) + "\n")
+                                             "audit": report["audit"]}, indent=2, sort_keys=True) + "\n")
             staged.append(Staged(f"{ROOTS[LIBRARIES]}/share/cairn/libraries.json", libs_info, False))
             tag = tag_for(staged)
             name, summary = f"rocm-sdk-libraries-{family}", f"ROCm expansion libraries for {family} ({', '.join(targets)})"
             manifest = None
-            if audit["partial"]:
+            if report["audit"]["partial"]:
                 notes = "; ".join(f"{t}: no code in {', '.join(partial_name(m) for m in missing)}"
-                                  for t, missing in sorted(audit["partial"].items()))
+                                  for t, missing in sorted(report["audit"]["partial"].items()))
                 summary += " — partial"
                 extra_description = f"\n\nPartial coverage, as the audit of these bytes shows: {notes}."
         if manifest is not None and manifest.is_file():
             staged.append(Staged(f"{ROOTS[CORE]}/share/cairn/manifest.json", manifest.resolve(), False))
         platform = tag.tag if tag else "any"
-        report = WheelReport(part=part, sdk_version=version, audit=audit, sonames=tuple(sonames(staged)),
-                             platform={"tag": platform, "reason": tag.reason if tag else "no native code",
-                                       "system_libraries": list(tag.external) if tag else []})
+        report["platform"] = {"tag": platform, "reason": tag.reason if tag else "no native code",
+                              "system_libraries": list(tag.external) if tag else []}
+        report["sonames"] = sonames(staged)
         extra += licenses(tree, inputs.get("license_packages", {}).get(part))
         metadata = Metadata(name=name, version=version, summary=summary, requires_dist=requires,
                             requires_python=">=3.8", license="Various (see .dist-info/licenses)",
@@ -373,7 +372,7 @@ def build_meta_wheel(out: Path, inputs: dict[str, Any]) -> Path:
                         description="Install with `pip install \"rocm-sdk[device-<gfx>]\"` for one GPU target, or "
                                     "`\"rocm-sdk[<family>]\"` for every target of a family; add `devel` for headers and hipcc.")
     wheel = write_wheel(out / "wheels", metadata, "py3-none-any", [], source_date_epoch=inputs["source_date_epoch"])
-    write_report(out, [wheel], WheelReport(part="meta", sdk_version=version, extras=tuple(extras)))
+    write_report(out, [wheel], {"part": "meta", "sdk_version": version, "extras": extras})
     return wheel
 
 
@@ -405,8 +404,8 @@ def build_target_meta_wheel(out: Path, inputs: dict[str, Any]) -> Path:
                                     f"{family} that requires `rocm-sdk[{extra_name(family)}]` resolves to this wheel "
                                     f"and so to `rocm-sdk-device-{target}`.")
     wheel = write_wheel(out / "wheels", metadata, "py3-none-any", [], source_date_epoch=inputs["source_date_epoch"])
-    write_report(out, [wheel], WheelReport(part="meta-target", sdk_version=version, family=family, target=target,
-                                           extras=tuple(extras)))
+    write_report(out, [wheel], {"part": "meta-target", "sdk_version": version, "family": family, "target": target,
+                                "extras": extras})
     return wheel
 
 
