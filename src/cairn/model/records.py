@@ -161,18 +161,22 @@ def _optional(doc: JsonSection, key: str) -> str | None:
 
 
 # -- push.json ----------------------------------------------------------------------------------------------------
+_PUSHED = ("registry", "repo", "tags", "digest", "reference", "target")
 PUSH_RECORD = Table({
     "schema": Field("string", required=True, enum=(PUSH_SCHEMA,), doc=PUSH_SCHEMA),
     "image": _required("pushed: the image's recipe name; blocked: the image action's id"),
-    "blocked": _text("why no image was built (its linkage check): the push, its gates and the bundle pass it on"),
-    "registry": _text("pushed: the registry (host:port) it was pushed to"),
-    "repo": _text("pushed: the repository"),
+    "blocked": _text("why no image was built (its linkage check): the push, its gates and the bundle pass it on",
+                     nonempty=True),
+    "registry": _text("pushed: the registry (host:port) it was pushed to", nonempty=True),
+    "repo": _text("pushed: the repository", nonempty=True),
     "tags": Field("strings", doc="pushed: the tags it was pushed under"),
     "digest": _text("the sha256:… digest of the manifest the registry holds (the image's own)", pattern=_DIGEST),
-    "reference": _text("pushed: repo@digest, the reference gates and builds pull (after the registry)"),
+    "reference": _text("pushed: repo@digest, the reference gates and builds pull (after the registry)", nonempty=True),
     "target": _text("pushed: the gfx target; empty for a target-neutral image"),
-}, what="push record", doc="push.json: where an image-push action left the image, or why there was none")
-_PUSHED = ("registry", "repo", "tags", "digest", "reference", "target")
+}, what="push record", doc="push.json: where an image-push action left the image, or why there was none", json={
+    "oneOf": [  # pushed: every key of where it is; blocked: why, and none of them
+        {"required": list(_PUSHED), "not": {"required": ["blocked"]}},
+        {"required": ["blocked"], "not": {"anyOf": [{"required": [key]} for key in _PUSHED]}}]})
 
 
 @dataclass(frozen=True)
@@ -212,8 +216,6 @@ class PushRecord:
         doc.string("schema")
         blocked = doc.string("blocked")
         if "blocked" in doc:
-            if not blocked.strip():
-                raise doc.fail("blocked", "is empty", "a blocked push says why; " + fix)
             extra = next((key for key in _PUSHED if key in doc), None)
             if extra is not None:
                 raise doc.fail(extra, "is written, but the push is blocked (no image was pushed)")
@@ -221,11 +223,6 @@ class PushRecord:
         missing = next((key for key in _PUSHED if key not in doc), None)
         if missing is not None:
             raise doc.fail(missing, "is missing")
-        for key in ("registry", "repo", "reference"):
-            if not doc.string(key).strip():
-                raise doc.fail(key, "is empty")
-        if not doc.string("digest"):
-            raise doc.fail("digest", "is empty")
         return cls(image=doc.string("image"), registry=doc.string("registry"), repo=doc.string("repo"),
                    tags=doc.strings("tags"), digest=doc.string("digest"), reference=doc.string("reference"),
                    target=doc.string("target"))

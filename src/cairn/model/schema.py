@@ -56,6 +56,7 @@ def table_schema(table: Table) -> dict[str, Any]:
         out["required"] = required
     if table.one_of:
         out["minProperties"] = out["maxProperties"] = 1
+    out.update(table.json or {})
     return out
 
 
