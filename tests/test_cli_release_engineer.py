@@ -233,8 +233,11 @@ def test_image_list_shows_a_blocked_image_as_blocked(tmp_path: Path) -> None:
     built, jax = store / "trees" / "img", store / "trees" / "jax"
     built.mkdir(parents=True)
     jax.mkdir()
-    (built / "image.json").write_text(json.dumps({"name": "runtime", "target": "gfx90a", "digest": "sha256:" + "b" * 64,
-                                                  "tags": ["5.2.3-gfx90a"], "layers": [{"size": 2_000_000}]}))
+    (built / "image.json").write_text(json.dumps({
+        "schema": "cairn.image/v1", "name": "runtime", "repo": "cairn/runtime", "tags": ["5.2.3-gfx90a"], "target": "gfx90a",
+        "family": "gfx90a", "digest": "sha256:" + "b" * 64, "config_digest": "sha256:" + "c" * 64, "labels": {},
+        "layers": [{"digest": "sha256:" + "d" * 64, "diff_id": "sha256:" + "e" * 64, "size": 2_000_000,
+                    "uncompressed_size": 5_000_000}]}))
     why = "jax 0.10.0: 7 libraries its wheels link are not in the release's ROCm 5.2.3 image: libamdhip64.so.7"
     (jax / "blocked.json").write_text(json.dumps({"reason": why, "target": "gfx90a", "family": "gfx90a"}))
     sglang = "sglang 0.5.10.post1: its runtime needs torch built for ROCm, which this release cannot build"

@@ -14,6 +14,7 @@ import pytest
 
 from cairn.audit import audit_file
 from cairn.errors import CheckFailed
+from cairn.model.records import WheelReport
 from cairn.model.targets import load_registry
 from fatbin_writer import bundle_for, ccob, section, write_elf
 
@@ -43,7 +44,15 @@ def family_wheel(tmp_path: Path) -> Path:
     out.mkdir()
     sdk.build_sdk_wheel(out, sdk.LIBRARIES, tree, INPUTS, io.StringIO(), expansion_owned=sdk.expansion_paths([tree]),
                         family="gfx110X-dgpu", targets=FAMILY)
+    assert _record(out).partial() == {"gfx1101": ("lib/libccl.so.1",)}  # what the gates and the bundle read
     return out
+
+
+def _record(out: Path) -> WheelReport:
+    """The wheel's ``report.json`` as the stages read it; the record writes back the very bytes the writer wrote."""
+    report = WheelReport.read(out)
+    assert json.dumps(report.to_json(), indent=2, sort_keys=True) + "\n" == (out / "report.json").read_text()
+    return report
 
 
 def device(family_tree: Path, tmp_path: Path, target: str, family_targets: tuple[str, ...] = FAMILY) -> tuple[Path, dict]:
@@ -54,7 +63,7 @@ def device(family_tree: Path, tmp_path: Path, target: str, family_targets: tuple
     log = io.StringIO()
     wheel = build_device_wheel(out, family_tree, {**INPUTS, "family": "gfx110X-dgpu", "target": target,
                                                   "family_targets": list(family_targets)}, log)
-    return wheel, json.loads((out / "report.json").read_text())
+    return wheel, _record(out).to_json()
 
 
 def members(wheel: Path) -> dict[str, bytes]:

@@ -171,7 +171,10 @@ def test_bundle_gate_result_mutations(sample_bundle: Path) -> None:
 
 
 # -- last-build.json, gate.json and image.json of a store ----------------------------------------------------
-VALID_IMAGE = {"name": "runtime", "target": "gfx90a", "digest": "sha256:" + "a" * 64, "tags": ["t"], "layers": [{"size": 10}]}
+VALID_IMAGE = {"schema": "cairn.image/v1", "name": "runtime", "repo": "cairn/runtime", "tags": ["t"], "target": "gfx90a",
+               "family": "gfx90a", "digest": "sha256:" + "a" * 64, "config_digest": "sha256:" + "c" * 64,
+               "layers": [{"digest": "sha256:" + "d" * 64, "diff_id": "sha256:" + "e" * 64, "size": 10, "uncompressed_size": 20}],
+               "labels": {"org.opencontainers.image.version": "5.2.3"}}
 VALID_GATE = {"schema": "cairn.gate/v1", "gate": "static-coverage", "image": "runtime", "target": "gfx90a", "family": "gfx90a",
               "digest": "sha256:" + "a" * 64, "status": "passed", "reason": "", "evidence": {"files": 3}}
 VALID_BUILD = {"schema": "cairn.execute/v1", "actions": {

@@ -174,7 +174,7 @@ def test_an_image_whose_ggml_carries_only_gfx12_code_fails_the_static_gate_namin
     with open(tmp_path / "log", "w") as log:
         build_image(out=out, context=context, dockerfile=dockerfile, parent_tree=_tree(store, actions, f"image:llama-cpp@{TARGET}"),
                     parent_ref=push["reference"], epoch=1761811681, labels={}, tags=["wrong-target"],
-                    record={"name": "llama-cpp", "target": TARGET}, log=log)
+                    record={"name": "llama-cpp", "repo": "cairn/llama-cpp", "target": TARGET, "family": FAMILY}, log=log)
     # the libraries the family's SDK wheel ships without gfx1100 code are accepted as partial, as the gate action does
     report = json.loads((_tree(store, actions, f"package:rocm-sdk-libraries@{FAMILY}") / "report.json").read_text())
     partial = tuple(report.get("audit", {}).get("partial", {}).get(TARGET, ()))

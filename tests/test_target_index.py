@@ -253,7 +253,8 @@ def test_the_bundle_marks_what_each_index_lists(tmp_path: Path) -> None:
         out = tmp_path / action_id.replace(":", "_").replace("@", "_")
         (out / "wheels").mkdir(parents=True)
         moved = _move(wheel, out / "wheels")
-        sdk.write_report(out, [moved], {"part": "test", "family": family})
+        part = "meta-target" if "@gfx" in action_id else "libraries" if "libraries" in action_id else "meta"
+        sdk.write_report(out, [moved], {"part": part, "family": family})  # the bundle reads it as a WheelReport
         deps[action_id] = out
         return moved
 

@@ -7,18 +7,18 @@ volatile files it leaves, so two runs against the same archive state give the sa
 
 from __future__ import annotations
 
-import json
 import re
 import shutil
 import tarfile
 import tempfile
 from pathlib import Path
-from typing import IO, Any
+from typing import IO
 
 from cairn import proc
 from cairn.errors import CairnError
 from cairn.formats.oci import GZIP_LEVEL, Layout, image_config
 from cairn.model.image_recipes import BaseRecipe
+from cairn.model.records import ImageLayer, ImageRecord
 from cairn.sources.debian import resolve_mirror
 
 
@@ -67,7 +67,7 @@ def installed_packages(rootfs_tar: Path) -> list[str]:
 
 
 def build_base(recipe: BaseRecipe, out: Path, epoch: int, labels: dict[str, str], tag: str, log: IO[str],
-               recipe_name: str = "base", gzip_level: int = GZIP_LEVEL) -> dict[str, Any]:
+               recipe_name: str = "base", gzip_level: int = GZIP_LEVEL) -> ImageRecord:
     """Write the base image's OCI layout into ``out/oci`` and return its record (also ``out/image.json``)."""
     with tempfile.TemporaryDirectory(prefix="cairn-base-", dir=out.parent) as scratch_dir:
         scratch = Path(scratch_dir)
@@ -85,11 +85,9 @@ def build_base(recipe: BaseRecipe, out: Path, epoch: int, labels: dict[str, str]
     config = image_config(runtime, [layer], history, epoch, labels)
     manifest_digest, config_digest, _ = layout.write_image(config, [layer], labels, [tag])
     (out / "packages.txt").write_text("\n".join(packages) + "\n")
-    record = {
-        "schema": "cairn.image/v1", "name": "base", "repo": recipe.repo, "tags": [tag], "target": "", "family": "",
-        "digest": manifest_digest, "config_digest": config_digest, "layers": [layer.to_json()],
-        "labels": labels, "packages": len(packages),
-    }
-    (out / "image.json").write_text(json.dumps(record, indent=2, sort_keys=True) + "\n")
+    record = ImageRecord(name="base", repo=recipe.repo, tags=(tag,), target="", family="", digest=manifest_digest,
+                         config_digest=config_digest, layers=(ImageLayer(**layer.to_json()),), labels=labels,
+                         packages=len(packages))
+    record.write(out)
     shutil.rmtree(out / "tmp", ignore_errors=True)
     return record

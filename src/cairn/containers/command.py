@@ -52,6 +52,7 @@ def images(store: Path) -> list[dict]:
     one blocked image lists as blocked instead of stopping the listing with exit 2."""
     from cairn.containers.linkage import BLOCKED
     from cairn.model.json_reader import load_object
+    from cairn.model.records import IMAGE_FILE, ImageRecord
     from cairn.store.report import read_actions
 
     found = []
@@ -70,14 +71,8 @@ def images(store: Path) -> list[dict]:
             if info.status == "blocked":
                 found.append({"name": name, "target": target, "blocked": info.detail})
             continue
-        path = tree / "image.json"
-        record = load_object(path, "image record", f"rebuild it (cairn build --only {action_id})")
-        layers, tags = record.get("layers"), record.get("tags")
-        if not (isinstance(record.get("name"), str) and isinstance(record.get("digest"), str) and isinstance(tags, list)
-                and isinstance(layers, list) and all(isinstance(x, dict) and isinstance(x.get("size"), int) for x in layers)):
-            raise InputError(path, "not an image record (name, digest, tags, layers)", f"rebuild it (cairn build --only {action_id})")
-        record["tree"] = str(tree)
-        found.append(record)
+        record = ImageRecord.read(tree / IMAGE_FILE, f"rebuild it (cairn build --only {action_id})")
+        found.append({**record.to_json(), "tree": str(tree)})
     return found
 
 
@@ -85,6 +80,7 @@ def show_dockerfile(image: str, manifest_arg: str | None, store: Path, pipeline:
     from cairn.containers import wheels as index_wheels
     from cairn.containers.render import render_dockerfile
     from cairn.errors import CairnError
+    from cairn.model.records import PUSH_FILE, PushRecord
     from cairn.plan.prepare import load, make_plan
 
     name, _, target = image.partition("@")
@@ -108,16 +104,16 @@ def show_dockerfile(image: str, manifest_arg: str | None, store: Path, pipeline:
         return 0
     inputs = action.inputs
     parent = inputs["parent"]
-    push = store / "trees" / str(outputs.get(parent)) / "push.json"
-    parent_record = json.loads(push.read_text()) if outputs.get(parent) and push.is_file() else {}
+    push = store / "trees" / str(outputs.get(parent)) / PUSH_FILE
+    pushed = PushRecord.read(push, f"rebuild it (cairn build --only {parent})") if outputs.get(parent) and push.is_file() else None
     wheels = []
     for project in inputs["wheels"]:
         try:
             wheels.append(index_wheels.resolve(store / "trees" / str(outputs.get(inputs["index"])), family, project)[0].to_json())
         except (CairnError, OSError):
             wheels.append({"filename": f"{project} (not in {inputs['index'] or 'the index'})", "sha256": "—"})
-    text = render_dockerfile(inputs, parent_record.get("repo", "<repo of " + parent + ">"),
-                             parent_record.get("digest", "<digest of " + parent + ">"), wheels)
+    text = render_dockerfile(inputs, pushed.repo if pushed and not pushed.blocked else f"<repo of {parent}>",
+                             pushed.digest if pushed and not pushed.blocked else f"<digest of {parent}>", wheels)
     status = f"BLOCKED: {action.blocked}" if action.blocked else "not built yet in this store"
     print(f"# {status}\n" + text, end="")
     return 1

@@ -23,6 +23,7 @@ from cairn.containers import engine_store
 from cairn.digest import tree_entries
 from cairn.errors import ActionFailed, InputError
 from cairn.formats.oci import Layer, Layout, image_config
+from cairn.model.records import ImageLayer, ImageRecord
 from cairn.names import inside, safe_relpath
 from cairn.services import docker_client, registry_address
 
@@ -155,18 +156,21 @@ def normalize_saved(config: Mapping[str, Any], layer_tars: Sequence[Path | None]
 
 def parent_layers(parent_tree: Path) -> dict[str, tuple[Layer, Path]]:
     """DiffID → (layer, blob path) for every layer of the parent image's layout in the store."""
-    record = json.loads((parent_tree / "image.json").read_text())
+    record = ImageRecord.read(parent_tree)
     found = {}
-    for item in record["layers"]:
-        layer = Layer(item["digest"], item["diff_id"], item["size"], item["uncompressed_size"])
+    for item in record.layers:
+        layer = Layer(item.digest, item.diff_id, item.size, item.uncompressed_size)
         found[layer.diff_id] = (layer, parent_tree / "oci" / "blobs" / "sha256" / layer.digest.split(":", 1)[1])
     return found
 
 
 def build_image(*, out: Path, context: Path, dockerfile: str, parent_tree: Path, parent_ref: str, epoch: int,
-                labels: Mapping[str, str], tags: list[str], record: dict[str, Any], log: IO[str],
-                layer_cache: Path | None = None) -> dict[str, Any]:
-    """Build ``context`` with ``dockerfile`` FROM ``parent_ref``; write ``out/oci`` + ``out/image.json``."""
+                labels: Mapping[str, str], tags: list[str], record: Mapping[str, Any], log: IO[str],
+                layer_cache: Path | None = None) -> ImageRecord:
+    """Build ``context`` with ``dockerfile`` FROM ``parent_ref``; write ``out/oci`` + ``out/image.json``.
+
+    ``record``: what the plan knows of the image before it is built — ``name``, ``repo``, ``target``, ``family``,
+    and for a release image ``rocm``, ``kind`` and its pinned ``wheels`` (``ImageRecord`` keys)."""
     from cairn.services.registry_push import ensure_in_registry
 
     client = docker_client()
@@ -193,8 +197,10 @@ def build_image(*, out: Path, context: Path, dockerfile: str, parent_tree: Path,
         client.api.remove_image(local_tag, force=True, noprune=True)
         remove_created(client, created, log)
     manifest_digest, config_digest, _ = layout.write_image(oci_config, layers, labels, tags)
-    record = {**record, "schema": "cairn.image/v1", "tags": tags, "digest": manifest_digest,
-              "config_digest": config_digest, "layers": [x.to_json() for x in layers], "labels": dict(labels),
-              "parent": parent_ref}
-    (out / "image.json").write_text(json.dumps(record, indent=2, sort_keys=True) + "\n")
-    return record
+    wheels = record.get("wheels")
+    built = ImageRecord(name=record["name"], repo=record.get("repo", ""), tags=tuple(tags), target=record.get("target", ""),
+                        family=record.get("family", ""), digest=manifest_digest, config_digest=config_digest,
+                        layers=tuple(ImageLayer(**x.to_json()) for x in layers), labels=dict(labels), parent=parent_ref,
+                        rocm=record.get("rocm"), kind=record.get("kind"), wheels=None if wheels is None else tuple(wheels))
+    built.write(out)
+    return built

@@ -7,7 +7,6 @@ failed) is not built: its output records why, and its push passes that on to the
 
 from __future__ import annotations
 
-import json
 import shutil
 from pathlib import Path
 from typing import Any
@@ -23,6 +22,7 @@ from cairn.errors import CairnError
 from cairn.execute.runners import ActionContext
 from cairn.formats.oci import GZIP_LEVEL
 from cairn.model.image_recipes import BaseRecipe
+from cairn.model.records import PushRecord
 from cairn.services import registry_address
 from cairn.services import registry_push as publish
 from cairn.services.engine import START_HINT
@@ -38,16 +38,15 @@ def run_base(ctx: ActionContext) -> None:
 
 
 def run_push(ctx: ActionContext) -> None:
-    blocked = image_blocked(ctx.deps[ctx.action.deps[0]])
+    (image,) = ctx.action.deps  # a push depends on the one image it pushes
+    blocked = image_blocked(ctx.deps[image])
     if blocked:  # nothing was built: the push records why, and the gates and the bundle pass it on
-        record = {"schema": "cairn.push/v1", "blocked": blocked, "image": ctx.action.deps[0]}
-        (ctx.out / "push.json").write_text(json.dumps(record, indent=2, sort_keys=True) + "\n")
+        PushRecord.of_blocked(image, blocked).write(ctx.out)
         return
     registry, _ = registry_address()
     if not registry:
         raise CairnError(f"no registry to push to — {START_HINT}")
-    record = publish.push(ctx.deps[ctx.action.deps[0]], registry, ctx.log)
-    (ctx.out / "push.json").write_text(json.dumps(record, indent=2, sort_keys=True) + "\n")
+    publish.push(ctx.deps[image], registry, ctx.log).write(ctx.out)
 
 
 def run_image(ctx: ActionContext) -> None:
@@ -58,7 +57,7 @@ def run_image(ctx: ActionContext) -> None:
         ctx.log.write(f"not built: {reason}\n")
         write_blocked(ctx.out, {"reason": reason, "target": inputs["target"], "family": inputs["family"]})
         return
-    parent_push = json.loads((ctx.deps[inputs["parent"]] / "push.json").read_text())
+    parent_push = PushRecord.read(ctx.deps[inputs["parent"]], f"rebuild it: cairn build --only {inputs['parent']}")
     context_dir = Path(str(ctx.out) + ".context")
     try:
         rootfs = context_dir / "rootfs"
@@ -86,10 +85,10 @@ def run_image(ctx: ActionContext) -> None:
             pinned = index_wheels.stage(ctx.deps[inputs["index"]], inputs["family"], inputs["wheels"], context_dir / "wheels")
             ctx.log.write("wheels: " + ", ".join(f"{w.filename} sha256:{w.sha256}" for w in pinned) + "\n")
         recipe = inputs["recipe"]
-        dockerfile = render_dockerfile(inputs, parent_push["repo"], parent_push["digest"], [w.to_json() for w in pinned])
+        dockerfile = render_dockerfile(inputs, parent_push.repo, parent_push.digest, [w.to_json() for w in pinned])
         engine_image.build_image(
             out=ctx.out, context=context_dir, dockerfile=dockerfile, parent_tree=ctx.deps[inputs["parent_image"]],
-            parent_ref=parent_push["reference"], epoch=inputs["epoch"], labels=inputs["labels"], tags=inputs["tags"],
+            parent_ref=parent_push.reference, epoch=inputs["epoch"], labels=inputs["labels"], tags=inputs["tags"],
             record={"name": recipe["name"], "repo": recipe["repo"], "target": inputs["target"],
                     "family": inputs["family"], "rocm": inputs["rocm"], "kind": recipe["kind"],
                     "wheels": [w.to_json() for w in pinned]},

@@ -19,6 +19,7 @@ from cairn import proc
 from cairn.audit.check import check_coverage
 from cairn.errors import CairnError
 from cairn.execute.compiler_cache import CompilerCache
+from cairn.model.records import PushRecord
 from cairn.plan.graph import Action
 from cairn.sources.fetch import fetch
 
@@ -122,9 +123,9 @@ def run_hip(ctx: ActionContext) -> None:
     if isinstance(toolchain, dict):
         from cairn.plan.toolchain import DEVICE_LIBS_IN_IMAGE
 
-        pushed = json.loads((ctx.deps[toolchain["push"]] / "push.json").read_text())
+        pushed = _toolchain_push(ctx, toolchain)
         image = _toolchain_image(ctx, toolchain)
-        toolchain = f"{pushed['repo']}@{pushed['digest']}"
+        toolchain = f"{pushed.repo}@{pushed.digest}"
         hip.compile_hip_in_image(sources_tree, [s.name for s in sources], targets, library, image=image,
                                  device_lib_path=DEVICE_LIBS_IN_IMAGE, log=ctx.log, compiler_cache=ctx.compiler_cache)
     else:
@@ -169,12 +170,20 @@ def _toolchain_image(ctx: ActionContext, toolchain: Mapping[str, str]) -> str:
     from cairn.services import registry_address
     from cairn.services.registry_push import ensure_in_registry
 
-    pushed = json.loads((ctx.deps[toolchain["push"]] / "push.json").read_text())
+    pushed = _toolchain_push(ctx, toolchain)
     registry, _ = registry_address()
     if not registry:
         raise CairnError(f"{ctx.action.id}: no registry to pull the build image from — run: cairn services start")
     ensure_in_registry(ctx.deps[toolchain["image"]], registry, ctx.log)  # a cached push may be another host's
-    return f"{registry}/{pushed['reference']}"
+    return f"{registry}/{pushed.reference}"
+
+
+def _toolchain_push(ctx: ActionContext, toolchain: Mapping[str, str]) -> PushRecord:
+    """The build image's ``push.json``: where the registry holds it (a blocked build image builds nothing)."""
+    pushed = PushRecord.read(ctx.deps[toolchain["push"]], f"rebuild it: cairn build --only {toolchain['push']}")
+    if pushed.blocked:
+        raise CairnError(f"{ctx.action.id}: the build image was not built ({pushed.blocked})")
+    return pushed
 
 
 def run_assemble(ctx: ActionContext) -> None:

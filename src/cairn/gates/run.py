@@ -11,12 +11,14 @@ import json
 from pathlib import Path
 from typing import Any
 
-from cairn.errors import CheckFailed
+from cairn.errors import CairnError, CheckFailed
 from cairn.execute.runners import ActionContext
 from cairn.gates.container import container_gate, host_has_gpu
 from cairn.gates.static import static_gate
 from cairn.gates.summary import BLOCKED_PREFIX
 from cairn.model.gate_result import GateResult
+from cairn.model.records import PushRecord, WheelReport
+from cairn.plan.ids import parse_action_id
 
 
 def run_tiny_model(ctx: ActionContext) -> None:
@@ -30,14 +32,24 @@ def run_tiny_model(ctx: ActionContext) -> None:
     vocab.unlink()  # the models carry the vocab; the artifact is the models and their references
 
 
+def _dependency(ctx: ActionContext, kind: str) -> str:
+    """The id of the one dependency of ``kind`` (``image``, ``push``, ``package``): a gate finds its inputs by
+    what they are, not by where the plan happened to list them."""
+    found = [dep for dep in ctx.action.deps if parse_action_id(dep).kind == kind]
+    if len(found) != 1:
+        raise CairnError(f"{ctx.action.id}: expected one {kind}:… dependency, found {len(found)} — a Cairn bug in the gate's plan")
+    return found[0]
+
+
 def run_gate(ctx: ActionContext) -> None:
     inputs = ctx.action.inputs
-    image_tree = ctx.deps[ctx.action.deps[0]]
-    push = json.loads((ctx.deps[ctx.action.deps[1]] / "push.json").read_text())
+    image_tree = ctx.deps[_dependency(ctx, "image")]
+    pushed = _dependency(ctx, "push")
+    push = PushRecord.read(ctx.deps[pushed], f"rebuild it: cairn build --only {pushed}")
     gate = inputs["gate"]
-    if push.get("blocked"):  # the image was not built (cairn.containers.linkage): no gate can run, say why
+    if push.blocked:  # the image was not built (cairn.containers.linkage): no gate can run, say why
         result = GateResult(gate, inputs["image"], inputs["target"], inputs["family"], "", "not-run",
-                            f"{BLOCKED_PREFIX}{push['blocked']}", {})
+                            f"{BLOCKED_PREFIX}{push.blocked}", {})
         ctx.log.write(json.dumps(result.to_json(), indent=1, sort_keys=True) + "\n")
         result.write(ctx.out)
         return
@@ -48,17 +60,17 @@ def run_gate(ctx: ActionContext) -> None:
     else:
         if gate != "gpu" or host_has_gpu():
             _ensure_pushed(image_tree, ctx.log)
-        status, reason, evidence = container_gate(push["reference"], inputs["commands"], gpu=gate == "gpu", log=ctx.log)
+        status, reason, evidence = container_gate(push.reference, inputs["commands"], gpu=gate == "gpu", log=ctx.log)
         if status == "passed" and inputs.get("engine_inputs"):
             from cairn.gates.llama import llama_gate
 
-            status, reason, engine = llama_gate(push["reference"], ctx.deps[inputs["engine_inputs"]], gpu=gate == "gpu",
+            status, reason, engine = llama_gate(push.reference, ctx.deps[inputs["engine_inputs"]], gpu=gate == "gpu",
                                                 log=ctx.log)
             evidence = {**evidence, "engine": engine}
-    result = GateResult(gate, inputs["image"], inputs["target"], inputs["family"], push["digest"], status, reason, evidence)
+    result = GateResult(gate, inputs["image"], inputs["target"], inputs["family"], push.digest, status, reason, evidence)
     ctx.log.write(json.dumps(result.to_json(), indent=1, sort_keys=True) + "\n")
     if status == "failed":
-        raise CheckFailed(f"{gate} gate failed for {inputs['image']}@{inputs['target']} ({push['digest'][:19]}): {reason}")
+        raise CheckFailed(f"{gate} gate failed for {inputs['image']}@{inputs['target']} ({push.digest[:19]}): {reason}")
     result.write(ctx.out)
 
 
@@ -79,8 +91,7 @@ def _known_partial(ctx: ActionContext, target: str) -> tuple[str, ...]:
     libraries = next((d for d in ctx.action.deps if d.startswith("package:rocm-sdk-libraries@")), None)
     if libraries is None:
         return ()
-    report = json.loads((ctx.deps[libraries] / "report.json").read_text())
-    return tuple(report.get("audit", {}).get("partial", {}).get(target, ()))
+    return WheelReport.read(ctx.deps[libraries], f"rebuild it: cairn build --only {libraries}").partial().get(target, ())
 
 
 # the action kinds this stage adds, and what runs each (declared in cairn.stages)

@@ -63,7 +63,7 @@ def load(path: Path, what: str, fix: str) -> Any:
 
 
 def load_object(path: Path, what: str, fix: str) -> dict[str, Any]:
-    """The JSON object in ``path`` (``image.json``, ``push.json``): one line when it is anything else."""
+    """The JSON object in ``path`` (a blocked image's ``blocked.json``): one line when it is anything else."""
     data = load(path, what, fix)
     if not isinstance(data, dict):
         raise InputError(path, f"the {what} is {kind_of(data)}, not an object", fix)

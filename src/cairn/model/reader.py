@@ -62,7 +62,8 @@ class Table:
 
     ``what`` names the table in messages (``unknown key 'x' in [release]``); without it a message says
     ``unknown key 'x'``. ``one_of``: exactly one of the declared keys is written (``source.git`` or
-    ``source.pypi``, never both).
+    ``source.pypi``, never both). ``json``: what the schema adds about the table as a whole that its keys alone
+    cannot say (which keys go together), checked by the loader in its own way.
     """
 
     fields: Mapping[str, Field] = field(default_factory=dict)
@@ -70,6 +71,7 @@ class Table:
     doc: str = ""
     values: Field | None = None
     one_of: bool = False
+    json: Mapping[str, Any] | None = None
 
     def allowed(self, value: Mapping[str, Any]) -> set[str]:
         return set(value) if self.values is not None else set(self.fields)

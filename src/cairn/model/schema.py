@@ -1,10 +1,12 @@
-"""JSON Schemas (draft 2020-12) of every input file kind, generated from the tables its loader declares.
+"""JSON Schemas (draft 2020-12) of every input file kind and of the records stages hand each other, generated
+from the tables their readers declare.
 
 The loaders read their files through ``cairn.model.reader`` against ``Table`` declarations; this module
 turns the same declarations into schemas an editor can check a manifest or recipe with while it is being
 written (taplo / Even Better TOML read ``.taplo.toml`` at the repository root). A schema checks keys and
 types; what needs more — a pinned commit, a known gfx family, a PEP 440 version — only ``cairn check`` and
-the loaders can tell.
+the loaders can tell. The records one stage writes for the next (``image.json``, ``push.json``, a wheel's
+``report.json``: ``cairn.model.records``) get a schema each too, for whoever reads a store tree without cairn.
 
 ``python -m cairn.model.schema`` rewrites ``schemas/*.schema.json``; ``--check`` fails when one is stale.
 """
@@ -23,14 +25,15 @@ DRAFT = "https://json-schema.org/draft/2020-12/schema"
 
 
 def kinds() -> dict[str, Table]:
-    """Each input file kind and the declaration of its whole file."""
+    """Each input file kind and stage record, and the declaration of its whole file."""
     from cairn.model.image_recipes import IMAGE_FILE, ROOTFS_FILE
     from cairn.model.manifest import MANIFEST
+    from cairn.model.records import RECORDS
     from cairn.model.targets import REGISTRY
     from cairn.model.wheel_recipes import RECIPE
 
     return {"release-manifest": MANIFEST, "targets": REGISTRY, "wheel-recipe": RECIPE,
-            "container-recipe": IMAGE_FILE, "rootfs-recipe": ROOTFS_FILE}
+            "container-recipe": IMAGE_FILE, "rootfs-recipe": ROOTFS_FILE, **RECORDS}
 
 
 def schema(kind: str) -> dict[str, Any]:
@@ -53,6 +56,7 @@ def table_schema(table: Table) -> dict[str, Any]:
         out["required"] = required
     if table.one_of:
         out["minProperties"] = out["maxProperties"] = 1
+    out.update(table.json or {})
     return out
 
 

@@ -18,6 +18,7 @@ from cairn.digest import file_sha256
 from cairn.execute.runners import ActionContext
 from cairn.matrix.bundle import write_bundle_json
 from cairn.model.gate_result import GateResult
+from cairn.model.records import REPORT_FILE, PushRecord, WheelReport
 from cairn.plan.ids import parse_action_id
 from cairn.publish.plan import ACTION_ID
 from cairn.wheels.sdk import partial_name
@@ -52,17 +53,17 @@ def run_bundle(ctx: ActionContext) -> None:
         if ref.kind != "push" or not ref.where:
             continue
         name, target = ref.name, ref.where
-        push = json.loads((ctx.deps[dep] / "push.json").read_text())
-        if push.get("blocked"):  # no image was built; its gates say why (not-run: image blocked: …)
+        push = PushRecord.read(ctx.deps[dep], f"rebuild it: cairn build --only {dep}")
+        if push.blocked:  # no image was built; its gates say why (not-run: image blocked: …)
             continue
-        tag = push["tags"][0] if push.get("tags") else ""
-        reference = f"{push['registry']}/{push['repo']}" + (f":{tag}" if tag else "")
-        images.setdefault(target, []).append({"reference": reference, "digest": push["digest"], "image": name})
+        tag = push.tags[0] if push.tags else ""
+        reference = f"{push.registry}/{push.repo}" + (f":{tag}" if tag else "")
+        images.setdefault(target, []).append({"reference": reference, "digest": push.digest, "image": name})
         dockerfile = ctx.deps.get(f"image:{name}@{target}", Path("/nonexistent")) / "Dockerfile"
         if dockerfile.is_file():
             path = f"dockerfiles/{target}/{name}/Dockerfile"
             _link(dockerfile, out / "files" / path)
-            artifacts.append({"path": path, "kind": "dockerfile", "family": push.get("target", ""), "cells": [target],
+            artifacts.append({"path": path, "kind": "dockerfile", "family": push.target, "cells": [target],
                               "content_type": "text/plain; charset=utf-8", "recipe": f"recipes/containers/{name}.toml"})
     artifacts += _source_mirror(ctx, out)
     _write_gates(ctx, out / "gates", images)
@@ -103,9 +104,10 @@ def _target_metas(ctx: ActionContext, family: str, targets: list[str], out: Path
     """``rocm-sdk <release>+<gfx>`` of each target that has one, for that target's own index alone."""
     found = []
     for target in targets:
-        tree = ctx.deps.get(f"package:rocm-sdk@{target}")
+        meta = f"package:rocm-sdk@{target}"
+        tree = ctx.deps.get(meta)
         # a target of two of the release's families has its own index for the first of them only
-        if tree is None or json.loads((tree / "report.json").read_text()).get("family") != family:
+        if tree is None or WheelReport.read(tree, f"rebuild it: cairn build --only {meta}").family != family:
             continue
         for wheel in sorted((tree / "wheels").glob("*.whl")):
             _link(wheel, out / "files" / "wheels" / family / wheel.name)
@@ -133,11 +135,12 @@ def _source_mirror(ctx: ActionContext, out: Path) -> list[dict[str, Any]]:
 def _partial(ctx: ActionContext, family: str) -> dict[str, list[str]]:
     """Target → the expansion libraries the family's libraries wheel ships without that target's code, as
     the wheel's own audit recorded them (a cell with any is *partial*: shown, never called complete)."""
-    tree = ctx.deps.get(f"package:rocm-sdk-libraries@{family}")
-    if tree is None or not (tree / "report.json").is_file():
+    libraries = f"package:rocm-sdk-libraries@{family}"
+    tree = ctx.deps.get(libraries)
+    if tree is None or not (tree / REPORT_FILE).is_file():
         return {}
-    audit = json.loads((tree / "report.json").read_text()).get("audit", {})
-    return {t: sorted(partial_name(p) for p in paths) for t, paths in sorted(audit.get("partial", {}).items())}
+    partial = WheelReport.read(tree, f"rebuild it: cairn build --only {libraries}").partial()
+    return {t: sorted(partial_name(p) for p in paths) for t, paths in sorted(partial.items())}
 
 
 def _wheel_recipes(ctx: ActionContext) -> dict[str, str]:

@@ -13,27 +13,27 @@ store when it does not — the same bytes, so the same digest, and nothing downs
 from __future__ import annotations
 
 import hashlib
-import json
 from pathlib import Path
-from typing import IO, Any
+from typing import IO
 
 from cairn import proc
 from cairn.errors import ActionFailed
+from cairn.model.records import ImageRecord, PushRecord
 
 
 def ensure_in_registry(image_tree: Path, registry: str, log: IO[str]) -> None:
     """Make the image of ``image_tree`` (an ``image-build``/``image-base`` output) usable by digest from
     ``registry``: nothing to do when the Docker Engine already holds it (a build ``FROM`` it, a container or a
     ``docker run`` uses the engine's copy) or the registry does; else it is pushed again from the store."""
-    record = json.loads((image_tree / "image.json").read_text())
-    reference = f"{registry}/{record['repo']}@{record['digest']}"
+    record = ImageRecord.read(image_tree)
+    reference = f"{registry}/{record.repo}@{record.digest}"
     if _engine_holds(reference):
         return
     skopeo = proc.require_tool("skopeo", "skopeo")
     if proc.run([skopeo, "inspect", "--raw", "--tls-verify=false", f"docker://{reference}"], log=log,
                 check=False).returncode == 0:
         return
-    log.write(f"{registry} does not hold {record['repo']}@{record['digest']}: pushing it again from the store\n")
+    log.write(f"{registry} does not hold {record.repo}@{record.digest}: pushing it again from the store\n")
     push(image_tree, registry, log)
 
 
@@ -49,16 +49,17 @@ def _engine_holds(reference: str) -> bool:
         return False
 
 
-def push(image_tree: Path, registry: str, log: IO[str]) -> dict[str, Any]:
-    record = json.loads((image_tree / "image.json").read_text())
+def push(image_tree: Path, registry: str, log: IO[str]) -> PushRecord:
+    """Push the image of ``image_tree`` to ``registry`` by digest; its ``push.json`` record (not yet written)."""
+    record = ImageRecord.read(image_tree)
     skopeo = proc.require_tool("skopeo", "skopeo")
-    repo, digest = record["repo"], record["digest"]
-    for tag in record["tags"]:
+    repo, digest = record.repo, record.digest
+    for tag in record.tags:
         proc.run([skopeo, "copy", "--quiet", "--preserve-digests", "--dest-tls-verify=false",
                   f"oci:{image_tree / 'oci'}:{tag}", f"docker://{registry}/{repo}:{tag}"], log=log, timeout=1800)
     raw = proc.run([skopeo, "inspect", "--raw", "--tls-verify=false", f"docker://{registry}/{repo}@{digest}"], log=log)
     got = "sha256:" + hashlib.sha256(raw.stdout.encode()).hexdigest()
     if got != digest:
         raise ActionFailed(f"registry {registry} holds {repo}@{got}, not the built {digest} — the registry rewrote the manifest")
-    return {"schema": "cairn.push/v1", "registry": registry, "repo": repo, "tags": record["tags"], "digest": digest,
-            "reference": f"{repo}@{digest}", "image": record.get("name"), "target": record.get("target", "")}
+    return PushRecord(image=record.name, registry=registry, repo=repo, tags=record.tags, digest=digest,
+                      reference=f"{repo}@{digest}", target=record.target)
