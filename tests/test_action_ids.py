@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from cairn.plan.ids import ActionRef, action_id, parse_action_id
+from cairn.plan.ids import ActionRef, GateRef, action_id, gate_action_id, parse_action_id, parse_gate_id
 
 SRC = Path(__file__).resolve().parents[1] / "src" / "cairn"
 
@@ -28,6 +28,23 @@ def test_text_that_is_no_id_is_refused() -> None:
     for text in ("", "runtime", ":x", "image:"):
         with pytest.raises(ValueError, match="not an action id"):
             parse_action_id(text)
+
+
+def test_a_gate_id_reads_back_into_gate_image_and_target() -> None:
+    ref = parse_gate_id("gate:static-coverage:llama-cpp@gfx1151")
+    assert ref == GateRef("static-coverage", "llama-cpp", "gfx1151")
+    assert str(ref) == gate_action_id("static-coverage", "llama-cpp", "gfx1151") == "gate:static-coverage:llama-cpp@gfx1151"
+    for text in ("image:runtime@gfx1100", "gate:static-coverage@gfx1100", "gate:gpu:runtime"):
+        with pytest.raises(ValueError, match="not a gate action id"):
+            parse_gate_id(text)
+
+
+def test_no_stage_splits_a_gate_name_itself() -> None:
+    """A gate's name is ``<gate>:<image>``; only ``parse_gate_id`` takes it apart."""
+    offenders = [f"{path.relative_to(SRC)}:{n}: {line.strip()}" for path in sorted(SRC.rglob("*.py"))
+                 for n, line in enumerate(path.read_text().splitlines(), 1)
+                 if re.search(r'\.name\.(?:r?split|r?partition)\(":"', line) and path.name != "ids.py"]
+    assert not offenders, "\n".join(offenders)
 
 
 def test_no_stage_splits_an_action_id_itself() -> None:

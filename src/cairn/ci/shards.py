@@ -170,7 +170,7 @@ def _family_of(action: Action, families: tuple[str, ...], stage: Mapping[str, st
     if action.family:
         return action.family
     ref = parse_action_id(action.id)
-    suffix = ref.where or ref.name.rsplit(":", 1)[-1]
+    suffix = ref.where or ref.name  # index:gfx1151 names its family; fetch:deb:… never does
     if suffix in families:
         return suffix
     inherited = {known[d] for d in action.deps if stage[d] == stage[action.id]}

@@ -16,7 +16,7 @@ from typing import Any
 from cairn import digest
 from cairn.plan.context import StageContext
 from cairn.plan.graph import Action
-from cairn.plan.ids import action_id, parse_action_id
+from cairn.plan.ids import action_id, gate_action_id, parse_action_id
 
 LAYOUT_VERSION = 1
 # the commands each image's scripts answer to (see cairn/containers/scripts)
@@ -62,7 +62,7 @@ def extend_plan(context: StageContext) -> None:
             if name in ENGINE_IMAGES and gate in ("in-container", "gpu"):
                 inputs["engine_inputs"] = ENGINE_IMAGES[name]
                 deps = (*deps, _tiny_model(context))
-            gate_id = action_id("gate", f"{gate}:{name}", target)
+            gate_id = gate_action_id(gate, name, target)
             context.actions[gate_id] = Action(id=gate_id, kind="gate", inputs=inputs, deps=deps, family=image.family)
 
 

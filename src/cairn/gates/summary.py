@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from cairn.model.gate_result import GateResult
-from cairn.plan.ids import parse_action_id
+from cairn.plan.ids import parse_action_id, parse_gate_id
 from cairn.store.report import read_actions
 
 BLOCKED_PREFIX = "image blocked: "  # the reason of every gate of an image the linkage check blocked
@@ -34,11 +34,10 @@ class Row:
 def collect(store: Path) -> list[Row]:
     rows = []
     for action_id, info in sorted(read_actions(store).items()):
-        ref = parse_action_id(action_id)
-        if ref.kind != "gate":
+        if parse_action_id(action_id).kind != "gate":
             continue
-        gate, _, image = ref.name.partition(":")  # a gate's name is <gate>:<image>
-        target = ref.where
+        ref = parse_gate_id(action_id)
+        gate, image, target = ref.gate, ref.image, ref.target
         family = ""
         if info.output:
             result = GateResult.read(store / "trees" / info.output / "gate.json")

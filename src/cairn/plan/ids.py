@@ -25,6 +25,31 @@ def action_id(kind: str, name: str, where: str = "") -> str:
     return f"{kind}:{name}@{where}" if where else f"{kind}:{name}"
 
 
+@dataclass(frozen=True)
+class GateRef:
+    """What a gate action's id names: ``gate:<gate>:<image>@<target>``."""
+
+    gate: str  # static-coverage, in-container, gpu, …
+    image: str  # the image the gate judges: runtime, smoke, llama-cpp, …
+    target: str  # the gfx target
+
+    def __str__(self) -> str:
+        return gate_action_id(self.gate, self.image, self.target)
+
+
+def gate_action_id(gate: str, image: str, target: str) -> str:
+    return action_id("gate", f"{gate}:{image}", target)
+
+
+def parse_gate_id(text: str) -> GateRef:
+    """The gate, image and target of a gate action's id; ValueError for any other id."""
+    ref = parse_action_id(text)
+    gate, sep, image = ref.name.partition(":")
+    if ref.kind != "gate" or not sep or not gate or not image or not ref.where:
+        raise ValueError(f"not a gate action id: {text!r} (a gate's id is gate:GATE:IMAGE@TARGET)")
+    return GateRef(gate, image, ref.where)
+
+
 def parse_action_id(text: str) -> ActionRef:
     """The parts of an id; ValueError for text that is not one (no kind)."""
     kind, sep, rest = text.partition(":")

@@ -19,7 +19,7 @@ from cairn.execute.runners import ActionContext
 from cairn.matrix.bundle import write_bundle_json
 from cairn.model.gate_result import GateResult
 from cairn.model.records import REPORT_FILE, PushRecord, WheelReport
-from cairn.plan.ids import parse_action_id
+from cairn.plan.ids import parse_action_id, parse_gate_id
 from cairn.publish.plan import ACTION_ID
 from cairn.wheels.sdk import partial_name
 
@@ -162,9 +162,8 @@ def _write_gates(ctx: ActionContext, gates_dir: Path, images: dict[str, list[dic
     required = sorted({g for gs in inputs["release"]["required_gates"].values() for g in gs})
     seen: set[tuple[str, str, str]] = set()  # gate, target, framework
     for gate_id in inputs["planned_gates"]:
-        ref = parse_action_id(gate_id)
-        gate, image = ref.name.split(":", 1)  # a gate's name is <gate>:<image>
-        target = ref.where
+        ref = parse_gate_id(gate_id)
+        gate, image, target = ref.gate, ref.image, ref.target
         seen.add((gate, target, frameworks.get(image, "")))
         tree = ctx.deps.get(gate_id)
         if tree is not None and (tree / "gate.json").is_file():
