@@ -60,8 +60,9 @@ def host_root() -> Path:
 
 
 def _rocminfo_text(root: Path) -> str:
-    """``rocminfo``'s output: a captured ``rocminfo.txt`` in a stand-in root, else the tool on PATH ("" if none)."""
-    captured = root / "rocminfo.txt"
+    """``rocminfo``'s output: captured in a host tree (``.cairn-doctor/rocminfo.txt``, as ``cairn doctor --root``
+    reads it), else the tool on PATH run now ("" when there is none)."""
+    captured = root / ".cairn-doctor" / "rocminfo.txt"
     if root != Path("/") and captured.is_file():
         return captured.read_text(errors="replace")
     tool = shutil.which("rocminfo")
