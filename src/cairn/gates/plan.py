@@ -27,9 +27,10 @@ SDK_TEST = ["python3", "-m", "rocm_sdk", "test"]
 IN_CONTAINER = {"runtime": [["cairn-check"], SDK_TEST],
                 "smoke": [["cairn-check"], SDK_TEST, ["python3", "-m", "cairn_smoke"], ["cairn-smoke", "--cpu"]],
                 "jax": [["cairn-check"], ["cairn-jax", "--cpu"]],
-                "llama-cpp": [["cairn-check"], SDK_TEST, ["llama-cli", "--version"],
-                              # ggml's HIP backend loads and finds no device; llama-server names its real build
-                              ["cairn-llama", "--backend-check", "--expect", "no-device"],
+                # ggml's HIP backend loads and finds no device, and llama-server names its real build, before any
+                # tool runs: a library it cannot load is then the reason, by name
+                "llama-cpp": [["cairn-check"], SDK_TEST, ["cairn-llama", "--backend-check", "--expect", "no-device"],
+                              ["llama-cli", "--version"],
                               ["python3", "-c", "import llama_cpp; print('llama_cpp', llama_cpp.__version__)"]]}
 ON_GPU = {"runtime": [["cairn-check"]], "smoke": [["cairn-smoke", "--gpu"]], "jax": [["cairn-jax", "--gpu"]],
           "llama-cpp": [["cairn-check"], ["cairn-llama", "--backend-check", "--expect", "device"]]}
