@@ -11,6 +11,9 @@ from __future__ import annotations
 
 import io
 import json
+import os
+import subprocess
+import sys
 import tarfile
 from pathlib import Path
 
@@ -27,6 +30,7 @@ from cairn.gates.llama import (
     offload_problem,
     parity_problem,
 )
+from conftest import need_tool
 from doctor_hosts import RX7900XTX, GpuSpec, HostTree, rocminfo_text
 
 RX9070XT = GpuSpec("gfx1201", 0x7550, 17112760320, 128, "AMD Radeon RX 9070 XT", "Navi48 [Radeon RX 9070/9070 XT]")
@@ -210,3 +214,69 @@ def test_the_pinned_sdist_names_the_manifests_vendored_build(cache_dir: Path) ->
 def test_gpu_host_is_json_friendly() -> None:
     host = GpuHost(("gfx1100",), "amdgpu-dkms 6.16.13", 1, "kfd", True)
     assert json.loads(json.dumps({"host": host.key()}))["host"] == "gpu gfx1100; driver amdgpu-dkms 6.16.13; kfd yes"
+
+
+# -- cairn-llama --backend-check on stand-in libraries ------------------------------------------------------
+STAND_IN_HIP = r"""
+#include <stdio.h>
+/* A STAND-IN for ggml's HIP backend (no AMD GPU or HIP runtime here): it answers the one call the check
+   makes the way ggml_cuda_init does on a host without a device. */
+int ggml_backend_cuda_get_device_count(void) {
+    fprintf(stderr, "ggml_cuda_init: failed to initialize ROCm: %s\n", DEVICE_ERROR);
+    return DEVICES;
+}
+"""
+
+
+def _backend_image(tmp_path: Path, *, devices: int = 0, error: str = "no ROCm-capable device is detected",
+                   needs: str = "", build: str = "build 11312, commit 0c1e57098") -> tuple[Path, Path]:
+    """A site-packages with ``llama_cpp/lib/libggml-hip.so`` (compiled here, optionally needing ``needs``) and
+    a ``llama-server`` that prints ``--version`` as llama.cpp's build-info does."""
+    need_tool("gcc")
+    need_tool("patchelf")
+    site = tmp_path / "site"
+    lib = site / "llama_cpp" / "lib"
+    lib.mkdir(parents=True)
+    (site / "llama_cpp" / "__init__.py").write_text("raise ImportError('the check must not import llama_cpp')\n")
+    source = tmp_path / "hip.c"
+    source.write_text(STAND_IN_HIP)
+    subprocess.run(["gcc", "-shared", "-fPIC", f"-DDEVICES={devices}", f'-DDEVICE_ERROR="{error}"', "-o",
+                    str(lib / "libggml-hip.so"), str(source)], check=True)
+    if needs:
+        subprocess.run(["patchelf", "--add-needed", needs, str(lib / "libggml-hip.so")], check=True)
+    server = tmp_path / "llama-server"
+    server.write_text(f"#!/bin/sh\necho 'version: 0.0.0 ({build})'\necho 'built with GNU 15 for Linux x86_64'\n")
+    server.chmod(0o755)
+    return site, server
+
+
+def _backend_check(site: Path, server: Path, expect: str = "no-device") -> tuple[int, dict]:
+    script = Path(__file__).parents[1] / "src" / "cairn" / "containers" / "scripts" / "cairn_llama.py"
+    done = subprocess.run([sys.executable, str(script), "--backend-check", "--expect", expect, "--server", str(server)],
+                          capture_output=True, text=True, env={**os.environ, "PYTHONPATH": str(site)}, timeout=120)
+    return done.returncode, json.loads(done.stdout)
+
+
+def test_the_backend_check_passes_a_library_that_loads_and_finds_no_device(tmp_path: Path) -> None:
+    code, report = _backend_check(*_backend_image(tmp_path))
+    assert (code, report["failures"], report["devices"], report["not_found"]) == (0, [], 0, [])
+    assert "no ROCm-capable device is detected" in report["init_log"]
+    assert report["version"] == "version: 0.0.0 (build 11312, commit 0c1e57098)"
+
+
+def test_the_backend_check_names_a_library_libggml_hip_needs_and_the_image_lacks(tmp_path: Path) -> None:
+    code, report = _backend_check(*_backend_image(tmp_path, needs="libhipblas.so.99"))
+    assert code == 1 and report["not_found"] == ["libhipblas.so.99"]
+    assert report["failures"][0].startswith("libggml-hip.so cannot load: libhipblas.so.99 not found (needed by ")
+
+
+def test_the_backend_check_refuses_another_initialisation_error_a_device_and_an_unnamed_build(tmp_path: Path) -> None:
+    code, report = _backend_check(*_backend_image(tmp_path / "a", error="invalid device ordinal"))
+    assert code == 1 and report["failures"][0].startswith("ggml's HIP backend did not initialise to hipErrorNoDevice")
+    code, report = _backend_check(*_backend_image(tmp_path / "b", devices=1))
+    assert code == 1 and report["failures"] == ["ggml's HIP backend found 1 device(s) where the container has no GPU"]
+    code, report = _backend_check(*_backend_image(tmp_path / "c", devices=1), expect="device")
+    assert (code, report["failures"]) == (0, [])
+    code, report = _backend_check(*_backend_image(tmp_path / "d", build="build 0, commit unknown"))
+    assert code == 1 and report["failures"] == [f"{tmp_path / 'd' / 'llama-server'} --version names no real llama.cpp "
+                                                "build: 'version: 0.0.0 (build 0, commit unknown)'"]
