@@ -164,6 +164,7 @@ def _engine_labels(component: Component) -> dict[str, str]:
         labels["dev.cairn.source-digest"] = f"sha256:{component.source.get('sha256')}"
         labels["dev.cairn.source-name"] = str(component.source.get("filename") or component.source.get("url") or "")
     pin = component.build.arg("vendored_build")
+    pin = dict(pin) if isinstance(pin, tuple) else pin  # the loaded manifest keeps a table as frozen pairs
     if isinstance(pin, dict) and pin.get("number") and pin.get("commit"):
         labels[f"dev.cairn.{component.name}-build"] = f"b{pin['number']}-{pin['commit']}"
     return labels
