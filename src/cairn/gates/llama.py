@@ -66,7 +66,8 @@ def llama_gate(reference: str, inputs: Path, *, gpu: bool, log: Any) -> tuple[st
             continue
         checks = server_gate.judge(report, ref, inputs / entry["path"])
         evidence[ref.quant] = {"exit": code, "checks": [vars(c) for c in checks],
-                               "openai": report.get("openai"), "completion": report.get("completion")}
+                               "openai": report.get("openai"), "completion": report.get("completion"),
+                               "offload": report.get("offload")}
         log.write("".join(f"{ref.quant} {'PASS' if c.passed else 'FAIL'} {c.name}: {c.detail}\n" for c in checks))
         # the engine's own answer first: a wrong logit names its position even when the file is wrong too
         for check in sorted((c for c in checks if not c.passed), key=lambda c: c.name == "model"):
