@@ -280,3 +280,32 @@ def test_the_backend_check_refuses_another_initialisation_error_a_device_and_an_
     code, report = _backend_check(*_backend_image(tmp_path / "d", build="build 0, commit unknown"))
     assert code == 1 and report["failures"] == [f"{tmp_path / 'd' / 'llama-server'} --version names no real llama.cpp "
                                                 "build: 'version: 0.0.0 (build 0, commit unknown)'"]
+
+
+# -- the image installs the engine's requirements from the same index ------------------------------------
+def test_an_image_pins_the_file_of_a_multi_python_project_its_python_installs(tmp_path: Path) -> None:
+    """numpy has one file per Python in the family index (the engine's mirrored requirements): the image's
+    Python chooses; a pure-Python wheel is taken as it is; without a Python the index's ambiguity is an error."""
+    import hashlib
+
+    from cairn.containers.wheels import stage
+    from cairn.errors import CheckFailed
+
+    index = tmp_path / "index" / "gfx110X-dgpu"
+    names = {"numpy": [f"numpy-2.4.6-cp3{m}-cp3{m}-manylinux_2_27_x86_64.manylinux_2_28_x86_64.whl" for m in (11, 12, 13, 14)],
+             "typing-extensions": ["typing_extensions-4.16.0-py3-none-any.whl"]}
+    for project, files in names.items():
+        entries = []
+        for name in files:
+            path = index / "files" / name
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_bytes(name.encode())
+            entries.append({"filename": name, "hashes": {"sha256": hashlib.sha256(name.encode()).hexdigest()}})
+        page = index / "simple" / project / "index.v1.json"
+        page.parent.mkdir(parents=True)
+        page.write_text(json.dumps({"files": entries}))
+    pinned = stage(tmp_path / "index", "gfx110X-dgpu", ["numpy", "typing-extensions"], tmp_path / "context", "3.14")
+    assert [w.filename for w in pinned] == [names["numpy"][3], names["typing-extensions"][0]]
+    assert (tmp_path / "context" / "requirements.txt").read_text().splitlines()[0].startswith("numpy==2.4.6 --hash=sha256:")
+    with pytest.raises(CheckFailed, match="numpy has 4 files in the gfx110X-dgpu index"):
+        stage(tmp_path / "index", "gfx110X-dgpu", ["numpy"], tmp_path / "other")
