@@ -118,12 +118,6 @@ def server_build(server="llama-server"):
 
 def backend_check(expect, server):
     report = {"mode": "backend-check", "expect": expect, "kfd": os.path.exists("/dev/kfd"), "failures": []}
-    number, commit, line = server_build(server)
-    report["version"] = line
-    if number is None:
-        report["failures"].append(f"{server} --version names no build: {line!r}")
-    elif number == 0 or commit in ("unknown", ""):
-        report["failures"].append(f"{server} --version names no real llama.cpp build: {line!r}")
     path = hip_library()
     report["library"] = path
     if path is None:
@@ -153,6 +147,13 @@ def backend_check(expect, server):
                                       f"({NO_DEVICE!r}); it logged: {init_log.strip()[-300:]!r}")
     elif count < 1:
         report["failures"].append(f"ggml's HIP backend found no device with /dev/kfd present: {init_log.strip()[-300:]!r}")
+    # after the library: a tool whose libggml-hip cannot load fails to start, and the library is the reason
+    number, commit, line = server_build(server)
+    report["version"] = line
+    if number is None:
+        report["failures"].append(f"{server} --version names no build: {line!r}")
+    elif number == 0 or commit in ("unknown", ""):
+        report["failures"].append(f"{server} --version names no real llama.cpp build: {line!r}")
     return report
 
 
