@@ -31,12 +31,13 @@ from cairn.gates.container import report_of, run_in_image
 
 GPU_LAYERS = 99
 HIP_DEVICE = "ROCm0"  # ggml's name for the first HIP device (GGML_CUDA_NAME "ROCm" + index)
-# (ops, params regex) per test-backend-ops run: what a llama-architecture model computes, MUL_MAT for the
+# (ops, params regex) per test-backend-ops run (op names as ggml_op_desc gives them: a GLU op is named by its
+# variant, SWIGLU): what a llama-architecture model computes, MUL_MAT for the
 # types of the tiny models (F32, Q8_0) and the common quantizations (F16, Q4_0, Q4_K), activations in F32.
 # A subset meant to fit a few minutes on one GPU (the CPU backend computes each case's reference).
 BACKEND_OPS = (
     ("MUL_MAT", r"type_a=(f32|f16|q8_0|q4_0|q4_K),type_b=f32,"),
-    ("GET_ROWS,RMS_NORM,ROPE,SOFT_MAX,ADD,MUL,SCALE,CPY,CONT,GLU", ""),
+    ("GET_ROWS,RMS_NORM,ROPE,SOFT_MAX,ADD,MUL,SCALE,CPY,CONT,SILU,SWIGLU", ""),
 )
 BACKEND_OPS_TIMEOUT = 1200
 _OFFLOADED = re.compile(r"offloaded (\d+)/(\d+) layers to GPU")
