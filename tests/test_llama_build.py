@@ -64,7 +64,8 @@ def test_every_family_gets_one_llama_build_with_the_code_objects_ggml_can_use() 
             "build:rocblas-dev", "build:rocblas", "build:hipblas"} <= set(build.deps)
     args = build.inputs["build"]["args"]
     assert "-DGGML_HIP=ON" in args["cmake_args"] and "-DLLAMA_CURL=OFF" in args["cmake_args"]
-    assert args["build_targets"] == ["llama-cli", "llama-simple", "llama-server", "llama-bench"]
+    assert args["build_targets"] == ["llama-cli", "llama-simple", "llama-server", "llama-bench", "test-backend-ops"]
+    assert args["vendored_build"] == {"number": 11312, "commit": "0c1e57098"}
 
 
 def test_the_wheel_action_packages_each_family_build_and_the_index_lists_it() -> None:

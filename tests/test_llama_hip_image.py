@@ -6,17 +6,29 @@ the tiny-model artifact and the three gates. One compile of ggml's HIP backend f
 a test may spend (docs/engines.md has the measured times); ``CAIRN_LLAMA_TEST_STORE`` may name a store that
 already holds the build, which Cairn then reuses by key like any cached action.
 
+The image is run as llama.cpp's users run upstream's server image: ``docker run … IMAGE -m /models/x.gguf``
+with no further flag answers ``/v1/completions`` on port 8080 of every interface (the private engine has no
+bridge network, so the test runs it with ``--network host`` and asks on the host's own non-loopback
+address, which a server bound to 127.0.0.1 would not answer); ``import llama_cpp``, ``llama-cli``,
+``llama-bench`` work in it and ``llama-server --version`` names llama.cpp's build b11312 (0c1e57098).
+
 Then the deliberately wrong builds: the image with a libggml-hip.so that carries only gfx12-generic code
-fails the static gate naming that library, and a model with one corrupted weight tensor fails the
-in-container gate naming the first position llama.cpp's answer departs from the reference.
+fails the static gate naming that library; one whose libggml-hip.so needs a library the image lacks fails
+the in-container gate naming that library (not a silent CPU fallback); and a model with one corrupted
+weight tensor fails the in-container gate naming the first position llama.cpp's answer departs from the
+reference.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import socket
 import subprocess
 import sys
+import time
+import urllib.request
+import uuid
 import zipfile
 from pathlib import Path
 
@@ -26,6 +38,7 @@ import pytest
 from cairn.audit import audit_file, audit_paths
 from cairn.gates.container import NO_GPU, host_has_gpu, run_in_image
 from cairn.gates.llama import llama_gate
+from cairn.gates.plan import IN_CONTAINER
 from cairn.gates.static import static_gate
 from conftest import ROOT, need_module, need_tool
 
@@ -126,6 +139,17 @@ def test_the_in_container_gate_ran_llama_server_and_matched_the_reference(built:
         assert result["evidence"]["engine"][quant]["openai"]["finish_reason"] == "length"
 
 
+def test_the_in_container_gate_loaded_ggmls_hip_backend_and_it_found_no_device(built: tuple[Path, dict]) -> None:
+    store, actions = built
+    result = _gate(store, actions, f"gate:in-container:llama-cpp@{TARGET}")
+    check = result["evidence"]["cairn-llama --backend-check --expect no-device"]
+    assert check["exit"] == 0, check
+    report = check["report"]
+    assert report["library"].endswith("/llama_cpp/lib/libggml-hip.so") and report["not_found"] == []
+    assert report["devices"] == 0 and "no ROCm-capable device is detected" in report["init_log"]
+    assert "(build 11312, commit 0c1e57098)" in report["version"]
+
+
 def test_the_static_gate_passed_and_the_gpu_gate_says_why_it_did_not_run(built: tuple[Path, dict]) -> None:
     store, actions = built
     static = _gate(store, actions, f"gate:static-coverage:llama-cpp@{TARGET}")
@@ -133,6 +157,125 @@ def test_the_static_gate_passed_and_the_gpu_gate_says_why_it_did_not_run(built: 
     gpu = _gate(store, actions, f"gate:gpu:llama-cpp@{TARGET}")
     if not host_has_gpu():
         assert (gpu["status"], gpu["reason"]) == ("not-run", NO_GPU)
+
+
+def _host_address() -> str:
+    """This host's own non-loopback IPv4 address (the one its default route leaves by)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as probe:
+        probe.connect(("192.0.2.255", 9))  # no packet is sent: this only picks the outgoing interface
+        return str(probe.getsockname()[0])
+
+
+def test_docker_run_with_only_a_model_serves_the_openai_api_on_port_8080(built: tuple[Path, dict]) -> None:
+    """``docker run … -v models:/models IMAGE -m /models/<tiny>.gguf``: nothing else — no command, no --host,
+    no --port. The engine here has no bridge, so --network host stands for ``-p 8080:8080``."""
+    from cairn.services import engine_host, registry_address
+
+    store, actions = built
+    push = json.loads((_tree(store, actions, f"push:llama-cpp@{TARGET}") / "push.json").read_text())
+    models = _tree(store, actions, "model:tiny-llama")
+    entry = next(e for e in json.loads((models / "gate-inputs.json").read_text()) if e["quant"] == "F32")
+    reference = json.loads((models / entry["reference"]).read_text())
+    address = _host_address()
+    assert not address.startswith("127."), "the test needs a non-loopback address to tell 0.0.0.0 from 127.0.0.1"
+    with socket.socket() as taken:
+        assert taken.connect_ex((address, 8080)) != 0, f"port 8080 on {address} is in use: free it to run this test"
+    registry, _ = registry_address()
+    env = {**os.environ, "DOCKER_HOST": engine_host()}
+    name = f"cairn-llama-serve-{uuid.uuid4().hex[:8]}"
+    subprocess.run(["docker", "pull", "-q", f"{registry}/{push['reference']}"], check=True, capture_output=True, env=env)
+    started = subprocess.run(["docker", "run", "-d", "--rm", "--name", name, "--network", "host",
+                              "-v", f"{models}:/models:ro", f"{registry}/{push['reference']}", "-m", f"/models/{entry['path']}"],
+                             capture_output=True, text=True, env=env)
+    assert started.returncode == 0, started.stderr
+    try:
+        answer, deadline = None, time.monotonic() + 180
+        while answer is None and time.monotonic() < deadline:
+            request = urllib.request.Request(f"http://{address}:8080/v1/completions", headers={"Content-Type": "application/json"},
+                                             data=json.dumps({"prompt": reference["prompt_text"], "max_tokens": 4,
+                                                              "temperature": 0}).encode())
+            try:
+                with urllib.request.urlopen(request, timeout=30) as response:
+                    answer = json.loads(response.read())
+            except OSError:  # not listening yet, or 503 while the model loads
+                time.sleep(1)
+        logs = subprocess.run(["docker", "logs", name], capture_output=True, text=True, env=env)
+    finally:
+        subprocess.run(["docker", "rm", "-f", name], capture_output=True, env=env)
+    assert answer is not None, logs.stdout[-2000:] + logs.stderr[-2000:]
+    assert answer["object"] == "text_completion" and answer["choices"][0]["finish_reason"] == "length"
+    assert answer["usage"]["completion_tokens"] == 4
+    assert "0.0.0.0:8080" in logs.stdout + logs.stderr  # the server says where it listens
+
+
+def test_import_llama_cpp_the_tools_and_the_version_work_in_the_image(built: tuple[Path, dict]) -> None:
+    store, actions = built
+    push = json.loads((_tree(store, actions, f"push:llama-cpp@{TARGET}") / "push.json").read_text())
+    with open(os.devnull, "w") as log:
+        code, output = run_in_image(push["reference"], ["python3", "-c", "import llama_cpp, typing_extensions, numpy, jinja2; "
+                                                        "print('llama_cpp', llama_cpp.__version__)"], gpu=False, log=log)
+        assert (code, output.strip()) == (0, "llama_cpp 0.3.36"), output[-2000:]
+        for tool in ("llama-server", "llama-cli", "llama-bench"):
+            code, output = run_in_image(push["reference"], [tool, "--version"], gpu=False, log=log)
+            assert code == 0 and "(build 11312, commit 0c1e57098)" in output, f"{tool}: {output[-1500:]}"
+        code, output = run_in_image(push["reference"], ["test-backend-ops", "--help"], gpu=False, log=log)
+        assert "compare with CPU backend for correctness" in output, output[-1500:]
+
+
+def test_the_images_labels_name_its_target_rocm_source_and_base(built: tuple[Path, dict]) -> None:
+    from cairn.formats.oci import read_image
+
+    store, actions = built
+    tree = _tree(store, actions, f"image:llama-cpp@{TARGET}")
+    _, config, _ = read_image(tree / "oci")
+    labels = config["config"]["Labels"]
+    runtime = json.loads((_tree(store, actions, f"push:runtime@{TARGET}") / "push.json").read_text())
+    assert labels["dev.cairn.gfx-target"] == TARGET and labels["dev.cairn.rocm-version"] == "7.2.4"
+    assert labels["dev.cairn.source-digest"] == "sha256:832db0699007f1be95a7e41ef12e88926b02ba836461e36a36372db2760c1a2e"
+    assert labels["dev.cairn.source-name"] == "llama_cpp_python-0.3.36.tar.gz"
+    assert labels["dev.cairn.llama.cpp-build"] == "b11312-0c1e57098"
+    assert labels["org.opencontainers.image.base.digest"] == runtime["digest"]
+    assert config["config"]["Entrypoint"] == ["llama-server"] and not config["config"].get("Cmd")
+    assert {"LLAMA_ARG_HOST=0.0.0.0", "LLAMA_ARG_PORT=8080"} <= set(config["config"]["Env"])
+
+
+def test_an_image_whose_libggml_hip_needs_a_missing_library_fails_the_in_container_gate_naming_it(
+        built: tuple[Path, dict], tmp_path: Path) -> None:
+    """The wrong build: libggml-hip.so from the family's wheel, its hipBLAS dependency renamed to a soname the
+    image does not have (as a build against another hipBLAS would), put into the gfx1100 image through Cairn's
+    own image build and pushed. llama.cpp would abort or fall back; the gate fails naming the library."""
+    from cairn.containers.image import build_image
+    from cairn.gates.container import container_gate
+    from cairn.services import registry_address
+    from cairn.services.registry_push import push as push_image
+
+    store, actions = built
+    index = _tree(store, actions, f"index:{FAMILY}") / FAMILY / "files"
+    (wheel,) = index.glob("llama_cpp_python-*.whl")
+    context = tmp_path / "context"
+    context.mkdir()
+    with zipfile.ZipFile(wheel) as archive:
+        (context / "libggml-hip.so").write_bytes(archive.read("llama_cpp/lib/libggml-hip.so"))
+    needed = subprocess.run(["patchelf", "--print-needed", str(context / "libggml-hip.so")], check=True,
+                            capture_output=True, text=True).stdout.split()
+    (hipblas,) = [n for n in needed if n.startswith("libhipblas.so")]
+    subprocess.run(["patchelf", "--replace-needed", hipblas, "libhipblas.so.99", str(context / "libggml-hip.so")], check=True)
+    push = json.loads((_tree(store, actions, f"push:llama-cpp@{TARGET}") / "push.json").read_text())
+    dockerfile = (f"ARG REGISTRY\nFROM ${{REGISTRY}}/{push['reference']}\n"
+                  "COPY libggml-hip.so /usr/local/lib/python3.14/dist-packages/llama_cpp/lib/libggml-hip.so\n")
+    out = tmp_path / "wrong"
+    out.mkdir()
+    with open(tmp_path / "log", "w") as log:
+        build_image(out=out, context=context, dockerfile=dockerfile, parent_tree=_tree(store, actions, f"image:llama-cpp@{TARGET}"),
+                    parent_ref=push["reference"], epoch=1761811681, labels={}, tags=["missing-hipblas"],
+                    record={"name": "llama-cpp-missing-hipblas", "repo": "cairn-test/llama-cpp-missing-hipblas",
+                            "target": TARGET}, log=log)
+        registry, _ = registry_address()
+        wrong = push_image(out, registry, log)
+        status, reason, _ = container_gate(wrong["reference"], IN_CONTAINER["llama-cpp"], gpu=False, log=log)
+    assert status == "failed"
+    assert reason.startswith("cairn-llama --backend-check --expect no-device exited 1: libggml-hip.so cannot load: "
+                             "libhipblas.so.99 not found"), reason
 
 
 def test_docker_run_of_the_image_with_a_gguf_model_answers(built: tuple[Path, dict]) -> None:

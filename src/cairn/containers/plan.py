@@ -21,6 +21,7 @@ from cairn.containers.render import TEMPLATE_SUFFIX, dockerfiles_dir
 from cairn.digest import files_digest
 from cairn.formats.oci import LAYOUT_VERSION, ZLIB_VERSION, rfc3339
 from cairn.model.image_recipes import BaseRecipe, ImageRecipe, containers_dir, load_base, load_recipes
+from cairn.model.manifest import Component
 from cairn.plan.context import StageContext
 from cairn.plan.graph import Action
 from cairn.services.engine import START_HINT
@@ -141,13 +142,32 @@ def _plan_engine_image(context: StageContext, recipe: ImageRecipe | None, target
         context.notes.append(f"{recipe.name} image for {target}: {index} publishes no {recipe.wheels[0]} wheel; not built")
         return
     component = context.manifest.component(recipe.component)
+    # the engine's run-time requirements go in with it, from the same index (the manifest mirrors each into it):
+    # the wheels are installed --no-deps, so one left out is an `import llama_cpp` that fails in the image
+    wheels = list(dict.fromkeys([*recipe.wheels_for(family), *(r.get("name") for r in component.requirements)]))
     action = _image_action(
         context, recipe, target, family, version=component.version, blocked=blocked,
         deps=[f"push:runtime@{target}", runtime_id, *([index] if index in context.actions else []), package],
-        parts=[{"dep": package, "src": "tools", "dest": "opt/llama.cpp/bin"}], scripts=["opt/cairn/bin/cairn-llama"])
+        parts=[{"dep": package, "src": "tools", "dest": "opt/llama.cpp/bin"}], scripts=["opt/cairn/bin/cairn-llama"],
+        wheels=wheels, extra_labels=_engine_labels(component), base_labels=True)
     context.actions[action.id] = action
     push = f"push:{recipe.name}@{target}"
     context.actions[push] = _push_action(push, action.id, registry_id, push_blocked)
+
+
+def _engine_labels(component: Component) -> dict[str, str]:
+    """What an engine image says it was built from: the pinned source by sha256 and the upstream build it is
+    (``vendored_build``, what ``llama-server --version`` prints). The base image's digest is known only once
+    the parent is built: ``run_image`` adds it (``base_labels``)."""
+    labels = {}
+    if component.source.get("sha256"):
+        labels["dev.cairn.source-digest"] = f"sha256:{component.source.get('sha256')}"
+        labels["dev.cairn.source-name"] = str(component.source.get("filename") or component.source.get("url") or "")
+    pin = component.build.arg("vendored_build")
+    pin = dict(pin) if isinstance(pin, tuple) else pin  # the loaded manifest keeps a table as frozen pairs
+    if isinstance(pin, dict) and pin.get("number") and pin.get("commit"):
+        labels[f"dev.cairn.{component.name}-build"] = f"b{pin['number']}-{pin['commit']}"
+    return labels
 
 
 def _site(python: str) -> str:
@@ -184,7 +204,8 @@ def _push_action(action_id: str, image_id: str, registry_id: str, blocked: str) 
 def _image_action(context: StageContext, recipe: ImageRecipe, target: str, family: str, *, version: str,
                   blocked: str, deps: list[str], parts: list[dict[str, str]], scripts: list[str],
                   links: dict[str, str] | None = None, wheels: list[str] | None = None,
-                  env: dict[str, str] | None = None) -> Action:
+                  env: dict[str, str] | None = None, extra_labels: dict[str, str] | None = None,
+                  base_labels: bool = False) -> Action:
     release = context.manifest.release
     python = release.python[0]
     tags = list(recipe.render_tags(rocm=release.version, target=target, version=version, python=python))
@@ -195,11 +216,12 @@ def _image_action(context: StageContext, recipe: ImageRecipe, target: str, famil
             "template": template_digest(recipe.template),
             "scripts": scripts_digest(), "target": target, "family": family, "release": release.name,
             "rocm": release.version, "version": version, "python": python, "epoch": release.source_date_epoch,
-            "tags": tags, "labels": labels_for(context, recipe, target, family, f"{recipe.repo}:{tags[0]}"),
+            "tags": tags, "labels": {**labels_for(context, recipe, target, family, f"{recipe.repo}:{tags[0]}"), **(extra_labels or {})},
             "parent": deps[0], "parent_image": deps[1] if len(deps) > 1 else "", "parts": parts,
             "script_files": scripts, "links": dict(sorted((links or {}).items())),
             "index": next((d for d in deps if d.startswith("index:")), ""),
             "wheels": list(recipe.wheels_for(family) if wheels is None else wheels), "env": dict(sorted((env or {}).items())),
             "linkage": next((d for d in deps if d.startswith("linkage:")), ""),
             "engine": "docker legacy builder, --no-cache, --network host",
+            **({"base_labels": True} if base_labels else {}),
         })

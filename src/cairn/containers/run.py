@@ -82,13 +82,18 @@ def run_image(ctx: ActionContext) -> None:
         normalize_modes(rootfs)
         pinned = []
         if inputs["wheels"]:
-            pinned = index_wheels.stage(ctx.deps[inputs["index"]], inputs["family"], inputs["wheels"], context_dir / "wheels")
+            pinned = index_wheels.stage(ctx.deps[inputs["index"]], inputs["family"], inputs["wheels"], context_dir / "wheels",
+                                        inputs.get("python", ""))
             ctx.log.write("wheels: " + ", ".join(f"{w.filename} sha256:{w.sha256}" for w in pinned) + "\n")
         recipe = inputs["recipe"]
+        labels = dict(inputs["labels"])
+        if inputs.get("base_labels"):  # the OCI annotation keys for the image this one is FROM, by digest
+            labels |= {"org.opencontainers.image.base.name": parent_push.repo,
+                       "org.opencontainers.image.base.digest": parent_push.digest}
         dockerfile = render_dockerfile(inputs, parent_push.repo, parent_push.digest, [w.to_json() for w in pinned])
         engine_image.build_image(
             out=ctx.out, context=context_dir, dockerfile=dockerfile, parent_tree=ctx.deps[inputs["parent_image"]],
-            parent_ref=parent_push.reference, epoch=inputs["epoch"], labels=inputs["labels"], tags=inputs["tags"],
+            parent_ref=parent_push.reference, epoch=inputs["epoch"], labels=labels, tags=inputs["tags"],
             record={"name": recipe["name"], "repo": recipe["repo"], "target": inputs["target"],
                     "family": inputs["family"], "rocm": inputs["rocm"], "kind": recipe["kind"],
                     "wheels": [w.to_json() for w in pinned]},

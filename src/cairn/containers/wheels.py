@@ -4,6 +4,10 @@ An image never installs something the index does not publish: each wanted projec
 ``index:<family>`` tree (``<family>/simple/<project>/index.v1.json``), its one file is copied into the
 build context, and ``requirements.txt`` pins ``name==version --hash=sha256:…`` so pip refuses any other
 bytes (``--require-hashes``). The rendered Dockerfile lists the same file names and digests.
+
+A project the index serves for several Pythons (numpy: one ``cp3XY`` file each) is narrowed to the file
+whose tags the image's Python installs, so an engine's run-time requirements go in from the same index
+its wheel came from.
 """
 
 from __future__ import annotations
@@ -36,8 +40,16 @@ class PinnedWheel:
                 "sha256": self.sha256, "size": self.size}
 
 
-def resolve(index_tree: Path, family: str, project: str) -> tuple[PinnedWheel, Path]:
-    """The one file ``project`` has in the family's index, and its path; a clear error when it has none."""
+def _installs_on(filename: str, python: str) -> bool:
+    """A wheel whose tags CPython ``python`` (``3.14``) installs: ``py3``/``cp3XY`` with ``none``/``abi3``/``cp3XY``."""
+    cp = "cp" + python.replace(".", "")
+    _, _, _, tags = parse_wheel_filename(filename)
+    return any(t.interpreter in ("py3", cp) and t.abi in ("none", "abi3", cp) for t in tags)
+
+
+def resolve(index_tree: Path, family: str, project: str, python: str = "") -> tuple[PinnedWheel, Path]:
+    """The one file ``project`` has in the family's index (with ``python``: the one that Python installs), and
+    its path; a clear error when it has none."""
     name = canonicalize_name(project)
     page = index_tree / family / "simple" / name / "index.v1.json"
     if not page.is_file():
@@ -54,6 +66,8 @@ def resolve(index_tree: Path, family: str, project: str) -> tuple[PinnedWheel, P
         raise InputError(page, f"not a PEP 691 project page ({exc})", "rebuild the index") from None
     for f in files:  # the file name becomes the path read from files/ and written into the build context
         safe_name(f["filename"], page, "wheel file name")
+    if python and len(files) > 1:
+        files = [f for f in files if _installs_on(f["filename"], python)] or files
     if len(files) != 1:
         raise CheckFailed(f"{project} has {len(files)} files in the {family} index ({', '.join(f['filename'] for f in files)}) "
                           f"— an image pins exactly one; fix the index")
@@ -67,12 +81,12 @@ def resolve(index_tree: Path, family: str, project: str) -> tuple[PinnedWheel, P
     return PinnedWheel(name, str(version), entry["filename"], actual, path.stat().st_size), path
 
 
-def stage(index_tree: Path, family: str, projects: list[str], dest: Path) -> list[PinnedWheel]:
+def stage(index_tree: Path, family: str, projects: list[str], dest: Path, python: str = "") -> list[PinnedWheel]:
     """Copy each project's wheel into ``dest`` (the build context's ``wheels/``) with ``requirements.txt``."""
     dest.mkdir(parents=True, exist_ok=True)
     pinned = []
     for project in projects:
-        wheel, path = resolve(index_tree, family, project)
+        wheel, path = resolve(index_tree, family, project, python)
         shutil.copyfile(path, dest / wheel.filename)  # a copy: store files are shared and read-only
         pinned.append(wheel)
     (dest / "requirements.txt").write_text("".join(w.requirement() + "\n" for w in pinned))

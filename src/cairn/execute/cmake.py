@@ -18,7 +18,12 @@ project in it (``llama_cpp_python-0.3.36/vendor/llama.cpp``). Three more args se
   install by copying: executables to ``/out/bin``, shared libraries to ``/out/lib`` (their RPATH is the
   project's install RPATH, e.g. ``$ORIGIN/../lib``);
 - ``device_libraries``: libraries that must carry device code for exactly the action's targets, checked
-  by the audit before the output is committed (a build that silently dropped a target fails here).
+  by the audit before the output is committed (a build that silently dropped a target fails here);
+- ``vendored_build = { number = N, commit = "abc1234" }``: the upstream build a vendored llama.cpp tree is.
+  An sdist has no ``.git``, so llama.cpp's ``build-info.cmake`` would name ``build 0, commit unknown``; the
+  pin becomes ``-DLLAMA_BUILD_NUMBER``/``-DLLAMA_BUILD_COMMIT`` (what ``--version`` prints), and the commit
+  is checked against the sdist's own ``CHANGELOG.md`` section for its version before anything is compiled,
+  so a new sdist with a stale pin fails instead of naming another build.
 
 Every compile runs under a small launcher that records its CPU seconds (user + system of the compiler,
 so a busy shared host does not inflate them) and wall seconds; the list and its sums go to the action's
@@ -33,7 +38,9 @@ then got another ``__hip_cuid_…`` symbol, so a build through the cache gave ot
 from __future__ import annotations
 
 import os
+import re
 import shlex
+import tarfile
 import tempfile
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
@@ -100,6 +107,7 @@ def cmake_script(args: Mapping[str, object], targets: Sequence[str], deps: int, 
     if targets:
         joined = ";".join(targets)
         defines += [f"-DGPU_TARGETS={joined}", f"-DAMDGPU_TARGETS={joined}", f"-DCMAKE_HIP_ARCHITECTURES={joined}"]
+    defines += vendored_build_defines(args)
     extra = _names(args, "cmake_args")
     quoted = " ".join(_quote(a) for a in [*defines, *extra])
     lines = ["set -eu"]
@@ -144,6 +152,51 @@ def cmake_script(args: Mapping[str, object], targets: Sequence[str], deps: int, 
     return "\n".join(lines) + "\n"
 
 
+def vendored_build_defines(args: Mapping[str, object]) -> list[str]:
+    """``-DLLAMA_BUILD_NUMBER``/``-DLLAMA_BUILD_COMMIT`` from ``vendored_build`` (none when it is absent)."""
+    pin = args.get("vendored_build")
+    if pin is None:
+        return []
+    if not isinstance(pin, Mapping):
+        raise CairnError("cmake vendored_build must be a table { number = <build>, commit = \"<hex>\" }")
+    number, commit = pin.get("number"), str(pin.get("commit", ""))
+    if not isinstance(number, int) or isinstance(number, bool) or number <= 0 or not re.fullmatch(r"[0-9a-f]{7,40}", commit):
+        raise CairnError(f"cmake vendored_build {dict(pin)} needs a positive integer number and a hex commit "
+                         "(e.g. { number = 11312, commit = \"0c1e57098\" })")
+    return [f"-DLLAMA_BUILD_NUMBER={number}", f"-DLLAMA_BUILD_COMMIT={commit}"]
+
+
+def check_vendored_build(archive: Path, args: Mapping[str, object]) -> None:
+    """The sdist's ``CHANGELOG.md`` names ``vendored_build.commit`` in its own version's section.
+
+    llama-cpp-python records each vendored update as "update llama.cpp to ggml-org/llama.cpp@<commit>"
+    under ``## [<version>]``; the version is the archive's top directory (``llama_cpp_python-0.3.36``).
+    Read from the archive without unpacking it on the host."""
+    pin = args.get("vendored_build")
+    if not isinstance(pin, Mapping):
+        return
+    commit = str(pin.get("commit", ""))
+    try:
+        with tarfile.open(archive) as tar:
+            member = next((m for m in tar if m.isfile() and len(Path(m.name).parts) == 2
+                           and Path(m.name).name == "CHANGELOG.md"), None)
+            handle = tar.extractfile(member) if member else None
+            text = handle.read().decode("utf-8", "replace") if handle else ""
+            top = Path(member.name).parts[0] if member else ""
+    except (OSError, tarfile.TarError) as exc:
+        raise CairnError(f"{archive.name}: cannot read its CHANGELOG.md to check vendored_build ({exc})") from None
+    if not text:
+        raise CairnError(f"{archive.name} has no CHANGELOG.md at its top: vendored_build {commit} cannot be "
+                         "checked — drop vendored_build or use the sdist that records its llama.cpp commit")
+    version = top.rsplit("-", 1)[-1]
+    section = re.search(rf"^## \[{re.escape(version)}\]\s*$(.*?)(?=^## \[|\Z)", text, re.M | re.S)
+    named = re.findall(r"llama\.cpp@([0-9a-f]{7,40})", section.group(1) if section else "")
+    if not any(c.startswith(commit) or commit.startswith(c) for c in named):
+        raise CairnError(f"{archive.name}: its CHANGELOG.md section [{version}] names llama.cpp "
+                         f"{', '.join(named) or 'no commit'}, not vendored_build's {commit} — update vendored_build "
+                         "(number and commit of that upstream build) in the manifest")
+
+
 def _quote(arg: str) -> str:
     return "'" + arg.replace("'", "'\\''") + "'"
 
@@ -156,6 +209,8 @@ def cmake_in_image(source: Path, deps: Sequence[Path], out: Path, *, image: str,
     With ``compiler_cache``, compiles go through sccache and its S3 bucket (``cairn.execute.compiler_cache``);
     the output is the same either way."""
     archive = source.is_file()
+    if archive:
+        check_vendored_build(source, args)
     script = cmake_script(args, targets, len(deps), jobs, archive=archive, compiler_cache=compiler_cache is not None)
     log.write(script)
     mounts = ["-v", f"{source}:{ARCHIVE_IN_IMAGE if archive else '/src'}:ro"]

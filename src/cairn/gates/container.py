@@ -37,7 +37,9 @@ def run_in_image(reference: str, command: list[str], *, gpu: bool, log: Any, tim
     if mounts:
         options["volumes"] = {host: {"bind": inside, "mode": "ro"} for host, inside in sorted(mounts.items())}
     log.write(f"+ docker run {options} {image} {' '.join(command)}\n")
-    container = client.containers.create(image, command, **options)
+    # the command is the container's whole entrypoint: an image may have its own (llama.cpp's is llama-server),
+    # and a gate runs exactly what it names, as `docker run --entrypoint` would
+    container = client.containers.create(image, entrypoint=command, **options)
     try:
         container.start()
         code = int(container.wait(timeout=timeout).get("StatusCode", -1))

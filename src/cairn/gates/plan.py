@@ -1,19 +1,22 @@
 """Stage planner for gates: one action per (gate, image, target) for every image the containers stage pushes.
 
 ``gate:<gate>:<image>@<target>`` depends on the image (its OCI layout, for the static gate) and on its
-push (the digest the in-container and GPU gates run). The GPU gate's key includes whether this host has
-a GPU, so a "not run" recorded here is never reused on a GPU host. It comes after the images stage
+push (the digest the in-container and GPU gates run). The GPU gate's key includes this host's GPU agents'
+gfx targets and its driver (``cairn.gates.gpu_host``), so a "not run" recorded here is never reused on a GPU
+host, nor a gfx1100 verdict on a gfx1201 host or after a driver change. It comes after the images stage
 in ``cairn.stages``; its runners are in ``cairn.gates.run``.
 """
 
 from __future__ import annotations
 
 import hashlib
+import os
 from functools import cache
 from pathlib import Path
 from typing import Any
 
 from cairn import digest
+from cairn.gates.gpu_host import HOST_ROOT_ENV
 from cairn.plan.context import StageContext
 from cairn.plan.graph import Action
 from cairn.plan.ids import action_id, gate_action_id, parse_action_id
@@ -24,9 +27,13 @@ SDK_TEST = ["python3", "-m", "rocm_sdk", "test"]
 IN_CONTAINER = {"runtime": [["cairn-check"], SDK_TEST],
                 "smoke": [["cairn-check"], SDK_TEST, ["python3", "-m", "cairn_smoke"], ["cairn-smoke", "--cpu"]],
                 "jax": [["cairn-check"], ["cairn-jax", "--cpu"]],
-                "llama-cpp": [["cairn-check"], SDK_TEST, ["llama-cli", "--version"]]}
+                # ggml's HIP backend loads and finds no device, and llama-server names its real build, before any
+                # tool runs: a library it cannot load is then the reason, by name
+                "llama-cpp": [["cairn-check"], SDK_TEST, ["cairn-llama", "--backend-check", "--expect", "no-device"],
+                              ["llama-cli", "--version"],
+                              ["python3", "-c", "import llama_cpp; print('llama_cpp', llama_cpp.__version__)"]]}
 ON_GPU = {"runtime": [["cairn-check"]], "smoke": [["cairn-smoke", "--gpu"]], "jax": [["cairn-jax", "--gpu"]],
-          "llama-cpp": [["cairn-check"]]}
+          "llama-cpp": [["cairn-check"], ["cairn-llama", "--backend-check", "--expect", "device"]]}
 # images whose gates also run an engine on the project's own tiny model (cairn.gates.llama)
 ENGINE_IMAGES = {"llama-cpp": "model:tiny-llama"}
 TINY_MODEL_LAYOUT = 1
@@ -54,7 +61,7 @@ def extend_plan(context: StageContext) -> None:
                 inputs["commands"] = IN_CONTAINER.get(name, [["cairn-check"], SDK_TEST])
             if gate == "gpu":
                 inputs["commands"] = ON_GPU.get(name, [["cairn-check"]])
-                inputs["host_gpu"] = context.host.amd_gpu
+                inputs["host_gpu"] = _host_gpu(os.environ.get(HOST_ROOT_ENV, ""))
             deps: tuple[str, ...] = (image.id, push_id)
             libraries = f"package:rocm-sdk-libraries@{image.family}"
             if gate == "static-coverage" and libraries in context.actions:
@@ -64,6 +71,14 @@ def extend_plan(context: StageContext) -> None:
                 deps = (*deps, _tiny_model(context))
             gate_id = gate_action_id(gate, name, target)
             context.actions[gate_id] = Action(id=gate_id, kind="gate", inputs=inputs, deps=deps, family=image.family)
+
+
+@cache
+def _host_gpu(root: str) -> str:
+    """This host's GPU agents and driver as the GPU gate's key (read once per plan and host root)."""
+    from cairn.gates.gpu_host import read_gpu_host
+
+    return read_gpu_host(Path(root) if root else None).key()
 
 
 def _tiny_model(context: StageContext) -> str:

@@ -13,7 +13,8 @@ from typing import Any
 
 from cairn.errors import CairnError, CheckFailed
 from cairn.execute.runners import ActionContext
-from cairn.gates.container import container_gate, host_has_gpu
+from cairn.gates.container import container_gate
+from cairn.gates.gpu_host import gpu_lock, not_run_reason, read_gpu_host
 from cairn.gates.static import static_gate
 from cairn.gates.summary import BLOCKED_PREFIX
 from cairn.model.gate_result import GateResult
@@ -57,14 +58,15 @@ def run_gate(ctx: ActionContext) -> None:
         partial = _known_partial(ctx, inputs["target"])
         status, reason, evidence = static_gate(image_tree / "oci", inputs["target"], inputs["rocm"], partial=partial,
                                                  cache=ctx.layer_scans)
+    elif gate == "gpu":
+        status, reason, evidence = _gpu_gate(ctx, image_tree, push.reference)
     else:
-        if gate != "gpu" or host_has_gpu():
-            _ensure_pushed(image_tree, ctx.log)
-        status, reason, evidence = container_gate(push.reference, inputs["commands"], gpu=gate == "gpu", log=ctx.log)
+        _ensure_pushed(image_tree, ctx.log)
+        status, reason, evidence = container_gate(push.reference, inputs["commands"], gpu=False, log=ctx.log)
         if status == "passed" and inputs.get("engine_inputs"):
             from cairn.gates.llama import llama_gate
 
-            status, reason, engine = llama_gate(push.reference, ctx.deps[inputs["engine_inputs"]], gpu=gate == "gpu",
+            status, reason, engine = llama_gate(push.reference, ctx.deps[inputs["engine_inputs"]], gpu=False,
                                                 log=ctx.log)
             evidence = {**evidence, "engine": engine}
     result = GateResult(gate, inputs["image"], inputs["target"], inputs["family"], push.digest, status, reason, evidence)
@@ -72,6 +74,27 @@ def run_gate(ctx: ActionContext) -> None:
     if status == "failed":
         raise CheckFailed(f"{gate} gate failed for {inputs['image']}@{inputs['target']} ({push.digest[:19]}): {reason}")
     result.write(ctx.out)
+
+
+def _gpu_gate(ctx: ActionContext, image_tree: Path, reference: str) -> tuple[str, str, dict[str, Any]]:
+    """The GPU gate: not run unless one of this host's GPU agents is the image's target (or a member of its
+    generic target); else, holding the host's GPU lock, the image's GPU commands and, for an engine image,
+    the engine's GPU gate (cairn.gates.llama.gpu_gate). The evidence names the host's agents and driver."""
+    inputs = ctx.action.inputs
+    host = read_gpu_host()
+    ctx.log.write(f"host: {host.key()} (read from {host.source})\n")
+    why = not_run_reason(host, inputs["target"])
+    if why:
+        return "not-run", why, {"host": host.key()}
+    _ensure_pushed(image_tree, ctx.log)
+    with gpu_lock(ctx.log):
+        status, reason, evidence = container_gate(reference, inputs["commands"], gpu=True, log=ctx.log)
+        if status == "passed" and inputs.get("engine_inputs"):
+            from cairn.gates.llama import gpu_gate
+
+            status, reason, engine = gpu_gate(reference, ctx.deps[inputs["engine_inputs"]], log=ctx.log)
+            evidence = {**evidence, "engine": engine}
+    return status, reason, {**evidence, "host": host.key()}
 
 
 def _ensure_pushed(image_tree: Path, log: Any) -> None:

@@ -7,7 +7,6 @@ system, and it asks only cheap questions (which, a version flag, one TCP connect
 
 from __future__ import annotations
 
-import os
 import re
 import shutil
 import socket
@@ -39,7 +38,6 @@ class Host:
     registry_id: str = ""  # changes whenever the registry's storage is new
     suite_versions: dict[str, dict[str, tuple[str, ...]]] = field(default_factory=dict)  # suite -> package -> versions
     mirrored: frozenset[str] = frozenset()  # sha256 of every input the store's source mirror holds
-    amd_gpu: bool = False  # /dev/kfd exists: a GPU gate can run here (part of its key: its verdict is this host's)
 
 
 def _version_of(cmd: list[str]) -> str:
@@ -151,7 +149,6 @@ def probe_host(urls: Iterable[str] = (), deb_packages: Iterable[str] = (), suite
         mirrored=mirrored(store, mirror_wanted),
         mmdebstrap_version=_version_of(["mmdebstrap", "--version"]).strip() if "mmdebstrap" in tools else "",
         patchelf_version=_version_of(["patchelf", "--version"]).strip() if "patchelf" in tools else "",
-        amd_gpu=os.path.exists("/dev/kfd"),
         **_services(),
     )
 
