@@ -1,10 +1,15 @@
 """What a wheel's native code needs from the system, and how it finds its siblings in site-packages.
 
-``platform_tag`` derives the tag from the binaries themselves: the newest ``GLIBC_x.y`` symbol version any
-of them references sets the manylinux level (PEP 600 ``manylinux_2_<y>_x86_64``), and a dependency outside
-the manylinux library whitelist that the wheel set does not provide makes the honest tag ``linux_x86_64``
-(the wheel only works where that library is installed). ``auditwheel show`` draws the same line; the tests
-cross-check it.
+``platform_tag`` derives the tag from the binaries themselves, with auditwheel's own policy data
+(``auditwheel.policy``, the manylinux policies of PEP 600): the lowest ``manylinux_2_<N>_x86_64`` whose symbol
+versions (GLIBC, GLIBCXX, CXXABI, GCC, ZLIB, LIBATOMIC) cover every versioned symbol the binaries reference.
+A glibc newer than auditwheel's newest policy (sid's ``GLIBC_2.43``) still gets its PEP 600 tag from the glibc
+version alone, as long as everything else fits the newest policy.
+
+Every ``DT_NEEDED`` must resolve inside the set one ``pip install`` brings — this wheel and the wheels it
+requires (``provided``) — or be a library the policy lets a host provide (glibc's, libgcc_s, libstdc++, libz …).
+Anything else is *unresolved*: ``PlatformTag.check`` refuses to write such a wheel (``linux_x86_64`` is never
+made); the fix is to graft the library (``cairn.wheels.graft``).
 
 RPATHs are rewritten with patchelf to ``$ORIGIN``-relative directories, so the libraries load from
 site-packages without ``LD_LIBRARY_PATH``.
@@ -16,8 +21,9 @@ import os
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass
+from functools import cache
 from pathlib import Path
-from typing import IO
+from typing import IO, Any
 
 from elftools.common.exceptions import ELFError
 from elftools.elf.dynamic import DynamicSection
@@ -25,16 +31,11 @@ from elftools.elf.elffile import ELFFile
 from elftools.elf.gnuversions import GNUVerNeedSection
 
 from cairn import proc
+from cairn.errors import CheckFailed
 
-# PEP 600 / auditwheel: libraries every manylinux system provides.
-MANYLINUX_LIBS = frozenset({
-    "libgcc_s.so.1", "libstdc++.so.6", "libm.so.6", "libdl.so.2", "librt.so.1", "libc.so.6", "libnsl.so.1",
-    "libutil.so.1", "libpthread.so.0", "libresolv.so.2", "libX11.so.6", "libXext.so.6", "libXrender.so.1",
-    "libICE.so.6", "libSM.so.6", "libGL.so.1", "libgobject-2.0.so.0", "libgthread-2.0.so.0", "libglib-2.0.so.0",
-    "ld-linux-x86-64.so.2", "libz.so.1", "libexpat.so.1",
-})
 MANYLINUX_FLOOR = 17  # manylinux2014: the oldest level current pip and auditwheel still produce for x86_64
-_GLIBC = re.compile(r"^GLIBC_2\.(\d+)")
+_GLIBC = re.compile(r"^GLIBC_2\.(\d+)$")
+_TAG = re.compile(r"^manylinux_2_(\d+)_x86_64$")
 
 
 @dataclass(frozen=True)
@@ -45,19 +46,44 @@ class ElfInfo:
     glibc_minor: int  # newest GLIBC_2.<minor> symbol version referenced (0 when none)
     machine: str
     runpath: str
+    versions: tuple[tuple[str, str], ...] = ()  # (library, version) of every versioned symbol it references
+
+    def glibc_symbols(self, above: int) -> list[str]:
+        """``name@GLIBC_2.N`` of the dynamic symbols needing a glibc newer than ``2.<above>`` (for error lines)."""
+        return glibc_symbols(self.path, above)
 
 
 @dataclass(frozen=True)
 class PlatformTag:
-    tag: str  # manylinux_2_<y>_x86_64 or linux_x86_64
-    glibc_minor: int
-    external: tuple[str, ...]  # needed libraries outside the whitelist that the wheels do not provide
+    tag: str  # manylinux_2_<N>_x86_64
+    glibc_minor: int  # newest GLIBC_2.<minor> any binary references
+    external: tuple[str, ...]  # DT_NEEDED neither the wheel set carries nor the policy lets a host provide
+    needed_by: tuple[tuple[str, str], ...] = ()  # (unresolved library, a file that needs it)
+    policy: str = ""  # the auditwheel policy whose symbol versions the binaries fit ("" beyond its newest)
+
+    @property
+    def minor(self) -> int:
+        return int(self.tag.split("_")[2])
 
     @property
     def reason(self) -> str:
-        if self.tag.startswith("manylinux"):
-            return f"newest symbol version GLIBC_2.{self.glibc_minor}; only whitelisted system libraries"
-        return f"needs system libraries outside the manylinux whitelist: {', '.join(self.external)}"
+        base = f"newest symbol version GLIBC_2.{self.glibc_minor}"
+        if self.policy and self.policy != self.tag:
+            base += f"; C++/GCC symbol versions need {self.policy}"
+        if self.external:
+            return base + f"; needs libraries no wheel carries: {', '.join(self.external)}"
+        return base + "; every other library in the wheel set or allowed by the manylinux policy"
+
+    def check(self, wheel: str) -> None:
+        """Refuse a wheel whose libraries would not load where it installs (the honest tag would be
+        ``linux_x86_64``, which is never published)."""
+        if not self.external:
+            return
+        lib, by = self.needed_by[0] if self.needed_by else (self.external[0], "?")
+        more = f" (and {len(self.external) - 1} more: {', '.join(self.external[1:])})" if len(self.external) > 1 else ""
+        raise CheckFailed(f"{wheel}: {by} needs {lib}{more}, which neither this wheel nor the wheels it requires "
+                          "carry and the manylinux policy does not let a host provide — graft it from a pinned .deb "
+                          "([[wheels.graft]] in the release manifest, docs/wheels.md)")
 
 
 def is_elf(path: Path) -> bool:
@@ -76,6 +102,7 @@ def inspect(path: Path) -> ElfInfo | None:
         with open(path, "rb") as handle:
             elf = ELFFile(handle)
             soname, runpath, needed, minor = "", "", [], 0
+            versions: set[tuple[str, str]] = set()
             for section in elf.iter_sections():
                 if isinstance(section, DynamicSection):
                     for tag in section.iter_tags():
@@ -86,25 +113,109 @@ def inspect(path: Path) -> ElfInfo | None:
                         elif tag.entry.d_tag in ("DT_RUNPATH", "DT_RPATH"):
                             runpath = getattr(tag, "runpath", "") or getattr(tag, "rpath", "")
                 elif isinstance(section, GNUVerNeedSection):
-                    for _verneed, auxiliaries in section.iter_versions():
+                    for verneed, auxiliaries in section.iter_versions():
                         for aux in auxiliaries:
+                            versions.add((verneed.name, aux.name))
                             found = _GLIBC.match(aux.name)
                             if found:
                                 minor = max(minor, int(found.group(1)))
-            return ElfInfo(path, soname, tuple(needed), minor, elf["e_machine"], runpath)
+            return ElfInfo(path, soname, tuple(needed), minor, elf["e_machine"], runpath, tuple(sorted(versions)))
     except ELFError:
         return None
 
 
+@cache
+def _policies() -> Any:
+    """auditwheel's manylinux policies for x86_64 (its policy data, not rules re-derived here)."""
+    from auditwheel.architecture import Architecture
+    from auditwheel.libc import Libc
+    from auditwheel.policy import WheelPolicies
+
+    return WheelPolicies(libc=Libc.GLIBC, arch=Architecture.x86_64)
+
+
+def host_provided(soname: str) -> bool:
+    """A library the manylinux policy lets a host provide (the dynamic loader always is)."""
+    return soname.startswith("ld-linux") or soname in _policies().highest.whitelist
+
+
 def platform_tag(binaries: Iterable[ElfInfo], provided: Iterable[str] = ()) -> PlatformTag:
-    """The honest platform tag for wheels holding ``binaries``; ``provided`` are sonames our wheels ship."""
+    """The honest platform tag for a wheel holding ``binaries``; ``provided`` are the sonames the wheels it
+    requires carry (``rocm-sdk-core`` for the libraries wheel …). See the module docstring."""
     infos = list(binaries)
     own = {i.soname for i in infos if i.soname} | {i.path.name for i in infos} | set(provided)
-    external = sorted({n for i in infos for n in i.needed} - own - MANYLINUX_LIBS)
-    minor = max([MANYLINUX_FLOOR, *(i.glibc_minor for i in infos)])
-    if external:
-        return PlatformTag("linux_x86_64", minor, tuple(external))
-    return PlatformTag(f"manylinux_2_{minor}_x86_64", minor, ())
+    needed_by: dict[str, str] = {}
+    for info in infos:
+        for name in info.needed:
+            if name not in own and not host_provided(name):
+                needed_by.setdefault(name, info.path.name)
+    minor = max([0, *(i.glibc_minor for i in infos)])
+    required: dict[str, set[str]] = {}
+    for info in infos:
+        for library, version in info.versions:
+            if library not in own:  # versions our own grafted or sibling libraries define are not the host's
+                required.setdefault(library, set()).add(version)
+    policies = _policies()
+    policy = policies.versioned_symbols_policy(required)
+    if policy is policies.linux:
+        # newer than any policy auditwheel knows: PEP 600 still names the glibc, if all else fits the newest
+        rest = {lib: {v for v in vs if not v.startswith("GLIBC_")} for lib, vs in required.items()}
+        if policies.versioned_symbols_policy(rest) is policies.linux:
+            beyond = sorted(v for vs in rest.values() for v in vs
+                            if not any(v.partition("_")[0] == k and v.partition("_")[2] in vals
+                                       for k, vals in policies.highest.symbol_versions.items()))
+            raise CheckFailed(f"{infos[0].path.name}: symbol versions {', '.join(beyond[:5])} are newer than any "
+                              "manylinux policy auditwheel knows — build against an older C++ runtime")
+        level = minor
+        policy_name = ""
+    else:
+        match = _TAG.match(policy.name)
+        level = int(match.group(1)) if match else MANYLINUX_FLOOR
+        policy_name = policy.name
+    level = max(level, minor, MANYLINUX_FLOOR)
+    external = tuple(sorted(needed_by))
+    return PlatformTag(f"manylinux_2_{level}_x86_64", minor, external, tuple((n, needed_by[n]) for n in external),
+                       policy_name)
+
+
+def glibc_symbols(path: Path, above: int) -> list[str]:
+    """The dynamic symbols of ``path`` whose version is ``GLIBC_2.N`` with N > ``above``, as ``name@GLIBC_2.N``."""
+    from elftools.elf.sections import SymbolTableSection
+
+    found = []
+    with open(path, "rb") as handle:
+        elf = ELFFile(handle)
+        dynsym = elf.get_section_by_name(".dynsym")
+        versym = elf.get_section_by_name(".gnu.version")
+        verneed = elf.get_section_by_name(".gnu.version_r")
+        if not isinstance(dynsym, SymbolTableSection) or versym is None or not isinstance(verneed, GNUVerNeedSection):
+            return []
+        names = {aux["vna_other"]: aux.name for _v, auxes in verneed.iter_versions() for aux in auxes}
+        for index, symbol in enumerate(dynsym.iter_symbols()):
+            if symbol["st_shndx"] != "SHN_UNDEF" or not symbol.name:
+                continue
+            version = names.get(versym.get_symbol(index)["ndx"] if isinstance(versym.get_symbol(index)["ndx"], int) else -1, "")
+            match = _GLIBC.match(version)
+            if match and int(match.group(1)) > above:
+                found.append(f"{symbol.name}@{version}")
+    return sorted(set(found))
+
+
+def check_glibc_floor(root: Path, floor: str, action: str) -> None:
+    """Every ELF file under ``root`` (a build action's output) needs at most glibc ``floor`` (``2.39``): the
+    release's own compiles must not raise the wheels' tag past what Debian's packages need. Fails naming the
+    file and the symbols, before anything is packaged."""
+    if not floor:
+        return
+    limit = int(floor.split(".")[1])
+    for path in sorted(p for p in root.rglob("*") if p.is_file() and not p.is_symlink()):
+        info = inspect(path)
+        if info is not None and info.glibc_minor > limit:
+            symbols = info.glibc_symbols(limit)
+            raise CheckFailed(f"{action}: {path.relative_to(root)} needs {', '.join(symbols[:4]) or f'GLIBC_2.{info.glibc_minor}'}"
+                              + (f" (+{len(symbols) - 4} more)" if len(symbols) > 4 else "")
+                              + f", newer than the release's glibc floor {floor} ([wheels] glibc_floor) — build it so it "
+                              "does not (e.g. -fno-math-errno keeps sqrtf an instruction; no _FORTIFY_SOURCE *_chk calls)")
 
 
 def set_rpath(path: Path, rpath: str, log: IO[str] | None = None) -> None:
