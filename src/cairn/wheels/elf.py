@@ -28,7 +28,7 @@ from typing import IO, Any
 from elftools.common.exceptions import ELFError
 from elftools.elf.dynamic import DynamicSection
 from elftools.elf.elffile import ELFFile
-from elftools.elf.gnuversions import GNUVerNeedSection
+from elftools.elf.gnuversions import GNUVerNeedSection, GNUVerSymSection
 
 from cairn import proc
 from cairn.errors import CheckFailed
@@ -115,7 +115,7 @@ def inspect(path: Path) -> ElfInfo | None:
                 elif isinstance(section, GNUVerNeedSection):
                     for verneed, auxiliaries in section.iter_versions():
                         for aux in auxiliaries:
-                            versions.add((verneed.name, aux.name))
+                            versions.add((str(verneed.name), str(aux.name)))
                             found = _GLIBC.match(aux.name)
                             if found:
                                 minor = max(minor, int(found.group(1)))
@@ -188,13 +188,15 @@ def glibc_symbols(path: Path, above: int) -> list[str]:
         dynsym = elf.get_section_by_name(".dynsym")
         versym = elf.get_section_by_name(".gnu.version")
         verneed = elf.get_section_by_name(".gnu.version_r")
-        if not isinstance(dynsym, SymbolTableSection) or versym is None or not isinstance(verneed, GNUVerNeedSection):
+        if not isinstance(dynsym, SymbolTableSection) or not isinstance(versym, GNUVerSymSection) \
+                or not isinstance(verneed, GNUVerNeedSection):
             return []
         names = {aux["vna_other"]: aux.name for _v, auxes in verneed.iter_versions() for aux in auxes}
         for index, symbol in enumerate(dynsym.iter_symbols()):
             if symbol["st_shndx"] != "SHN_UNDEF" or not symbol.name:
                 continue
-            version = names.get(versym.get_symbol(index)["ndx"] if isinstance(versym.get_symbol(index)["ndx"], int) else -1, "")
+            ndx = versym.get_symbol(index)["ndx"]
+            version = names.get(ndx, "") if isinstance(ndx, int) else ""
             match = _GLIBC.match(version)
             if match and int(match.group(1)) > above:
                 found.append(f"{symbol.name}@{version}")
