@@ -110,7 +110,7 @@ def graft(elves: list[Path], available: dict[str, Graftable], carried: set[str],
             continue  # unresolved: the wheel's tag check names it
         mangled = lib.mangled
         copy = scratch / "grafted" / mangled
-        copy.parent.mkdir(exist_ok=True)
+        copy.parent.mkdir(parents=True, exist_ok=True)
         shutil.copyfile(lib.path, copy)
         copy.chmod(0o755)
         renamed[name] = mangled
