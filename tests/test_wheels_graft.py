@@ -157,3 +157,22 @@ def test_graft_entry_naming_an_unknown_wheel_is_refused(tmp_path):
     path.write_text(text)
     with pytest.raises(ManifestError, match="wheel 'device' is not an SDK wheel that grafts"):
         load_manifest(path, load_registry())
+
+
+def test_reviewed_symbol_version_rewrite_lowers_the_tag_and_still_loads(tmp_path):
+    # exp@GLIBC_2.29 (the new-errno-handling exp, like sid's sqrtf@GLIBC_2.43) → the old exp@GLIBC_2.2.5
+    lib = _cc(tmp_path, "expo", "#include <math.h>\n#include <string.h>\ndouble e(double x) { return exp(x); }\n"
+                                "size_t n(const char *s) { return strlen(s); }\n", "-lm")
+    before = elf.inspect(lib)
+    assert ("libm.so.6", "GLIBC_2.29") in before.versions
+    with pytest.raises(CheckFailed, match="also covers exp, which the reviewed list does not name"):
+        elf.rewrite_symbol_version(lib, "libm.so.6", "GLIBC_2.29", "GLIBC_2.2.5", ["log"])
+    assert elf.rewrite_symbol_version(lib, "libm.so.6", "GLIBC_2.29", "GLIBC_2.2.5", ["exp"]) == ["exp"]
+    after = elf.inspect(lib)
+    assert ("libm.so.6", "GLIBC_2.29") not in after.versions and ("libm.so.6", "GLIBC_2.2.5") in after.versions
+    assert after.glibc_minor < 29
+    with pytest.raises(CheckFailed, match="does not ask libm.so.6 for GLIBC_2.29"):
+        elf.rewrite_symbol_version(lib, "libm.so.6", "GLIBC_2.29", "GLIBC_2.2.5", ["exp"])
+    code = f"import ctypes; f = ctypes.CDLL({str(lib)!r}).e; f.restype = ctypes.c_double; f.argtypes = [ctypes.c_double]; print(f(1.0))"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert out.returncode == 0 and out.stdout.startswith("2.71828"), out.stderr

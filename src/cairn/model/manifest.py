@@ -135,6 +135,23 @@ class Graft:
 
 
 @dataclass(frozen=True)
+class SymbolVersion:
+    """``[[wheels.symbol_version]]``: a reviewed rewrite of one version requirement of a prebuilt library
+    (``file``, its soname) to an older, behaviour-equivalent version, so one symbol does not raise a wheel's tag."""
+
+    file: str
+    library: str
+    version: str
+    to: str
+    symbols: tuple[str, ...]
+    why: str
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"file": self.file, "library": self.library, "version": self.version, "to": self.to,
+                "symbols": list(self.symbols), "why": self.why}
+
+
+@dataclass(frozen=True)
 class Release:
     name: str
     version: str
@@ -161,6 +178,7 @@ class Manifest:
     unavailable: tuple[tuple[str, str, str], ...] = ()
     glibc_floor: str = ""  # [wheels] glibc_floor: the newest glibc our own compiles may need ("" = unchecked)
     grafts: tuple[Graft, ...] = ()  # [[wheels.graft]]
+    symbol_versions: tuple[SymbolVersion, ...] = ()  # [[wheels.symbol_version]]
 
     @property
     def digest(self) -> str:
@@ -243,10 +261,19 @@ GRAFT_WHEELS = ("core", "libraries")
 GRAFT = Table({**SOURCE_TABLES["deb"].fields,
                "wheel": Field("string", required=True, enum=GRAFT_WHEELS, doc="the SDK wheel that carries its libraries")},
               what="[[wheels.graft]]")
+SYMBOL_VERSION = Table({
+    "file": Field("string", required=True, nonempty=True, doc="the library's soname, as the wheel ships it"),
+    "library": Field("string", required=True, nonempty=True, doc="the library it asks (libm.so.6)"),
+    "version": Field("string", required=True, nonempty=True, doc="the version it asks for (GLIBC_2.43)"),
+    "to": Field("string", required=True, nonempty=True, doc="the older, behaviour-equivalent version (GLIBC_2.2.5)"),
+    "symbols": Field("strings", required=True, doc="every symbol bound to that version (reviewed)"),
+    "why": Field("string", required=True, nonempty=True, doc="why the two versions behave the same"),
+}, what="[[wheels.symbol_version]]")
 WHEELS = Table({
     "glibc_floor": Field("string", pattern=r"^2\.[0-9]+$",
                          doc="newest glibc (2.N) Cairn's own compiles may need; the build action checks every ELF"),
     "graft": Field("tables", table=GRAFT, doc="Debian packages whose libraries the SDK wheels carry (docs/wheels.md)"),
+    "symbol_version": Field("tables", table=SYMBOL_VERSION, doc="reviewed symbol-version rewrites (docs/wheels.md)"),
 }, what="[wheels]")
 GATES = Table({"required": Field("table", table=Table({c: Field("strings") for c in CHANNELS}, what="[gates.required]"),
                                  doc="channel -> gates a release must pass")}, what="[gates]")
@@ -304,8 +331,11 @@ class _Loader:
         frameworks = tuple(self.framework(name, frameworks_table.table(name, what=f"[frameworks.{name}]")) for name in frameworks_table)
         gates = self.gates(data.table("gates"))
         floor, grafts = self.wheels(data.table("wheels"))
+        rewrites = tuple(SymbolVersion(str(i["file"]), str(i["library"]), str(i["version"]), str(i["to"]),
+                                       tuple(str(x) for x in i["symbols"]), str(i["why"]))
+                         for i in data.table("wheels").get("symbol_version", []) or [])
         return Manifest(self.doc.path, release, tuple(components), sdks, frameworks, gates, self.doc.data, tuple(self.unavailable),
-                        floor, grafts)
+                        floor, grafts, rewrites)
 
     def wheels(self, table: Section) -> tuple[str, tuple[Graft, ...]]:
         kp = table.keypath

@@ -220,6 +220,73 @@ def check_glibc_floor(root: Path, floor: str, action: str) -> None:
                               "does not (e.g. -fno-math-errno keeps sqrtf an instruction; no _FORTIFY_SOURCE *_chk calls)")
 
 
+def _elf_hash(name: bytes) -> int:
+    """The SysV ELF hash a ``Vernaux`` entry carries for its version name."""
+    h = 0
+    for c in name:
+        h = ((h << 4) + c) & 0xFFFFFFFF
+        g = h & 0xF0000000
+        if g:
+            h ^= g >> 24
+        h &= ~g & 0xFFFFFFFF
+    return h
+
+
+def rewrite_symbol_version(path: Path, library: str, version: str, to: str, symbols: Iterable[str]) -> list[str]:
+    """Make ``path`` ask ``library`` for version ``to`` where it asked for ``version``, in place (a private copy).
+
+    Only for a reviewed list (``[[wheels.symbol_version]]`` of the release manifest): every undefined symbol
+    bound to that version requirement must be in ``symbols``, and ``to`` must already be a string of the file's
+    ``.dynstr`` (it is, for GLIBC_2.2.5). Returns the symbols rewritten; an entry that no longer matches the file
+    fails, so a rebuilt library is reviewed again."""
+    import struct
+
+    from elftools.elf.sections import SymbolTableSection
+
+    wanted = set(symbols)
+    with open(path, "rb") as handle:
+        elf = ELFFile(handle)
+        verneed = elf.get_section_by_name(".gnu.version_r")
+        versym = elf.get_section_by_name(".gnu.version")
+        dynsym = elf.get_section_by_name(".dynsym")
+        if not isinstance(verneed, GNUVerNeedSection) or not isinstance(versym, GNUVerSymSection) \
+                or not isinstance(dynsym, SymbolTableSection):
+            raise CheckFailed(f"{path.name}: no symbol versions to rewrite — drop its [[wheels.symbol_version]] entry")
+        dynstr = elf.get_section(verneed["sh_link"])
+        strings = dynstr.data()
+        base = verneed["sh_offset"]
+        found: tuple[int, int] | None = None  # (file offset of the Vernaux entry, its version index)
+        offset = base
+        for _ in range(verneed.num_versions()):
+            _vn_version, vn_cnt, vn_file, vn_aux, vn_next = struct.unpack_from("<HHIII", verneed.data(), offset - base)
+            file_name = strings[vn_file:strings.index(b"\0", vn_file)].decode()
+            aux = offset + vn_aux
+            for _ in range(vn_cnt):
+                _hash, _flags, other, name, nxt = struct.unpack_from("<IHHII", verneed.data(), aux - base)
+                if file_name == library and strings[name:strings.index(b"\0", name)].decode() == version:
+                    found = (aux, other)
+                aux += nxt
+            offset += vn_next
+        if found is None:
+            raise CheckFailed(f"{path.name} does not ask {library} for {version} (any more) — review and drop its "
+                              "[[wheels.symbol_version]] entry")
+        bound = sorted({sym.name for i, sym in enumerate(dynsym.iter_symbols())
+                        if sym["st_shndx"] == "SHN_UNDEF" and versym.get_symbol(i)["ndx"] == found[1]})
+        if set(bound) - wanted:
+            raise CheckFailed(f"{path.name}: {version} of {library} also covers {', '.join(sorted(set(bound) - wanted))}, "
+                              "which the reviewed list does not name — review them and list them, or keep the tag")
+        target = strings.find(b"\0" + to.encode() + b"\0")
+        if target < 0:
+            raise CheckFailed(f"{path.name}: its string table has no {to}; the rewrite cannot name it")
+        target += 1
+    with open(path, "r+b") as handle:
+        handle.seek(found[0])
+        _hash, flags, other, _name, nxt = struct.unpack("<IHHII", handle.read(16))
+        handle.seek(found[0])
+        handle.write(struct.pack("<IHHII", _elf_hash(to.encode()), flags, other, target, nxt))
+    return bound
+
+
 def set_rpath(path: Path, rpath: str, log: IO[str] | None = None) -> None:
     """Replace the run path of ``path`` (a private copy: never a store file) with ``rpath``."""
     if os.stat(path).st_nlink > 1:

@@ -78,7 +78,7 @@ def extend_plan(context: StageContext) -> None:
     claims: dict[str, dict[str, list[str]]] = {}
 
     grafts = {part: _graft_fetches(context, part) for part in (sdk.CORE, sdk.LIBRARIES)}
-    add(Action("package:rocm-sdk-core", "package", {**base, "part": sdk.CORE, **grafts[sdk.CORE][0]},
+    add(Action("package:rocm-sdk-core", "package", {**base, "part": sdk.CORE, **grafts[sdk.CORE][0], **_rewrites(context)},
                (*tree_deps, *grafts[sdk.CORE][1]), blocked=blocked_tools))
     add(Action("package:rocm-sdk-devel", "package", {**base, "part": sdk.DEVEL}, (*tree_deps, "package:rocm-sdk-core"),
                blocked=blocked_tools))
@@ -89,7 +89,7 @@ def extend_plan(context: StageContext) -> None:
         targets = registry.expand(fam)
         libraries = f"package:rocm-sdk-libraries@{fam}"
         add(Action(libraries, "package", {**base, "part": sdk.LIBRARIES, "family": fam, "targets": list(targets),
-                                          **grafts[sdk.LIBRARIES][0]},
+                                          **grafts[sdk.LIBRARIES][0], **_rewrites(context)},
                    (*tree_deps, "package:rocm-sdk-core", *grafts[sdk.LIBRARIES][1]), family=fam, blocked=blocked_tools), (fam,))
         for target in targets:  # one target's cut of the family wheel; a target of two families is cut once
             device = f"package:rocm-sdk-device@{target}"
@@ -203,6 +203,12 @@ def _graft_fetches(context: StageContext, part: str) -> tuple[dict[str, Any], tu
                                       blocked=blocked)
     inputs = {"grafts": [dict(g.source.fields) for g in pins], "graft_wheels": {g.package: g.wheel for g in pins}}
     return inputs, tuple(deps)
+
+
+def _rewrites(context: StageContext) -> dict[str, Any]:
+    """The reviewed symbol-version rewrites (inputs of the SDK wheels that apply them; none: no key change)."""
+    entries = [r.as_dict() for r in context.manifest.symbol_versions]
+    return {"symbol_versions": entries} if entries else {}
 
 
 def _hip_extensions(context: StageContext) -> list[Recipe]:

@@ -159,6 +159,21 @@ def tag_for(staged: list[Staged], provided: Iterable[str] = (), wheel: str = "")
     return tag
 
 
+def rewrite_versions(staged: list[Staged], entries: list[dict[str, Any]], log: IO[str]) -> list[dict[str, Any]]:
+    """Apply the manifest's reviewed ``[[wheels.symbol_version]]`` rewrites to this wheel's private ELF copies."""
+    done = []
+    for entry in entries:
+        for item in staged:
+            if Path(item.arcname).name != entry["file"] or elf.inspect(item.source) is None:
+                continue
+            symbols = elf.rewrite_symbol_version(item.source, entry["library"], entry["version"], entry["to"],
+                                                 entry["symbols"])
+            log.write(f"symbol versions: {item.arcname} asks {entry['library']} for {', '.join(symbols)}@{entry['to']} "
+                      f"instead of @{entry['version']} ({entry['why']})\n")
+            done.append({**entry, "path": item.arcname})
+    return done
+
+
 def provided_by(tree: Path) -> tuple[str, ...]:
     """The sonames a package action's wheel carries (its ``report.json``), for the wheels that require it."""
     report = tree / "report.json"
@@ -325,6 +340,7 @@ def build_sdk_wheel(out: Path, part: str, tree: Path, inputs: dict[str, Any], lo
         grafting = graft.graft(elves, available, carried, inherited or {}, set(provided), scratch, log)
         lib_root = f"{ROOTS[part]}/lib"
         staged += [Staged(f"{lib_root}/{mangled}", copy, True) for mangled, (_lib, copy) in sorted(grafting.copies.items())]
+        rewritten = rewrite_versions(staged, inputs.get("symbol_versions", []), log)
         unused = sorted(carried - {lib.package for lib, _copy in grafting.copies.values()})
         if unused:
             raise CairnError(f"rocm-sdk-{part}: the manifest grafts {', '.join(unused)} into it, but none of its "
@@ -373,6 +389,8 @@ def build_sdk_wheel(out: Path, part: str, tree: Path, inputs: dict[str, Any], lo
                               "system_libraries": list(tag.external) if tag else []}
         report["sonames"] = sonames(staged)
         report["grafted"] = grafting.report()
+        if rewritten:
+            report["symbol_versions"] = rewritten
         report["sizes"] = {"grafted_bytes": sum(c.stat().st_size for _l, c in grafting.copies.values())}
         grafted_licences = {m.path for m in extra}
         extra += [m for m in licenses(tree, inputs.get("license_packages", {}).get(part)) if m.path not in grafted_licences]
