@@ -132,11 +132,12 @@ def bench_target(trees: dict[str, Path], target: str, core: Path, scratch: Path)
 def fat_wheel(store: Path, trees: dict[str, Path], scratch: Path) -> dict[str, object]:
     """The expansion libraries as Debian ships them — every target's code — staged and packed by the same code
     as the family wheels (``cairn.wheels.sdk.stage_part`` and the one wheel writer), with no split."""
+    from cairn.formats import elf
     from cairn.model.manifest import load_manifest
     from cairn.paths import releases_dir
     from cairn.plan.prepare import make_plan
     from cairn.plan.probe import Host
-    from cairn.wheels import elf, sdk
+    from cairn.wheels import sdk
     from cairn.wheels.wheelfile import Metadata, write_wheel
 
     registry = load_registry()

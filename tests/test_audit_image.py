@@ -98,8 +98,14 @@ def test_audit_by_registry_reference(pushed: tuple[str, str], capsys: pytest.Cap
 
 
 @pytest.mark.registry
-def test_audit_by_docker_daemon_reference(pushed: tuple[str, str], capsys: pytest.CaptureFixture[str]) -> None:
+def test_audit_by_docker_daemon_reference(pushed: tuple[str, str], capsys: pytest.CaptureFixture[str],
+                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    """``docker-daemon:`` reads the engine ``$DOCKER_HOST`` names, as docker does: the private engine's, exported
+    as ``cairn services start`` prints it."""
+    from cairn.services.engine import engine_host
+
     _, local = pushed
+    monkeypatch.setenv("DOCKER_HOST", engine_host())
     assert main(["audit", local, "--family", "gfx110X-dgpu", "--json"]) == 1  # gfx1101 and gfx1102 are not carried
     doc = json.loads(capsys.readouterr().out)
     assert {c["target"]: c["covered"] for c in doc["coverage"]} == {"gfx1100": True, "gfx1101": False, "gfx1102": False}

@@ -72,7 +72,7 @@ def members(wheel: Path) -> dict[str, bytes]:
 
 
 def test_a_device_wheel_carries_one_targets_code_and_kernel_files(family_wheel: Path, tmp_path: Path) -> None:
-    from cairn.wheels import elf
+    from cairn.formats import elf
 
     wheel, report = device(family_wheel, tmp_path, "gfx1100")
     (family,) = (family_wheel / "wheels").glob("*.whl")

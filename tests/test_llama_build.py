@@ -17,12 +17,12 @@ from packaging.version import Version
 
 from cairn.errors import CairnError
 from cairn.execute.cmake import cmake_script
+from cairn.formats import elf
 from cairn.model.manifest import load_manifest
 from cairn.model.targets import load_registry
 from cairn.plan.planner import plan_release
 from cairn.plan.probe import Host
 from cairn.stages import STAGES
-from cairn.wheels import elf
 from cairn.wheels.engine import link_name, sdist_package, stage_libraries
 from conftest import ROOT, need_tool
 from llama_fixtures import llama_sdist
@@ -71,7 +71,9 @@ def test_every_family_gets_one_llama_build_with_the_code_objects_ggml_can_use() 
 def test_the_wheel_action_packages_each_family_build_and_the_index_lists_it() -> None:
     plan = _plan()
     wheel = plan["package:llama-cpp-python@gfx1151"]
-    assert wheel.deps == ("build:llama.cpp@gfx1151", "fetch:pypi:llama_cpp_python-0.3.36.tar.gz", "package:rocm-sdk-core")
+    # the SDK wheels it requires: its libraries must resolve in them (docs/wheels.md, "Self-contained wheels")
+    assert wheel.deps == ("build:llama.cpp@gfx1151", "fetch:pypi:llama_cpp_python-0.3.36.tar.gz", "package:rocm-sdk-core",
+                          "package:rocm-sdk-libraries@gfx1151")
     assert wheel.inputs["build_version"] == "0.3.36+rocm.7.2.4.dev.1761811681"
     assert Version(wheel.inputs["build_version"]) < Version("0.3.36+rocm.10.1.0")  # sorts across ROCm majors
     assert wheel.inputs["device_libraries"] == ["libggml-hip.so"] and wheel.inputs["targets"] == ["gfx1151"]
@@ -198,17 +200,23 @@ def test_the_engine_wheel_packs_the_sdist_package_with_relinked_libraries_and_to
               "requires": ["rocm-sdk[gfx1030]==7.2.4"], "source_date_epoch": 1761811681,
               "tools_rpath": "/usr/local/lib/python3.14/dist-packages/llama_cpp/lib", "requires_python": ">=3.11"}
 
-    def run(out: Path, **changes: object) -> None:
+    # the SDK wheel it requires carries the HIP runtime (its report lists the sonames the wheel ships)
+    core = tmp_path / "core"
+    core.mkdir()
+    hip_needed = [n for n in elf.inspect(built / "lib" / "libggml-hip.so.0.9.7").needed if n.startswith("libamdhip64")]
+    (core / "report.json").write_text(json.dumps({"sonames": hip_needed}))
+
+    def run(out: Path, with_core: bool = True, **changes: object) -> None:
         out.mkdir()
         action = Action("package:llama-cpp-python@gfx103X", "package", {**inputs, **changes}, family="gfx103X")
+        deps = {"build:llama.cpp@gfx103X": built, "fetch:sdist": sdist.parent, **({"package:rocm-sdk-core": core} if with_core else {})}
         with open(tmp_path / f"{out.name}.log", "w") as log:
-            run_engine_wheel(SimpleNamespace(action=action, out=out, log=log,
-                                             deps={"build:llama.cpp@gfx103X": built, "fetch:sdist": sdist.parent}))
+            run_engine_wheel(SimpleNamespace(action=action, out=out, log=log, deps=deps))
 
     out = tmp_path / "out"
     run(out)
     (wheel,) = (out / "wheels").glob("*.whl")
-    assert wheel.name.startswith("llama_cpp_python-0.3.36+rocm.7.2.4-py3-none-")
+    assert wheel.name.startswith("llama_cpp_python-0.3.36+rocm.7.2.4-py3-none-manylinux_2_")
     with zipfile.ZipFile(wheel) as archive:
         names = set(archive.namelist())
         metadata = archive.read("llama_cpp_python-0.3.36+rocm.7.2.4.dist-info/METADATA").decode()
@@ -225,6 +233,10 @@ def test_the_engine_wheel_packs_the_sdist_package_with_relinked_libraries_and_to
     with pytest.raises(CheckFailed, match=r"libggml-hip\.so"):  # built for gfx1030, packaged for a family of gfx1100
         run(tmp_path / "wrong", targets=["gfx1100"])
     assert not list((tmp_path / "wrong").glob("wheels/*.whl"))
+    # without the SDK wheel that carries libamdhip64 the libraries would not load where pip installs them
+    with pytest.raises(CheckFailed, match=r"libggml-hip\.so needs libamdhip64"):
+        run(tmp_path / "alone", with_core=False)
+    assert not list((tmp_path / "alone").glob("wheels/*.whl"))
 
 
 @pytest.mark.network

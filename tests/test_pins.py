@@ -116,8 +116,9 @@ def test_pins_check_against_the_real_archive() -> None:
     result = cairn("pins", "check", str(MANIFEST), "--json")
     report = json.loads(result.stdout)
     assert result.returncode == 0, result.stdout + result.stderr
-    assert report["ok"] and len(report["pins"]) == 36
+    assert report["ok"] and len(report["pins"]) == 36 + 18  # the components' debs and the 18 the SDK wheels graft
     by_package = {p["package"]: p for p in report["pins"]}
+    assert by_package["libllvm22"]["component"] == "graft:libllvm22" and by_package["libllvm22"]["status"] == "current"
     assert by_package["librocblas5"]["status"] == "current"
     # the archive's own label for rocBLAS: the targets Debian says it built
     assert {"gfx942", "gfx1100", "gfx1151", "gfx1201"} <= set(by_package["librocblas5"]["declared_targets"])

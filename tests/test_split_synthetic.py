@@ -383,7 +383,8 @@ def test_a_family_libraries_wheel_is_cut_to_the_family_and_names_what_it_lacks(t
     import io
     import zipfile
 
-    from cairn.wheels import elf, sdk
+    from cairn.formats import elf
+    from cairn.wheels import sdk
 
     tree = tmp_path / "tree"
     lib_dir = tree / "lib"

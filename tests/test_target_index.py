@@ -31,7 +31,7 @@ INPUTS = {"sdk_version": VERSION, "source_date_epoch": EPOCH, "families": [FAMIL
 def _payload(out: Path, name: str, which: str) -> Path:
     """A wheel installing ``_rocm_sdk_libraries/which`` (as the family and device wheels install the same paths)."""
     return write_wheel(out, Metadata(name=name, version=VERSION, requires_dist=(f"rocm-sdk-core=={VERSION}",)),
-                       "py3-none-linux_x86_64", [Member("_rocm_sdk_libraries/which", data=which.encode())],
+                       "py3-none-manylinux_2_17_x86_64", [Member("_rocm_sdk_libraries/which", data=which.encode())],
                        source_date_epoch=EPOCH)
 
 
@@ -62,7 +62,7 @@ def _bundle(root: Path, *, target_metas: bool = True) -> Path:
             add(_move(own, wheels), [target], "target")
     add(write_wheel(wheels, Metadata(name="llama-cpp-python", version="0.3.36",
                                      requires_dist=(f"rocm-sdk[{FAMILY.lower()}]=={VERSION}",)),
-                    "py3-none-linux_x86_64", [Member("llama_cpp/__init__.py", data=b"")], source_date_epoch=EPOCH),
+                    "py3-none-manylinux_2_17_x86_64", [Member("llama_cpp/__init__.py", data=b"")], source_date_epoch=EPOCH),
         list(TARGETS))
     (root / "gates").mkdir()
     cells = []

@@ -6,11 +6,13 @@ import os
 import re
 import subprocess
 import sys
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
 
-from cairn.wheels import elf
+from cairn.errors import CheckFailed
+from cairn.formats import elf
 from cairn.wheels.wheelfile import Member, Metadata, write_wheel
 from conftest import need, need_tool
 
@@ -55,14 +57,33 @@ def test_glibc_only_library_is_manylinux_and_auditwheel_agrees(tmp_path):
     assert int(tag.tag.split("_")[2]) >= int(theirs.split("_")[2])
 
 
-def test_library_needing_a_non_whitelisted_system_library_is_linux(tmp_path):
+def test_library_needing_a_non_whitelisted_system_library_is_refused(tmp_path):
     need(Path("/usr/lib/x86_64-linux-gnu/libnuma.so.1").exists(), "libnuma1 not installed (apt-get install libnuma1)")
     (tmp_path / "libnuma.so").symlink_to("/usr/lib/x86_64-linux-gnu/libnuma.so.1")
     lib = _cc(tmp_path, "numa_user", "int numa_available(void);\nint probe(void) { return numa_available(); }\n", "-lnuma")
     wheel, tag = _wheel(tmp_path, [lib])
-    assert tag.tag == "linux_x86_64" and tag.external == ("libnuma.so.1",)
-    assert "libnuma.so.1" in tag.reason
-    assert _auditwheel_tag(wheel) == "linux_x86_64"
+    assert tag.external == ("libnuma.so.1",) and tag.needed_by == (("libnuma.so.1", "libnuma_user.so"),)
+    assert _auditwheel_tag(wheel) == "linux_x86_64"  # auditwheel agrees: this wheel alone promises nothing
+    with pytest.raises(CheckFailed, match=r"tagdemo: libnuma_user.so needs libnuma.so.1, which neither this wheel"):
+        tag.check("tagdemo")
+    # the same library resolves when a wheel it requires carries libnuma.so.1
+    assert not elf.platform_tag([elf.inspect(lib)], provided=["libnuma.so.1"]).external
+
+
+def test_tag_is_the_newest_glibc_symbol_version_even_past_auditwheels_policies(tmp_path):
+    lib = _cc(tmp_path, "plain2", "#include <string.h>\nint plain(const char *s) { return (int)strlen(s); }\n")
+    info = elf.inspect(lib)
+    assert elf.platform_tag([info]).tag == "manylinux_2_17_x86_64"  # strlen@GLIBC_2.2.5 only
+    # a symbol of a newer glibc than auditwheel's newest policy (sid's sqrtf@GLIBC_2.43): PEP 600's tag by glibc
+    newer = replace(info, versions=(*info.versions, ("libm.so.6", "GLIBC_2.43")), glibc_minor=43)
+    tag = elf.platform_tag([newer])
+    assert tag.tag == "manylinux_2_43_x86_64" and tag.policy == ""
+    # GLIBCXX_3.4.32 (GCC 13) with an old glibc: auditwheel's policy says 2_39, and so does the tag
+    cxx = replace(info, versions=(*info.versions, ("libstdc++.so.6", "GLIBCXX_3.4.32")), needed=("libstdc++.so.6",))
+    assert elf.platform_tag([cxx]).tag == "manylinux_2_39_x86_64"
+    # versions a sibling in the wheel set defines are not the host's business
+    own = replace(info, versions=(("libLLVM.so.22.1", "LLVM_22.1"),), needed=("libLLVM.so.22.1",))
+    assert elf.platform_tag([own], provided=["libLLVM.so.22.1"]).tag == "manylinux_2_17_x86_64"
 
 
 @pytest.mark.slow

@@ -36,10 +36,10 @@ SOURCE = Path(__file__).parent
 
 # stage -> the modules (globs below src/cairn) whose definitions decide that stage's outputs
 STAGE_CODE: dict[str, tuple[str, ...]] = {
-    "wheels": ("wheels/*.py", "model/wheel_recipes.py", "model/wheel_versions.py"),
+    "wheels": ("wheels/*.py", "formats/elf.py", "model/wheel_recipes.py", "model/wheel_versions.py"),
     # what decides a verdict: not the planner (what it decides is the action's inputs, in the key anyway), nor
     # the report, the signing of verdicts or the command
-    "gates": ("gates/run.py", "gates/static.py", "gates/container.py", "gates/llama.py", "audit/imagefs.py",
+    "gates": ("gates/run.py", "gates/static.py", "gates/container.py", "gates/llama.py", "gates/gpu_host.py", "audit/imagefs.py",
               "model/gate_result.py"),
     "linkage": ("containers/linkage.py", "gates/static.py", "audit/imagefs.py", "audit/archives.py", "audit/layers.py"),
     "layer-scan": ("audit/archives.py", "audit/layers.py", "audit/binary.py", "audit/bundle.py", "audit/model.py", "audit/sources.py"),

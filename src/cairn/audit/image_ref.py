@@ -12,6 +12,7 @@ A word is a reference only when it is no existing path and either names a transp
 
 from __future__ import annotations
 
+import os
 import re
 import shutil
 import tempfile
@@ -61,13 +62,10 @@ def _loopback(source: str) -> bool:
 
 
 def _daemon_host() -> str:
-    """The engine ``docker-daemon:`` reads from: ``$DOCKER_HOST`` as docker itself uses it, else the engine of
-    ``cairn services``; "" leaves skopeo's default socket."""
-    import os
-
-    from cairn.services.engine import engine_host
-
-    return os.environ.get("DOCKER_HOST") or engine_host()
+    """The engine ``docker-daemon:`` reads from: ``$DOCKER_HOST`` as docker itself uses it (``cairn services
+    start`` prints the line that exports it for its private engine); "" leaves skopeo's default socket. The
+    audit does not read the services' state itself: it sits beside ``cairn.services``, not above it."""
+    return os.environ.get("DOCKER_HOST", "")
 
 
 def _skopeo_error(output: str) -> str:

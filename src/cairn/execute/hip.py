@@ -128,7 +128,8 @@ def in_image_script(names: Sequence[str], targets: Sequence[str], library: str, 
     file name, which is unique within the library and the same on every machine.
     """
     arch = [f"--offload-arch={t}" for t in sorted(set(targets))]
-    common = ["-O2", "-fPIC", "-std=c++17", "-ffile-prefix-map=/src=.", "-ffile-prefix-map=/out=.",
+    # -fno-math-errno: sqrtf is then the sqrtss instruction, not sid's libm sqrtf@GLIBC_2.43 (the glibc floor)
+    common = ["-O2", "-fPIC", "-std=c++17", "-fno-math-errno", "-ffile-prefix-map=/src=.", "-ffile-prefix-map=/out=.",
               f"--rocm-device-lib-path={device_lib_path}", "-I/src", *arch]
     lines = ["set -eu", "mkdir -p /out/obj"]
     if compiler_cache:  # each compile then runs as `sccache hipcc …` when sccache's server started

@@ -99,6 +99,13 @@ def _map_path(rel: str, layout: tuple[tuple[str, str | None], ...]) -> str | Non
     return rel
 
 
+def check_glibc_floor(out: Path, floor: str, action: str) -> None:
+    """Our compiles need no glibc past the release's floor (``cairn.formats.elf.check_glibc_floor``)."""
+    from cairn.formats.elf import check_glibc_floor as check
+
+    check(out, floor, action)
+
+
 def run_copy(ctx: ActionContext) -> None:
     """Target-neutral files copied as they were fetched (headers-only components, data)."""
     fetched = ctx.deps[ctx.action.deps[0]]
@@ -134,6 +141,7 @@ def run_hip(ctx: ActionContext) -> None:
             raise CairnError(f"{ctx.action.id}: no amdgcn/bitcode among its dependencies — depend on the device-libs component")
         hip.compile_hip(sources, targets, library, device_lib_path=device_libs, log=ctx.log, include_dirs=(sources_tree,))
     check_coverage(library, targets)
+    check_glibc_floor(ctx.out, inputs.get("glibc_floor", ""), ctx.action.id)
     for header in sorted(sources_tree.glob("*.h")):
         (ctx.out / "include").mkdir(exist_ok=True)
         shutil.copy2(header, ctx.out / "include" / header.name)
@@ -163,6 +171,7 @@ def run_cmake(ctx: ActionContext) -> None:
     cmake_in_image(source, dep_trees, ctx.out, image=_toolchain_image(ctx, toolchain),
                    args=inputs["build"]["args"], targets=inputs.get("targets", []), log=ctx.log,
                    compiler_cache=ctx.compiler_cache)
+    check_glibc_floor(ctx.out, inputs.get("glibc_floor", ""), ctx.action.id)
 
 
 def _toolchain_image(ctx: ActionContext, toolchain: Mapping[str, str]) -> str:

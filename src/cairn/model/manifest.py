@@ -121,6 +121,37 @@ class Framework:
 
 
 @dataclass(frozen=True)
+class Graft:
+    """``[[wheels.graft]]``: a Debian package whose shared libraries the SDK wheels carry (under mangled
+    sonames) because no manylinux host is required to have them; ``wheel`` is the one wheel that carries them
+    (``core``, or ``libraries``: every family's libraries wheel). A release input like any other deb."""
+
+    source: Source  # kind "deb", pinned by version, sha256 and suite
+    wheel: str
+
+    @property
+    def package(self) -> str:
+        return str(self.source.get("package"))
+
+
+@dataclass(frozen=True)
+class SymbolVersion:
+    """``[[wheels.symbol_version]]``: a reviewed rewrite of one version requirement of a prebuilt library
+    (``file``, its soname) to an older, behaviour-equivalent version, so one symbol does not raise a wheel's tag."""
+
+    file: str
+    library: str
+    version: str
+    to: str
+    symbols: tuple[str, ...]
+    why: str
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"file": self.file, "library": self.library, "version": self.version, "to": self.to,
+                "symbols": list(self.symbols), "why": self.why}
+
+
+@dataclass(frozen=True)
 class Release:
     name: str
     version: str
@@ -145,6 +176,9 @@ class Manifest:
     data: dict[str, Any] = field(default_factory=dict)
     # (sdk id, component, reason): what an SDK would hold but this release's sources cannot provide
     unavailable: tuple[tuple[str, str, str], ...] = ()
+    glibc_floor: str = ""  # [wheels] glibc_floor: the newest glibc our own compiles may need ("" = unchecked)
+    grafts: tuple[Graft, ...] = ()  # [[wheels.graft]]
+    symbol_versions: tuple[SymbolVersion, ...] = ()  # [[wheels.symbol_version]]
 
     @property
     def digest(self) -> str:
@@ -223,6 +257,24 @@ FRAMEWORK = Table({
     "pin_unknown": Field("string", nonempty=True),
     "files": Field("tables", table=FILE, doc="a mirror's every wheel, each by sha256 (replaces source)"),
 })
+GRAFT_WHEELS = ("core", "libraries")
+GRAFT = Table({**SOURCE_TABLES["deb"].fields,
+               "wheel": Field("string", required=True, enum=GRAFT_WHEELS, doc="the SDK wheel that carries its libraries")},
+              what="[[wheels.graft]]")
+SYMBOL_VERSION = Table({
+    "file": Field("string", required=True, nonempty=True, doc="the library's soname, as the wheel ships it"),
+    "library": Field("string", required=True, nonempty=True, doc="the library it asks (libm.so.6)"),
+    "version": Field("string", required=True, nonempty=True, doc="the version it asks for (GLIBC_2.43)"),
+    "to": Field("string", required=True, nonempty=True, doc="the older, behaviour-equivalent version (GLIBC_2.2.5)"),
+    "symbols": Field("strings", required=True, doc="every symbol bound to that version (reviewed)"),
+    "why": Field("string", required=True, nonempty=True, doc="why the two versions behave the same"),
+}, what="[[wheels.symbol_version]]")
+WHEELS = Table({
+    "glibc_floor": Field("string", pattern=r"^2\.[0-9]+$",
+                         doc="newest glibc (2.N) Cairn's own compiles may need; the build action checks every ELF"),
+    "graft": Field("tables", table=GRAFT, doc="Debian packages whose libraries the SDK wheels carry (docs/wheels.md)"),
+    "symbol_version": Field("tables", table=SYMBOL_VERSION, doc="reviewed symbol-version rewrites (docs/wheels.md)"),
+}, what="[wheels]")
 GATES = Table({"required": Field("table", table=Table({c: Field("strings") for c in CHANNELS}, what="[gates.required]"),
                                  doc="channel -> gates a release must pass")}, what="[gates]")
 MANIFEST = Table({
@@ -231,6 +283,7 @@ MANIFEST = Table({
     "expansion": Field("table", table=Table(values=Field("table", table=SDK), what="[expansion]"), doc="expansion SDKs by name"),
     "frameworks": Field("table", table=Table(values=Field("table", table=FRAMEWORK), what="[frameworks]")),
     "gates": Field("table", table=GATES),
+    "wheels": Field("table", table=WHEELS, doc="what the wheels carry and the glibc they may need"),
 }, what="the manifest", doc="A Cairn release manifest (manifests/releases/*.toml)")
 
 
@@ -277,7 +330,34 @@ class _Loader:
         frameworks_table = data.table("frameworks")
         frameworks = tuple(self.framework(name, frameworks_table.table(name, what=f"[frameworks.{name}]")) for name in frameworks_table)
         gates = self.gates(data.table("gates"))
-        return Manifest(self.doc.path, release, tuple(components), sdks, frameworks, gates, self.doc.data, tuple(self.unavailable))
+        floor, grafts = self.wheels(data.table("wheels"))
+        rewrites = tuple(SymbolVersion(str(i["file"]), str(i["library"]), str(i["version"]), str(i["to"]),
+                                       tuple(str(x) for x in i["symbols"]), str(i["why"]))
+                         for i in data.table("wheels").get("symbol_version", []) or [])
+        return Manifest(self.doc.path, release, tuple(components), sdks, frameworks, gates, self.doc.data, tuple(self.unavailable),
+                        floor, grafts, rewrites)
+
+    def wheels(self, table: Section) -> tuple[str, tuple[Graft, ...]]:
+        kp = table.keypath
+        floor = table.string("glibc_floor")
+        if floor and not re.match(r"^2\.[0-9]+$", floor):
+            raise self.fail((*kp, "glibc_floor"), f"glibc_floor '{floor}' is not a glibc version", 'write it as "2.39"')
+        grafts: list[Graft] = []
+        for n, item in enumerate(table.get("graft", []) or []):
+            where = (*kp, "graft", n)
+            wheel = item.get("wheel") if isinstance(item, dict) else None
+            if wheel not in GRAFT_WHEELS:
+                raise self.fail((*where, "wheel"), f"graft {n}: wheel '{wheel}' is not an SDK wheel that grafts",
+                                f"use one of {', '.join(GRAFT_WHEELS)}")
+            fields = {k: v for k, v in item.items() if k != "wheel"}
+            source = self.source({"deb": fields}, where, f"graft {fields.get('package')}", False)
+            if not source.get("suite"):
+                raise self.fail(where, f"graft {source.get('package')} names no suite",
+                                'pin it from a suite\'s Packages index: suite = "sid" (cairn pins check reads it)')
+            if any(g.package == source.get("package") for g in grafts):
+                raise self.fail(where, f"graft {source.get('package')} is listed twice", "keep one entry")
+            grafts.append(Graft(source, str(wheel)))
+        return floor, tuple(grafts)
 
     def release(self, table: Section) -> Release:
         kp = table.keypath

@@ -34,8 +34,9 @@ class PinStatus:
 def check_pins(manifest: Manifest, index_of: Callable[[str], Mapping[str, list[DebEntry]]]) -> list[PinStatus]:
     """Every suite-pinned deb of ``manifest`` against ``index_of(suite)`` (host-fetched, passed in)."""
     results = []
-    for comp in manifest.components:
-        source = comp.source
+    pinned = [(comp.name, comp.source) for comp in manifest.components]
+    pinned += [(f"graft:{g.package}", g.source) for g in manifest.grafts]  # what the SDK wheels carry
+    for name, source in pinned:
         if source.kind != "deb" or not source.get("suite"):
             continue
         package, version, sha256, suite = (source.get(k) for k in ("package", "version", "sha256", "suite"))
@@ -51,7 +52,7 @@ def check_pins(manifest: Manifest, index_of: Callable[[str], Mapping[str, list[D
         else:
             status = "gone"
         results.append(PinStatus(
-            component=comp.name, package=package, suite=suite, pinned=version, sha256=sha256, status=status,
+            component=name, package=package, suite=suite, pinned=version, sha256=sha256, status=status,
             offered=best.version if best else "", offered_sha256=best.sha256 if best else "",
             declared_targets=exact.gpu_archs if exact else (),
         ))

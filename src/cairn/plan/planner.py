@@ -85,7 +85,8 @@ def plan_release(manifest: Manifest, registry: Registry, host: Host, families: t
                     targets = _chosen_targets(manifest, comp, fam, targets, registry)
                 elif toolchain:  # LLVM 22 has generic targets: one more code object that covers the family's members
                     targets = (*targets, *sorted({g for t in targets if (g := registry.target(t).generic)} - set(targets)))
-                action = _build_action(comp, by_name, host, family=fam, targets=targets, toolchain=toolchain)
+                action = _build_action(comp, by_name, host, family=fam, targets=targets, toolchain=toolchain,
+                                       glibc_floor=manifest.glibc_floor)
                 actions[action.id] = action
         else:
             action = _build_action(comp, by_name, host)
@@ -204,7 +205,7 @@ class _DebKey:
 
 
 def _build_action(comp: Component, by_name: dict[str, Component], host: Host, family: str = "",
-                  targets: tuple[str, ...] = (), toolchain: tuple[str, ...] = ()) -> Action:
+                  targets: tuple[str, ...] = (), toolchain: tuple[str, ...] = (), glibc_floor: str = "") -> Action:
     kind = comp.build.kind
     deps = [fetch_id(comp.source)]
     inputs: dict[str, Any] = {
@@ -214,6 +215,8 @@ def _build_action(comp: Component, by_name: dict[str, Component], host: Host, fa
         "build": {"kind": kind, "args": _build_args(comp)},
     }
     blocked = ""
+    if kind in ("hip", "cmake") and glibc_floor:
+        inputs["glibc_floor"] = glibc_floor  # checked on every ELF the compile writes (docs/wheels.md)
     if kind in ("hip", "cmake"):
         # compiled code sees its dependencies' headers and libraries: they are inputs
         deps += [build_id(by_name[d]) for d in comp.depends if not by_name[d].build.target_specific]
@@ -221,7 +224,7 @@ def _build_action(comp: Component, by_name: dict[str, Component], host: Host, fa
         # compiled in the release's build image: its digest (a dependency output) is part of the key
         inputs["targets"] = list(targets)
         inputs["toolchain"] = {"image": toolchain[0], "push": toolchain[1]}
-        inputs["in_image"] = 2  # bumped when the in-image compile script changes (cairn.execute.hip.in_image_script)
+        inputs["in_image"] = 3  # bumped when the in-image compile script changes (cairn.execute.hip.in_image_script)
         deps += list(toolchain)
     elif kind == "hip":
         inputs["targets"] = list(targets)

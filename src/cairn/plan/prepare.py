@@ -41,7 +41,7 @@ def load(arg: str | None) -> tuple[Manifest, Registry]:
 def host_for(manifest: Manifest, store: Path | None = None) -> Host:
     """The one snapshot of the host planning reads: tools, services, apt and archive versions, the mirror."""
     urls = [str(c.source.get("url")) for c in manifest.components if c.source.kind in ("git", "archive")]
-    debs = [c.source for c in manifest.components if c.source.kind == "deb"]
+    debs = [c.source for c in manifest.components if c.source.kind == "deb"] + [g.source for g in manifest.grafts]
     host_apt = [str(s.get("package")) for s in debs if not s.get("suite")] + list(_base_pins_apt_checks(manifest))
     suite_pins = [(str(s.get("suite")), str(s.get("package"))) for s in debs if s.get("suite")]
     wanted = [str(s.get("sha256")) for s in debs if s.get("suite") and s.get("sha256")]

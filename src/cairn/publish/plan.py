@@ -57,7 +57,12 @@ def extend_plan(context: StageContext) -> None:
         "families": families,
         "products": products,
         "frameworks": frameworks,
-        "pins": {c.name: c.source.identity for c in context.manifest.components},
+        # components, the debs the SDK wheels graft, and the reviewed symbol-version rewrites: the provenance's
+        # resolvedDependencies name every input of the wheels' bytes
+        "pins": {**{c.name: c.source.identity for c in context.manifest.components},
+                 **{f"graft:{g.package}": g.source.identity for g in context.manifest.grafts},
+                 **{f"symbol-version:{r.file}:{r.version}": f"{r.library}:{','.join(r.symbols)}@{r.version}->{r.to}"
+                    for r in context.manifest.symbol_versions}},
         "not_built": dict(sorted(missing.items())),
         "planned_gates": sorted({a.id for a in wanted if a.kind == "gate"}),
         "planned_images": sorted({a.id for a in wanted if a.kind == "image-build"}),

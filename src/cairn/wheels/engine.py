@@ -33,8 +33,8 @@ from cairn import proc
 from cairn.audit.check import check_coverage
 from cairn.errors import CairnError
 from cairn.execute.runners import ActionContext
-from cairn.wheels import elf
-from cairn.wheels.sdk import LIBRARIES, ROOTS, scratch_dir, write_report
+from cairn.formats import elf
+from cairn.wheels.sdk import LIBRARIES, ROOTS, provided_by, scratch_dir, write_report
 from cairn.wheels.wheelfile import Member, Metadata, write_wheel
 
 _VERSIONED = re.compile(r"^(lib[A-Za-z0-9_.+-]+?\.so)(\.[0-9]+)*$")
@@ -153,7 +153,11 @@ def run_engine_wheel(ctx: ActionContext) -> None:
                 raise CairnError(f"{ctx.action.id}: {inputs['build']} built no {name}")
             check_coverage(by_name[name], tuple(inputs["targets"]))
         infos = [i for i in (elf.inspect(p) for p in libraries) if i]
-        tag = elf.platform_tag(infos)
+        # resolves inside what `pip install` brings with it: rocm-sdk-core and the family's libraries
+        provided = [n for dep in ("package:rocm-sdk-core", f"package:rocm-sdk-libraries@{ctx.action.family}")
+                    if dep in ctx.deps for n in provided_by(ctx.deps[dep])]
+        tag = elf.platform_tag(infos, provided)
+        tag.check(inputs["project"])
         build_info = {"component": inputs["component"], "family": ctx.action.family, "targets": list(inputs["targets"]),
                       "version": inputs["build_version"], "libraries": sorted(by_name)}
         members = [Member(path, data=data) for path, data in files]

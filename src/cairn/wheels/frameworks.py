@@ -17,8 +17,8 @@ from typing import Any
 from cairn import proc
 from cairn.errors import CairnError, CheckFailed
 from cairn.execute.runners import ActionContext
-from cairn.wheels import elf
-from cairn.wheels.sdk import ROOTS, RUNTIME_DIR, scratch_dir, write_report
+from cairn.formats import elf
+from cairn.wheels.sdk import ROOTS, RUNTIME_DIR, provided_by, scratch_dir, write_report
 from cairn.wheels.wheelfile import Member, Metadata, repack, write_wheel
 
 # Placeholders a recipe may use in env values and commands; run-time ones are filled by the runner.
@@ -154,7 +154,9 @@ def run_hip_extension(ctx: ActionContext) -> None:
         elf.set_rpath(lib_copy, elf.origin_rpath(f"{package}/lib", f"{ROOTS['core']}/lib"), ctx.log)
         _gate(lib_copy, tuple(inputs["targets"]))
         info = elf.inspect(lib_copy)
-        tag = elf.platform_tag([info] if info else [])  # libamdhip64 from rocm-sdk-core is still external
+        core = ctx.deps.get("package:rocm-sdk-core")
+        tag = elf.platform_tag([info] if info else [], provided_by(core) if core else ())  # libamdhip64: core's
+        tag.check(inputs["project"])
         build_json = built / "share" / "cairn" / f"{inputs['component']}.json"
         build_info = json.loads(build_json.read_text()) if build_json.is_file() else {}
         build_info.update({"family": ctx.action.family, "targets": list(inputs["targets"]), "version": inputs["build_version"]})

@@ -53,6 +53,17 @@ class IndexedFile:
     requires_python: str
 
 
+def refuse_local_tag(filename: str, where: str) -> None:
+    """``linux_x86_64`` promises nothing about the host (PEP 600: local builds only; PyPI refuses it): a wheel
+    tagged so would install everywhere and load only where its missing libraries happen to be."""
+    from cairn.errors import CheckFailed
+
+    platforms = {tag.platform for tag in parse_wheel_filename(variants.plain_filename(filename))[3]}
+    if "linux_x86_64" in platforms:
+        raise CheckFailed(f"{where}: {filename} is tagged linux_x86_64, which is never published — rebuild it so "
+                          "its libraries resolve in the wheel set and it gets its manylinux tag (docs/wheels.md)")
+
+
 def write_index(wheels: Iterable[Path], out: Path, family: str) -> list[IndexedFile]:
     """Link every wheel into ``out/<family>/files`` and write the simple pages; returns what was indexed."""
     root = out / family
@@ -61,6 +72,7 @@ def write_index(wheels: Iterable[Path], out: Path, family: str) -> list[IndexedF
     indexed: list[IndexedFile] = []
     documents: dict[tuple[str, str], list[dict]] = {}  # variant wheels' variant.json by (name, version)
     for wheel in sorted(wheels, key=lambda p: p.name):
+        refuse_local_tag(wheel.name, f"the {family} index")
         target = files_dir / wheel.name
         if target.exists():
             if file_sha256(target) != file_sha256(wheel):

@@ -77,7 +77,9 @@ def extend_plan(context: StageContext) -> None:
     # per family, Python -> the engines its index serves that Python (the release's own Python gets every wheel)
     claims: dict[str, dict[str, list[str]]] = {}
 
-    add(Action("package:rocm-sdk-core", "package", {**base, "part": sdk.CORE}, tree_deps, blocked=blocked_tools))
+    grafts = {part: _graft_fetches(context, part) for part in (sdk.CORE, sdk.LIBRARIES)}
+    add(Action("package:rocm-sdk-core", "package", {**base, "part": sdk.CORE, **grafts[sdk.CORE][0], **_rewrites(context)},
+               (*tree_deps, *grafts[sdk.CORE][1]), blocked=blocked_tools))
     add(Action("package:rocm-sdk-devel", "package", {**base, "part": sdk.DEVEL}, (*tree_deps, "package:rocm-sdk-core"),
                blocked=blocked_tools))
     devices = list(dict.fromkeys(t for fam in release.families for t in registry.expand(fam)))
@@ -86,8 +88,9 @@ def extend_plan(context: StageContext) -> None:
     for fam in context.families:
         targets = registry.expand(fam)
         libraries = f"package:rocm-sdk-libraries@{fam}"
-        add(Action(libraries, "package", {**base, "part": sdk.LIBRARIES, "family": fam, "targets": list(targets)},
-                   (*tree_deps, "package:rocm-sdk-core"), family=fam, blocked=blocked_tools), (fam,))
+        add(Action(libraries, "package", {**base, "part": sdk.LIBRARIES, "family": fam, "targets": list(targets),
+                                          **grafts[sdk.LIBRARIES][0], **_rewrites(context)},
+                   (*tree_deps, "package:rocm-sdk-core", *grafts[sdk.LIBRARIES][1]), family=fam, blocked=blocked_tools), (fam,))
         for target in targets:  # one target's cut of the family wheel; a target of two families is cut once
             device = f"package:rocm-sdk-device@{target}"
             if device in actions:
@@ -146,7 +149,8 @@ def extend_plan(context: StageContext) -> None:
                 "requires": [f"rocm-sdk[{extra_name(fam)}]=={version}"],
                 "tools_rpath": f"/usr/local/lib/python{release.python[0]}/dist-packages/{recipe.package}/lib",
                 "requires_python": f">={min(served, key=Version)}" if served else ">=3.8",
-            }, (built, fetch, "package:rocm-sdk-core"), component=comp.name, family=fam, blocked=blocked_tools), (fam,))
+            }, (built, fetch, "package:rocm-sdk-core", f"package:rocm-sdk-libraries@{fam}"), component=comp.name,
+                family=fam, blocked=blocked_tools), (fam,))
             for python in served:  # the index claims these Pythons for the engine (and the SDK it pulls in)
                 claims.setdefault(fam, {}).setdefault(python, []).append(recipe.project)
         for item in recipe.mirror_files(comp.version) if engine_families else ():
@@ -175,6 +179,36 @@ def extend_plan(context: StageContext) -> None:
                                                                   "sdk_version": version,
                                                                   "claims": [pythons[p] for p in sorted(pythons, key=Version)]},
                                          tuple(sorted(members)), family=fam)
+
+
+def _graft_fetches(context: StageContext, part: str) -> tuple[dict[str, Any], tuple[str, ...]]:
+    """The ``[[wheels.graft]]`` pins ``part``'s wheel carries (inputs of its key; none: no key change) and the
+    fetch actions of their .debs, planned like every suite-pinned deb."""
+    pins = [g for g in context.manifest.grafts if g.wheel == part]
+    if not pins:
+        return {}, ()
+    deps = []
+    for item in pins:
+        fid = fetch_id(item.source)
+        deps.append(fid)
+        if fid in context.actions:
+            continue
+        fields = dict(item.source.fields)
+        host = context.host
+        offered = host.suite_versions.get(fields["suite"], {}).get(fields["package"], ())
+        blocked = "" if fields["sha256"] in host.mirrored or fields["version"] in offered else (
+            f"graft {fields['package']}={fields['version']} is served neither by {fields['suite']} nor by a mirror "
+            "— run: cairn pins check MANIFEST")
+        context.actions[fid] = Action(fid, "fetch", {"layout": LAYOUT_VERSIONS["fetch"], "source": item.source.as_dict()},
+                                      blocked=blocked)
+    inputs = {"grafts": [dict(g.source.fields) for g in pins], "graft_wheels": {g.package: g.wheel for g in pins}}
+    return inputs, tuple(deps)
+
+
+def _rewrites(context: StageContext) -> dict[str, Any]:
+    """The reviewed symbol-version rewrites (inputs of the SDK wheels that apply them; none: no key change)."""
+    entries = [r.as_dict() for r in context.manifest.symbol_versions]
+    return {"symbol_versions": entries} if entries else {}
 
 
 def _hip_extensions(context: StageContext) -> list[Recipe]:

@@ -8,9 +8,11 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
+from cairn.errors import CairnError
 from cairn.execute.runners import ActionContext
-from cairn.wheels import closure, device, engine, frameworks, index, sdk, variants
+from cairn.wheels import closure, device, engine, frameworks, graft, index, sdk, variants
 from cairn.wheels.wheelfile import read_metadata
 
 
@@ -37,8 +39,22 @@ def run_package(ctx: ActionContext) -> None:
         return
     tree = ctx.deps["assemble:sdk"]
     owned = sdk.expansion_paths(tree_path for dep, tree_path in ctx.deps.items() if dep.startswith("build:"))
-    sdk.build_sdk_wheel(ctx.out, part, tree, inputs, ctx.log, expansion_owned=owned,
-                        family=inputs.get("family", ""), targets=tuple(inputs.get("targets", ())))
+    core = ctx.deps.get("package:rocm-sdk-core")
+    inherited = {}
+    if core is not None and (core / "report.json").is_file():
+        inherited = {soname: entry["file"] for soname, entry in
+                     json.loads((core / "report.json").read_text()).get("grafted", {}).items()}
+    with sdk.scratch_dir(ctx.out) as unpacked:
+        debs = []
+        for pin in inputs.get("grafts", []):
+            found = sorted(ctx.deps[f"fetch:deb:{pin['package']}"].glob("*.deb"))
+            if len(found) != 1:
+                raise CairnError(f"{ctx.action.id}: fetch:deb:{pin['package']} holds {len(found)} .deb files, expected one")
+            debs.append((pin, found[0]))
+        available = graft.unpack(debs, Path(unpacked), ctx.log)
+        sdk.build_sdk_wheel(ctx.out, part, tree, inputs, ctx.log, expansion_owned=owned,
+                            family=inputs.get("family", ""), targets=tuple(inputs.get("targets", ())),
+                            provided=sdk.provided_by(core) if core else (), grafts=available, inherited=inherited)
 
 
 def run_index(ctx: ActionContext) -> None:

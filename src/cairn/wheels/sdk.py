@@ -26,7 +26,8 @@ from typing import IO, Any
 
 from cairn.digest import file_sha256, files_digest
 from cairn.errors import CairnError, CheckFailed
-from cairn.wheels import elf
+from cairn.formats import elf
+from cairn.wheels import graft
 from cairn.wheels.wheelfile import Member, Metadata, write_wheel
 
 CORE, DEVEL, LIBRARIES = "core", "devel", "libraries"
@@ -148,13 +149,36 @@ def members_of(staged: list[Staged]) -> list[Member]:
     return [Member(s.arcname, source=s.source, executable=s.executable) for s in staged]
 
 
-def tag_for(staged: list[Staged]) -> elf.PlatformTag | None:
-    """The wheel's own honest tag: a library another of our wheels provides still counts as external,
-    exactly as ``auditwheel show`` sees it (the manylinux promise is about this wheel alone)."""
+def tag_for(staged: list[Staged], provided: Iterable[str] = (), wheel: str = "") -> elf.PlatformTag | None:
+    """The wheel's honest tag; ``provided``: the sonames the wheels it requires carry (core's, for the others).
+    A library that resolves nowhere in that set, and that no manylinux host provides, stops the build."""
     infos = [i for i in (elf.inspect(s.source) for s in staged) if i is not None]
     if not infos:
         return None
-    return elf.platform_tag(infos)
+    tag = elf.platform_tag(infos, provided)
+    tag.check(wheel)
+    return tag
+
+
+def rewrite_versions(staged: list[Staged], entries: list[dict[str, Any]], log: IO[str]) -> list[dict[str, Any]]:
+    """Apply the manifest's reviewed ``[[wheels.symbol_version]]`` rewrites to this wheel's private ELF copies."""
+    done = []
+    for entry in entries:
+        for item in staged:
+            if Path(item.arcname).name != entry["file"] or elf.inspect(item.source) is None:
+                continue
+            symbols = elf.rewrite_symbol_version(item.source, entry["library"], entry["version"], entry["to"],
+                                                 entry["symbols"])
+            log.write(f"symbol versions: {item.arcname} asks {entry['library']} for {', '.join(symbols)}@{entry['to']} "
+                      f"instead of @{entry['version']} ({entry['why']})\n")
+            done.append({**entry, "path": item.arcname})
+    return done
+
+
+def provided_by(tree: Path) -> tuple[str, ...]:
+    """The sonames a package action's wheel carries (its ``report.json``), for the wheels that require it."""
+    report = tree / "report.json"
+    return tuple(json.loads(report.read_text()).get("sonames", [])) if report.is_file() else ()
 
 
 def sonames(staged: list[Staged]) -> list[str]:
@@ -289,8 +313,13 @@ def scratch_dir(out: Path) -> tempfile.TemporaryDirectory[str]:
 
 def build_sdk_wheel(out: Path, part: str, tree: Path, inputs: dict[str, Any], log: IO[str], *,
                     expansion_owned: frozenset[str], family: str = "",
-                    targets: tuple[str, ...] = ()) -> Path:
-    """One of core / devel / libraries-<family> from the SDK tree into ``out/wheels``."""
+                    targets: tuple[str, ...] = (), provided: tuple[str, ...] = (),
+                    grafts: dict[str, graft.Graftable] | None = None, inherited: dict[str, str] | None = None) -> Path:
+    """One of core / devel / libraries-<family> from the SDK tree into ``out/wheels``.
+
+    ``grafts``: every library the release's graft debs provide (``cairn.wheels.graft``); this wheel carries
+    those whose pin names its part. ``inherited``: soname → mangled name of core's grafts (for devel and
+    libraries, which require core)."""
     version = inputs["sdk_version"]
     epoch = inputs["source_date_epoch"]
     core_lib = f"{ROOTS[CORE]}/lib"
@@ -306,13 +335,27 @@ def build_sdk_wheel(out: Path, part: str, tree: Path, inputs: dict[str, Any], lo
         scratch = Path(scratch_name)
         split = FamilySplit(family, targets, log) if part == LIBRARIES else None
         staged = stage_part(tree, part, scratch, log, expansion_owned=expansion_owned, rpaths=rpaths, split=split)
+        available = grafts or {}
+        carried = {lib.package for lib in available.values() if inputs.get("graft_wheels", {}).get(lib.package) == part}
+        elves = [s.source for s in staged if s.source.parent == scratch and elf.inspect(s.source) is not None]
+        grafting = graft.graft(elves, available, carried, inherited or {}, set(provided), scratch, log)
+        lib_root = f"{ROOTS[part]}/lib"
+        staged += [Staged(f"{lib_root}/{mangled}", copy, True) for mangled, (_lib, copy) in sorted(grafting.copies.items())]
+        rewritten = rewrite_versions(staged, inputs.get("symbol_versions", []), log)
+        unused = sorted(carried - {lib.package for lib, _copy in grafting.copies.values()})
+        if unused:
+            raise CairnError(f"rocm-sdk-{part}: the manifest grafts {', '.join(unused)} into it, but none of its "
+                             "libraries needs them — remove the [[wheels.graft]] entry")
         extra: list[Member] = []
+        for package, copyright_file in sorted({(lib.package, lib.copyright) for lib, _c in grafting.copies.values()
+                                               if lib.copyright is not None}):
+            extra.append(Member(f"licenses/{package}/copyright", source=copyright_file))
         extra_description = ""
         report: dict[str, Any] = {"part": part, "sdk_version": version}
         requires: tuple[str, ...] = (f"rocm-sdk-core=={version}",)
         if part == CORE:
             requires = ()
-            tag = tag_for(staged)
+            tag = tag_for(staged, provided, "rocm-sdk-core")
             info = {"release": inputs["release"], "version": version, "channel": inputs["channel"],
                     "system_libraries": list(tag.external) if tag else []}
             staged += [Staged(f"rocm_sdk/{p.name}", p, False) for p in runtime_files("rocm_sdk")]
@@ -322,7 +365,7 @@ def build_sdk_wheel(out: Path, part: str, tree: Path, inputs: dict[str, Any], lo
             manifest = None  # share/cairn/manifest.json is a core file of the tree already
             name, summary = "rocm-sdk-core", "ROCm runtime and tools (HIP, HSA, comgr, rocminfo, rocm-smi)"
         elif part == DEVEL:
-            tag = tag_for(staged)
+            tag = tag_for(staged, provided, "rocm-sdk-devel")
             name, summary = "rocm-sdk-devel", "ROCm headers, hipcc, device bitcode and CMake files"
             manifest = None
         else:
@@ -332,7 +375,7 @@ def build_sdk_wheel(out: Path, part: str, tree: Path, inputs: dict[str, Any], lo
             libs_info.write_text(json.dumps({"family": family, "targets": list(targets), "version": version,
                                              "audit": report["audit"]}, indent=2, sort_keys=True) + "\n")
             staged.append(Staged(f"{ROOTS[LIBRARIES]}/share/cairn/libraries.json", libs_info, False))
-            tag = tag_for(staged)
+            tag = tag_for(staged, provided, f"rocm-sdk-libraries-{family}")
             name, summary = f"rocm-sdk-libraries-{family}", f"ROCm expansion libraries for {family} ({', '.join(targets)})"
             manifest = None
             if report["audit"]["partial"]:
@@ -346,7 +389,12 @@ def build_sdk_wheel(out: Path, part: str, tree: Path, inputs: dict[str, Any], lo
         report["platform"] = {"tag": platform, "reason": tag.reason if tag else "no native code",
                               "system_libraries": list(tag.external) if tag else []}
         report["sonames"] = sonames(staged)
-        extra += licenses(tree, inputs.get("license_packages", {}).get(part))
+        report["grafted"] = grafting.report()
+        if rewritten:
+            report["symbol_versions"] = rewritten
+        report["sizes"] = {"grafted_bytes": sum(c.stat().st_size for _l, c in grafting.copies.values())}
+        grafted_licences = {m.path for m in extra}
+        extra += [m for m in licenses(tree, inputs.get("license_packages", {}).get(part)) if m.path not in grafted_licences]
         metadata = Metadata(name=name, version=version, summary=summary, requires_dist=requires,
                             requires_python=">=3.8", license="Various (see .dist-info/licenses)",
                             description=f"{summary}.\n\nBuilt by Cairn from {inputs['release']} {version}.{extra_description}")
