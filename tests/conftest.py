@@ -24,6 +24,9 @@ from support import servers
 from support.paths import DEFAULT_SLICE_FAMILY, ROOT, SLICE_RECORD
 from support.requirements import need, need_tool
 
+# the S3 tests' ``s3`` (the module's BUCKET on a moto server) and ``keys`` fixtures
+pytest_plugins = ("support.s3",)
+
 
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", "requires(condition, reason): an external requirement, checked by conftest.need")

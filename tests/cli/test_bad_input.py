@@ -10,9 +10,10 @@ import shutil
 from pathlib import Path
 
 import pytest
-from test_unsafe_names import cairn, files_under, one_line
 
 from cairn.publish.sample import write_sample_bundle
+from support import cairn
+from support.cli import files_under, one_line
 
 
 # -- cairn publish on a bundle.json missing a field ------------------------------------------------------
@@ -158,7 +159,7 @@ def test_a_bundle_gate_result_that_is_damaged_or_mistyped_is_one_line(tmp_path: 
 
 
 def _matrix_text() -> str:
-    from test_matrix_model import sample
+    from support.matrices import sample
 
     return sample().to_json()
 
@@ -190,7 +191,7 @@ def test_a_recipe_version_that_does_not_parse_is_located(checkout: Path) -> None
     recipe.write_text(text)
     manifest = checkout / "manifests" / "releases" / "rocm-5.2.3.toml"
     manifest.write_text(manifest.read_text().replace('version = "0.1.0"', 'version = "zero.one"'))
-    line = one_line(cairn("plan", str(manifest), env={"CAIRN_ROOT": str(checkout)}))
+    line = one_line(cairn("plan", str(manifest), extra_env={"CAIRN_ROOT": str(checkout)}))
     at = text[: text.index('"zero.one"')].count("\n") + 1
     assert f"recipes/wheels/cairn-smoke.toml:{at}:" in line and "'zero.one' is not a PEP 440 version" in line, line
 
@@ -200,7 +201,7 @@ def test_a_recipe_name_that_climbs_is_refused(checkout: Path) -> None:
     text = manifest.read_text()
     assert 'recipe = "sglang"' in text
     manifest.write_text(text.replace('recipe = "sglang"', 'recipe = "../../../../etc/x"', 1))
-    line = one_line(cairn("check", str(manifest), env={"CAIRN_ROOT": str(checkout)}))
+    line = one_line(cairn("check", str(manifest), extra_env={"CAIRN_ROOT": str(checkout)}))
     assert "rocm-5.2.3.toml:" in line and "recipe '../../../../etc/x' contains a path separator" in line, line
 
 
@@ -252,7 +253,7 @@ def test_a_container_recipe_syntax_error_has_a_line(checkout: Path) -> None:
     lines = recipe.read_text().splitlines()
     lines.insert(3, "broken = = 1")
     recipe.write_text("\n".join(lines) + "\n")
-    line = one_line(cairn("plan", env={"CAIRN_ROOT": str(checkout)}))
+    line = one_line(cairn("plan", extra_env={"CAIRN_ROOT": str(checkout)}))
     assert "recipes/containers/smoke.toml:4:" in line and "invalid TOML" in line, line
 
 

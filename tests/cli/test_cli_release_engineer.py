@@ -9,10 +9,8 @@ whose build record and trees are written here the way ``cairn build`` writes the
 from __future__ import annotations
 
 import json
-import os
 import re
 import subprocess
-import sys
 import tempfile
 from collections import Counter
 from collections.abc import Iterator
@@ -22,18 +20,16 @@ import pytest
 
 from cairn.model.gate_result import GateResult
 from cairn.paths import find_store
-from support import ROOT
+from support import ROOT, cairn
 from support.servers import archive_release, serve_directory
 
 LEGACY = "rocm-5.2.3"
 
 
-def cairn(*args: str, cwd: Path | None = None, columns: int = 80) -> subprocess.CompletedProcess[str]:
-    """``cairn`` as a user runs it, from ``cwd`` — by default a directory outside this checkout, so a store that
-    another test (or a developer's build) left in the checkout's ``.cairn`` is never the project's store here."""
-    env = {**os.environ, "COLUMNS": str(columns), "PYTHONPATH": str(ROOT / "src")}
-    return subprocess.run([sys.executable, "-m", "cairn.cli", *args], capture_output=True, text=True,
-                          cwd=cwd or tempfile.gettempdir(), env=env, timeout=300)
+# ``cairn`` as a user runs it: from a directory outside this checkout unless a test says where (so a store another
+# test, or a developer's build, left in the checkout's ``.cairn`` is never the project's store here), this
+# checkout's code, and a terminal 80 columns wide unless a test says otherwise
+USER_ENV = {"COLUMNS": "80", "PYTHONPATH": str(ROOT / "src")}
 
 
 def one_line(proc: subprocess.CompletedProcess[str]) -> str:
@@ -48,10 +44,10 @@ def test_plan_prints_a_summary_by_default_and_every_action_with_all(tmp_path: Pa
     """125 actions printed 134 lines (331 for the default release): now the counts by status and by stage and
     the blocked actions grouped by reason; --all adds the table, --json keeps everything for machines."""
     store = str(tmp_path / "store")
-    doc = json.loads(cairn("plan", LEGACY, "--store", store, "--json").stdout)
+    doc = json.loads(cairn("plan", LEGACY, "--store", store, "--json", cwd=tempfile.gettempdir(), extra_env=USER_ENV).stdout)
     counts = Counter(a["status"] for a in doc["actions"])
     assert doc["counts"] == dict(counts)
-    summary = cairn("plan", LEGACY, "--store", store)
+    summary = cairn("plan", LEGACY, "--store", store, cwd=tempfile.gettempdir(), extra_env=USER_ENV)
     assert summary.returncode == 0, summary.stderr
     lines = summary.stdout.splitlines()
     assert len(lines) < 30, summary.stdout
@@ -69,26 +65,26 @@ def test_plan_prints_a_summary_by_default_and_every_action_with_all(tmp_path: Pa
     assert "blocked here: image:sglang@gfx908, image:sglang@gfx90a, image:sglang@gfx1030" in text
     assert not any(a["id"] in summary.stdout for a in doc["actions"] if a["kind"] in ("fetch", "build", "gate"))
 
-    full = cairn("plan", LEGACY, "--store", store, "--all")
+    full = cairn("plan", LEGACY, "--store", store, "--all", cwd=tempfile.gettempdir(), extra_env=USER_ENV)
     assert all(a["id"] in full.stdout for a in doc["actions"])
     assert full.stdout.rstrip().endswith(summary.stdout.splitlines()[-2].rstrip())  # the summary follows the table
 
 
 def test_a_family_outside_the_release_is_one_line_and_a_target_says_what_it_leaves_out(tmp_path: Path) -> None:
     store = str(tmp_path / "store")
-    assert one_line(cairn("plan", LEGACY, "--family", "gfx90", "--store", store)).endswith(
+    assert one_line(cairn("plan", LEGACY, "--family", "gfx90", "--store", store, cwd=tempfile.gettempdir(), extra_env=USER_ENV)).endswith(
         "--family: unknown gfx family 'gfx90' — did you mean 'gfx90a'?")
-    assert one_line(cairn("plan", "--family", "gfx110X", "--store", store)).endswith("did you mean 'gfx110X-dgpu'?")
-    refused = one_line(cairn("build", LEGACY, "--family", "gfx1100", "--store", store))
+    assert one_line(cairn("plan", "--family", "gfx110X", "--store", store, cwd=tempfile.gettempdir(), extra_env=USER_ENV)).endswith("did you mean 'gfx110X-dgpu'?")
+    refused = one_line(cairn("build", LEGACY, "--family", "gfx1100", "--store", store, cwd=tempfile.gettempdir(), extra_env=USER_ENV))
     assert refused == ("cairn build: --family: gfx1100 is not built by cairn-debian12 5.2.3 (none of its families holds "
                        "gfx1100) — use one of its families: gfx908, gfx90a, gfx1030")
     assert not (tmp_path / "store").exists()  # refused before the store was made
     # the default release builds gfx110X-dgpu (gfx1100, gfx1101, gfx1102), and llama.cpp for that family only
-    target = cairn("plan", "--family", "gfx1100", "--store", store, "--json")
+    target = cairn("plan", "--family", "gfx1100", "--store", store, "--json", cwd=tempfile.gettempdir(), extra_env=USER_ENV)
     note = json.loads(target.stdout)["notes"][0]
     assert note == ("--family gfx1100 is part of the release's family gfx110X-dgpu: this plan leaves out gfx1101, "
                     "gfx1102 and llama.cpp (built for gfx110X-dgpu only) — give --family gfx110X-dgpu for the family")
-    family = json.loads(cairn("plan", "--family", "gfx110X-dgpu", "--store", store, "--json").stdout)
+    family = json.loads(cairn("plan", "--family", "gfx110X-dgpu", "--store", store, "--json", cwd=tempfile.gettempdir(), extra_env=USER_ENV).stdout)
     assert not any(n.startswith("--family") for n in family["notes"])
 
 
@@ -105,7 +101,7 @@ def release(tmp_path: Path) -> Iterator[Path]:
 
 def test_a_no_op_build_prints_a_summary_and_keeps_the_seconds_that_built_each_action(release: Path, tmp_path: Path) -> None:
     build = ("build", str(release), "--only", "assemble:sdk")
-    first = cairn(*build, cwd=tmp_path)
+    first = cairn(*build, cwd=tmp_path, extra_env=USER_ENV)
     assert first.returncode == 0, first.stderr
     store = tmp_path / ".cairn"
     built = json.loads((store / "last-build.json").read_text())["actions"]
@@ -114,7 +110,7 @@ def test_a_no_op_build_prints_a_summary_and_keeps_the_seconds_that_built_each_ac
     assert sum(": ran (" in line for line in first.stderr.splitlines()) == total  # logged: a line per action run
     assert re.fullmatch(rf"{total} actions in [0-9.]+ s: {total} ran", first.stdout.splitlines()[0]), first.stdout
 
-    again = cairn(*build, cwd=tmp_path)
+    again = cairn(*build, cwd=tmp_path, extra_env=USER_ENV)
     assert again.returncode == 0, again.stderr
     assert again.stderr.splitlines() == [f"store {store}"]  # no line per cached action
     assert again.stdout.splitlines()[0].endswith(f": {total} cached")
@@ -127,28 +123,28 @@ def test_a_no_op_build_prints_a_summary_and_keeps_the_seconds_that_built_each_ac
 
     assert sum(read_timings(store / "last-build.json").values()) >= 0.2 * 3
 
-    verbose = cairn(*build, "--verbose", cwd=tmp_path)
+    verbose = cairn(*build, "--verbose", cwd=tmp_path, extra_env=USER_ENV)
     assert sum(line.endswith(": cached") for line in verbose.stderr.splitlines()) == total
-    quiet = cairn(*build, "--quiet", cwd=tmp_path)
+    quiet = cairn(*build, "--quiet", cwd=tmp_path, extra_env=USER_ENV)
     assert quiet.stderr == "" and len(quiet.stdout.splitlines()) == 1 and quiet.stdout.rstrip().endswith(f"{total} cached")
-    assert cairn(*build, "--quiet", "--json", cwd=tmp_path).returncode == 2  # one display at a time
+    assert cairn(*build, "--quiet", "--json", cwd=tmp_path, extra_env=USER_ENV).returncode == 2  # one display at a time
 
 
 def test_the_project_store_is_found_from_a_subdirectory(release: Path, tmp_path: Path) -> None:
     """From docs/ of a checkout, a no-op build turned into a cold build in docs/.cairn."""
-    assert cairn("build", str(release), "--only", "assemble:sdk", "--quiet", cwd=tmp_path).returncode == 0
+    assert cairn("build", str(release), "--only", "assemble:sdk", "--quiet", cwd=tmp_path, extra_env=USER_ENV).returncode == 0
     deeper = tmp_path / "docs" / "deeper"
     deeper.mkdir(parents=True)
-    found = cairn("build", str(release), "--only", "assemble:sdk", cwd=deeper)
+    found = cairn("build", str(release), "--only", "assemble:sdk", cwd=deeper, extra_env=USER_ENV)
     assert found.returncode == 0 and found.stderr.splitlines() == [f"store {tmp_path / '.cairn'}"], found.stderr
     assert ": 0 ran" not in found.stdout and found.stdout.splitlines()[0].endswith(" cached")
     assert not (deeper / ".cairn").exists()
     # a relative --store is a path like any other, relative to where the command runs — and says so
-    given = cairn("plan", str(release), "--store", ".cairn", cwd=deeper)
+    given = cairn("plan", str(release), "--store", ".cairn", cwd=deeper, extra_env=USER_ENV)
     assert f"store {deeper / '.cairn'} (new — this project's store is {tmp_path / '.cairn'}; drop --store to use it)" \
         in given.stdout.splitlines()
-    assert f"(default: {tmp_path / '.cairn'}," in cairn("build", "--help", cwd=deeper, columns=1000).stdout
-    missing = one_line(cairn("gate", str(release), "--store", ".cairn", cwd=deeper))
+    assert f"(default: {tmp_path / '.cairn'}," in cairn("build", "--help", cwd=deeper, extra_env={**USER_ENV, "COLUMNS": str(1000)}).stdout
+    missing = one_line(cairn("gate", str(release), "--store", ".cairn", cwd=deeper, extra_env=USER_ENV))
     assert missing.endswith(f"no such store — run cairn build --store .cairn first, or drop --store to use this "
                             f"project's store {tmp_path / '.cairn'}")
 
@@ -193,7 +189,7 @@ def _gate_store(store: Path) -> None:
 def test_gate_wraps_reasons_at_whole_words_and_rates_only_gated_cells(tmp_path: Path) -> None:
     store = tmp_path / "store"
     _gate_store(store)
-    proc = cairn("gate", LEGACY, "--store", str(store), "--channel", "nightly")
+    proc = cairn("gate", LEGACY, "--store", str(store), "--channel", "nightly", cwd=tempfile.gettempdir(), extra_env=USER_ENV)
     assert proc.returncode == 1, proc.stderr
     lines = proc.stdout.splitlines()
     words = proc.stdout.split()
@@ -206,22 +202,22 @@ def test_gate_wraps_reasons_at_whole_words_and_rates_only_gated_cells(tmp_path: 
     assert "gating pass rate gfx908: 0/0 gated = —, 1 not gated" in lines
     assert "gating pass rate gfx1030: 1/1 gated = 100%" in lines
     assert lines[-1] == "gating parity: NO — gfx908 skips in-container"
-    doc = json.loads(cairn("gate", LEGACY, "--store", str(store), "--channel", "nightly", "--json").stdout)
+    doc = json.loads(cairn("gate", LEGACY, "--store", str(store), "--channel", "nightly", "--json", cwd=tempfile.gettempdir(), extra_env=USER_ENV).stdout)
     assert doc["families"] == {"gfx908": {"passed": 0, "gated": 0, "not_gated": 1, "pass_rate": None},
                                "gfx90a": {"passed": 0, "gated": 1, "not_gated": 0, "pass_rate": 0.0},
                                "gfx1030": {"passed": 1, "gated": 1, "not_gated": 0, "pass_rate": 1.0}}
-    dev = cairn("gate", LEGACY, "--store", str(store))  # the manifest's channel (dev) requires static-coverage only
+    dev = cairn("gate", LEGACY, "--store", str(store), cwd=tempfile.gettempdir(), extra_env=USER_ENV)  # the manifest's channel (dev) requires static-coverage only
     assert dev.returncode == 0 and "gating parity: yes" in dev.stdout, dev.stdout
 
 
 def test_an_unknown_channel_is_one_line_with_the_closest_one(tmp_path: Path) -> None:
     store = tmp_path / "store"
     _gate_store(store)
-    assert one_line(cairn("gate", LEGACY, "--store", str(store), "--channel", "stabel")) == (
+    assert one_line(cairn("gate", LEGACY, "--store", str(store), "--channel", "stabel", cwd=tempfile.gettempdir(), extra_env=USER_ENV)) == (
         "cairn gate: --channel: unknown channel 'stabel' — did you mean 'stable'?")
-    assert one_line(cairn("matrix", "--store", str(store), "--channel", "nightlly")) == (
+    assert one_line(cairn("matrix", "--store", str(store), "--channel", "nightlly", cwd=tempfile.gettempdir(), extra_env=USER_ENV)) == (
         "cairn matrix: --channel: unknown channel 'nightlly' — did you mean 'nightly'?")
-    assert one_line(cairn("image", "dockerfile", "runtime@gfx90", LEGACY, "--store", str(store))) == (
+    assert one_line(cairn("image", "dockerfile", "runtime@gfx90", LEGACY, "--store", str(store), cwd=tempfile.gettempdir(), extra_env=USER_ENV)) == (
         "cairn image: runtime@gfx90: no target 'gfx90' in the release's families — did you mean 'gfx90a'?")
 
 
@@ -242,11 +238,11 @@ def test_image_list_shows_a_blocked_image_as_blocked(tmp_path: Path) -> None:
         "image:runtime@gfx90a": {"status": "ran", "output": "img"},
         "image:jax@gfx90a": {"status": "ran", "output": "jax"},
         "image:sglang@gfx90a": {"status": "blocked", "output": None, "detail": sglang}}}))
-    listed = cairn("image", "list", "--store", str(store), columns=200)
+    listed = cairn("image", "list", "--store", str(store), extra_env={**USER_ENV, "COLUMNS": str(200)}, cwd=tempfile.gettempdir())
     assert listed.returncode == 0, listed.stderr
     assert listed.stdout.splitlines()[0].strip() == f"images — store {store}"
     rows = {line.split("│")[1].strip(): line for line in listed.stdout.splitlines() if line.count("│") > 2}
     assert {"runtime", "jax", "sglang"} <= set(rows)
     assert "blocked" in rows["jax"] and "blocked" in rows["sglang"] and "blocked" not in rows["runtime"]
-    doc = json.loads(cairn("image", "list", "--store", str(store), "--json").stdout)
+    doc = json.loads(cairn("image", "list", "--store", str(store), "--json", cwd=tempfile.gettempdir(), extra_env=USER_ENV).stdout)
     assert [(r["name"], r.get("blocked")) for r in doc] == [("jax", why), ("runtime", None), ("sglang", sglang)]

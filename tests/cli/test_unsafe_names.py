@@ -7,11 +7,8 @@ command the user runs must refuse it with one line naming the file, exit 2, and 
 from __future__ import annotations
 
 import json
-import os
 import re
 import shutil
-import subprocess
-import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -22,23 +19,8 @@ from cairn.errors import CairnError, InputError
 from cairn.names import relpath_problem, safe_name, safe_relpath
 from cairn.publish.sample import write_sample_bundle
 from cairn.remote.backend import FileBackend
-
-
-def cairn(*args: str, cwd: Path | None = None, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "cairn.cli", *args], capture_output=True, text=True, cwd=cwd,
-                          env={**os.environ, **(env or {})})
-
-
-def one_line(proc: subprocess.CompletedProcess[str], code: int = 2) -> str:
-    assert "Traceback" not in proc.stderr, proc.stderr
-    lines = proc.stderr.strip().splitlines()
-    assert len(lines) == 1, proc.stderr
-    assert proc.returncode == code, proc.stderr
-    return lines[0]
-
-
-def files_under(path: Path) -> set[str]:
-    return {str(p.relative_to(path)) for p in path.rglob("*")} if path.exists() else set()
+from support import cairn
+from support.cli import files_under, one_line
 
 
 # -- the rule itself ---------------------------------------------------------------------------------------
@@ -126,8 +108,7 @@ def test_publish_refuses_a_hostile_bundle_and_writes_nothing(sample: Path, tmp_p
                                                               edit: Callable[[dict[str, Any]], None], what: str) -> None:
     bundle = _hostile_copy(sample, tmp_path, edit)
     before = files_under(tmp_path)
-    proc = cairn("publish", str(bundle), "--dev-keys", "--to", (tmp_path / "work" / "repo").as_uri(),
-                 "--store", str(tmp_path / "work" / "store"))
+    proc = cairn("publish", str(bundle), "--dev-keys", "--to", (tmp_path / "work" / "repo").as_uri(), "--store", str(tmp_path / "work" / "store"))
     line = one_line(proc)
     assert line.startswith(f"cairn publish: {bundle / 'bundle.json'}: "), line
     assert what in line
@@ -154,7 +135,7 @@ def test_publish_refuses_an_artifact_that_is_a_symlink_out_of_the_bundle(sample:
 
 # -- manifests and recipes: names that become file names ---------------------------------------------------
 def _manifest_with(tmp_path: Path, source: str) -> Path:
-    from test_manifest_errors import VALID
+    from support.mutations import VALID
 
     text = VALID.replace('source.deb = { package = "libfoo1", version = "1.0-1", sha256 = "' + "a" * 64 + '" }', source)
     path = tmp_path / "m.toml"
@@ -196,7 +177,7 @@ def test_a_container_recipe_name_that_climbs_is_refused(tmp_path: Path, repo_roo
     lines = [line for line in recipe.read_text().splitlines() if not line.startswith(f"{key} =")]
     lines.append(f'{key} = "{value}"' if key == "template" else f"{key} = {value}")
     recipe.write_text("\n".join(lines) + "\n")
-    line = one_line(cairn("plan", env={"CAIRN_ROOT": str(root)}))
+    line = one_line(cairn("plan", extra_env={"CAIRN_ROOT": str(root)}))
     assert "recipes/containers/smoke.toml: " in line and "contains a path separator" in line, line
 
 

@@ -166,8 +166,8 @@ def test_bad_input_is_one_line(tmp_path, repository) -> None:
 
 @pytest.mark.s3
 def test_two_releases_of_a_repository_in_s3(tmp_path, monkeypatch) -> None:
-    from test_publish_s3 import BUCKET, env  # the publishing tests' environment
-
+    BUCKET = "cairn-releases"
+    from support.s3 import env
     from support.servers import moto_s3
 
     with moto_s3(BUCKET) as s3:

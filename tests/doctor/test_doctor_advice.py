@@ -13,43 +13,14 @@ import pytest
 from cairn.doctor import diagnose
 from cairn.errors import InputError
 from cairn.matrix.model import (
-    Cell,
-    Framework,
-    GateResult,
-    ImageRef,
-    Matrix,
-    Release,
-    Requirements,
     VersionRange,
 )
-from cairn.model.targets import load_registry
 from support import doctor_hosts as hosts
 from support import requires
+from support.matrices import DIGEST, cell, publish
+from support.repositories import signed_sample_repository
 
 pytestmark = requires(os.geteuid() == 0, "run as root: fixture device nodes are chowned to render/video gids")
-DIGEST = "sha256:" + "ab" * 32
-KERNELS = VersionRange("5.15", "6.12")
-REQUIRED = (("dev", ("static-coverage",)), ("stable", ("static-coverage", "in-container", "gpu")))
-
-
-def cell(version: str, target: str, *, channel: str = "stable", python: str = "3.12", gpu: str = "passed",
-         kernel: VersionRange = KERNELS) -> Cell:
-    gates = (GateResult("static-coverage", "passed"), GateResult("in-container", "passed"),
-             GateResult("gpu", gpu, "" if gpu == "passed" else "no runner for this target"))
-    return Cell(
-        release=version, channel=channel, gfx_target=target, family=target, products=load_registry().target(target).products,
-        os="ubuntu-24.04", python=python, framework=Framework("torch", "2.12.0"), index_url=f"simple/{target}/",
-        images=(ImageRef(f"registry.example/cairn/pytorch:{version}-{target}", DIGEST),), gates=gates,
-        requirements=Requirements(VersionRange("6.8", "6.13"), kernel),
-    )
-
-
-def publish(root: Path, version: str, cells: list[Cell]) -> Path:
-    out = root / version
-    out.mkdir(parents=True)
-    matrix = Matrix(Release("cairn-prod", version, "stable", 1700000000, "", REQUIRED), tuple(cells))
-    (out / "matrix.json").write_text(matrix.to_json())
-    return out
 
 
 def test_picks_newest_passing_cell_with_digest_and_index(tmp_path: Path) -> None:
@@ -131,25 +102,6 @@ def test_bad_matrix_is_one_line_error(tmp_path: Path, capsys: pytest.CaptureFixt
     code = main(["doctor", "--root", str(tmp_path / "host"), "--matrix", str(tmp_path / "matrix.json")])
     err = capsys.readouterr().err
     assert code == 2 and err.count("\n") == 1 and "not JSON" in err
-
-
-def signed_sample_repository(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    """A repository cairn publish wrote for gfx90a (``tmp_path/repo``), its root pinned through $CAIRN_TUF_ROOT."""
-    from tuf.api.serialization.json import JSONSerializer
-
-    from cairn.matrix.bundle import load_bundle
-    from cairn.publish.publisher import publish as publish_repo
-    from cairn.publish.sample import write_sample_bundle
-    from cairn.remote.backend import FileBackend
-    from cairn.sign.keys import init_keys, make_root
-
-    keys = init_keys(tmp_path / "keys")
-    root = make_root(keys)
-    publish_repo(load_bundle(write_sample_bundle(tmp_path / "bundle", families=("gfx90a",))), FileBackend(tmp_path / "repo"), keys, root)
-    (tmp_path / "root.json").write_bytes(root.to_bytes(JSONSerializer(compact=False)))
-    monkeypatch.setenv("CAIRN_TUF_ROOT", str(tmp_path / "root.json"))
-    monkeypatch.setenv("CAIRN_TUF_CACHE", str(tmp_path / "tuf-cache"))
-    return tmp_path / "repo"
 
 
 def test_signed_repository_is_verified_and_tampering_is_refused(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

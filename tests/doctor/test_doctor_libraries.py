@@ -7,13 +7,13 @@ import os
 from pathlib import Path
 
 import pytest
-from test_doctor_advice import DIGEST, cell, publish
 
 from cairn.cli import COMMANDS, main
 from cairn.doctor import diagnose
 from cairn.matrix.model import VersionRange
 from support import doctor_hosts as hosts
 from support import requires
+from support.matrices import DIGEST, cell, publish
 
 pytestmark = requires(os.geteuid() == 0, "run as root: fixture device nodes are chowned to render/video gids")
 

@@ -24,7 +24,7 @@ from tuf.api.serialization.json import JSONSerializer
 
 from cairn.publish.sample import write_sample_bundle
 from cairn.sign.keys import init_keys, make_root
-from support import ROOT
+from support import ROOT, cairn
 from support.doctor_hosts import MI250X_GCD, HostTree
 
 VERSION = "5.4.0"
@@ -44,13 +44,8 @@ def keys(tmp_path, release_keys):
     return Path(shutil.copytree(release_keys, tmp_path / "keys"))
 
 
-def cairn(*args: str) -> subprocess.CompletedProcess[str]:
-    environ = {**os.environ, "CAIRN_ROOT": str(ROOT)}
-    return subprocess.run([sys.executable, "-m", "cairn.cli", *args], env=environ, capture_output=True, text=True, timeout=300)
-
-
 def ok(*args: str) -> subprocess.CompletedProcess[str]:
-    proc = cairn(*args)
+    proc = cairn(*args, extra_env={"CAIRN_ROOT": str(ROOT)})
     assert proc.returncode == 0, proc.stderr
     return proc
 
@@ -120,7 +115,7 @@ def snapshot(repo: Path) -> dict[str, bytes]:
 def refused(tmp_path: Path, to: list[str], path: Path, why: str) -> None:
     """``promote --gates path`` to stable fails in one line naming ``path`` and ``why``, and writes nothing."""
     before = snapshot(tmp_path / "repo")
-    proc = cairn("promote", "--version", VERSION, "--channel", "stable", "--gates", str(path), *to)
+    proc = cairn("promote", "--version", VERSION, "--channel", "stable", "--gates", str(path), *to, extra_env={"CAIRN_ROOT": str(ROOT)})
     assert proc.returncode == 2, proc.stdout + proc.stderr
     lines = proc.stderr.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith(f"cairn promote: {path}: "), proc.stderr
@@ -244,7 +239,7 @@ def test_runner_list_edited_by_hand_is_refused(tmp_path, keys):
     (keys / "runners.json").write_text(json.dumps(envelope))
     attestation = sign(tmp_path, intruder, gate_run(tmp_path, "gpu", "gfx90a", digests["gfx90a"], "passed"))
     before = snapshot(tmp_path / "repo")
-    proc = cairn("promote", "--version", VERSION, "--channel", "stable", "--gates", str(attestation), *to)
+    proc = cairn("promote", "--version", VERSION, "--channel", "stable", "--gates", str(attestation), *to, extra_env={"CAIRN_ROOT": str(ROOT)})
     assert proc.returncode == 2
     assert proc.stderr.strip().splitlines() == [
         f"cairn promote: {keys / 'runners.json'}: not a runner list signed by the release's targets key (no signature verifies "
@@ -256,8 +251,7 @@ def test_gpu_verdict_is_not_signed_on_a_host_without_that_gpu(tmp_path, keys):
     _to, digests = stage(tmp_path, keys)
     key = runner_key(tmp_path, "mi250x-1")
     store = gate_run(tmp_path, "gpu", "gfx908", digests["gfx908"], "passed")
-    proc = cairn("gate", "--store", str(store), "--sign-with", str(key), "--attest-out", str(tmp_path / "out"),
-                 "--host-root", str(gpu_host(tmp_path)))
+    proc = cairn("gate", "--store", str(store), "--sign-with", str(key), "--attest-out", str(tmp_path / "out"), "--host-root", str(gpu_host(tmp_path)), extra_env={"CAIRN_ROOT": str(ROOT)})
     assert proc.returncode == 2
     assert proc.stderr.strip().splitlines() == [
         "cairn gate: gate:gpu:smoke@gfx908: a gfx908 GPU verdict, but this host's GPU is gfx90a — sign verdicts on the host "

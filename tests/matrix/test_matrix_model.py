@@ -10,33 +10,11 @@ import pytest
 
 from cairn.errors import InputError
 from cairn.matrix.model import (
-    Cell,
-    Framework,
-    GateResult,
-    ImageRef,
-    Matrix,
-    Release,
-    Requirements,
-    VersionRange,
-    WheelFile,
     from_dict,
     load_matrix,
     schema_path,
 )
-
-
-def sample() -> Matrix:
-    cell = Cell(
-        release="5.2.3", channel="dev", gfx_target="gfx90a", family="gfx90a", products=("MI210", "MI250"),
-        os="debian-12", python="3.11", framework=Framework("cairn-smoke", "0.1.0"),
-        index_url="simple/gfx90a/",
-        wheels=(WheelFile("cairn_smoke-0.1.0-py3-none-linux_x86_64.whl", "blobs/x.whl", "a" * 64, 123),),
-        images=(ImageRef("127.0.0.1:5000/cairn/smoke:5.2.3-gfx90a", "sha256:" + "b" * 64),),
-        gates=(GateResult("static-coverage", "passed"), GateResult("gpu", "not-run", "no GPU runner")),
-        requirements=Requirements(VersionRange("5.18", "6.5"), VersionRange("5.15", "", "LTS kernels")),
-    )
-    release = Release("cairn-default", "5.2.3", "dev", 1700000000, "c" * 64, (("dev", ("static-coverage",)),))
-    return Matrix(release, (cell,))
+from support.matrices import sample
 
 
 def test_round_trip_is_byte_stable(tmp_path):

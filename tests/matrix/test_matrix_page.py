@@ -23,7 +23,8 @@ from cairn.publish.publisher import publish
 from cairn.publish.sample import write_sample_bundle
 from cairn.remote.backend import FileBackend
 from cairn.sign.keys import init_keys, make_root
-from support import ROOT, need_tool
+from support import ROOT
+from support.browser import chromium, dom
 
 ROW = re.compile(r'<tr class="row" data-target="([^"]+)" data-product="([^"]*)"( hidden="")?>')
 FAMILIES = ("gfx1030", "gfx908", "gfx90a", "gfx1100")
@@ -52,19 +53,6 @@ def page(repo):
     path = repo / "matrix.html"
     path.write_text(to_html(read(repo, "channels/dev/matrix.json"), registry_products(), PUBLIC, (repo / "repo").as_uri() + "/"))
     return path
-
-
-def chromium(tmp_path: Path, *args: str) -> subprocess.CompletedProcess:
-    exe = need_tool("chromium", "chromium")
-    return subprocess.run([exe, "--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
-                           "--no-first-run", "--disable-component-update", "--disable-sync", f"--user-data-dir={tmp_path / 'profile'}",
-                           *args], capture_output=True, text=True, timeout=120)
-
-
-def dom(page: Path, fragment: str, tmp_path: Path) -> str:
-    proc = chromium(tmp_path, "--dump-dom", page.as_uri() + fragment)
-    assert proc.returncode == 0, proc.stderr[-2000:]
-    return proc.stdout
 
 
 def shown(html: str) -> list[tuple[str, str]]:

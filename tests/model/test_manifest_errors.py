@@ -14,31 +14,7 @@ from hypothesis import strategies as st
 from cairn.errors import InputError
 from cairn.model.manifest import load_manifest
 from support import ROOT
-from support.mutations import line_mutations
-
-VALID = '''\
-[release]
-name = "t"
-version = "1.0.0"
-channel = "dev"
-source_date_epoch = 1700000000
-base_os = "debian-12"
-families = ["gfx90a"]
-
-[core]
-[[core.components]]
-name = "runtime"
-version = "1.0"
-source.deb = { package = "libfoo1", version = "1.0-1", sha256 = "''' + "a" * 64 + '''" }
-build = { kind = "deb-unpack" }
-
-[[core.components]]
-name = "tool"
-version = "1.0"
-source.git = { url = "https://example.invalid/tool.git", commit = "''' + "b" * 40 + '''" }
-build = { kind = "cmake" }
-depends = ["runtime"]
-'''
+from support.mutations import VALID, line_mutations
 
 LINE = re.compile(r"^(?P<file>[^:]+):(?P<line>\d+):(?P<col>\d+): (?P<what>.+) — (?P<fix>.+)$")
 

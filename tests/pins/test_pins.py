@@ -24,15 +24,10 @@ from cairn.plan.probe import Host
 from cairn.sources import debian
 from cairn.sources.debversion import compare
 from cairn.sources.fetch import fetch_deb_from_suite
-from support import ROOT
+from support import ROOT, cairn
 
 MANIFEST = ROOT / "manifests" / "releases" / "default.toml"
 GONE = "http://127.0.0.1:9"  # the discard port: nothing answers, like an archive that is gone
-
-
-def cairn(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "cairn.cli", *args], capture_output=True, text=True, cwd=ROOT,
-                          env={**os.environ, **(env or {})}, timeout=600)
 
 
 def test_debian_version_order() -> None:
@@ -113,7 +108,7 @@ def _stale_copy(tmp_path: Path) -> tuple[Path, str, str]:
 
 @pytest.mark.network
 def test_pins_check_against_the_real_archive() -> None:
-    result = cairn("pins", "check", str(MANIFEST), "--json")
+    result = cairn("pins", "check", str(MANIFEST), "--json", cwd=ROOT, timeout=600)
     report = json.loads(result.stdout)
     assert result.returncode == 0, result.stdout + result.stderr
     assert report["ok"] and len(report["pins"]) == 36
@@ -127,16 +122,16 @@ def test_pins_check_against_the_real_archive() -> None:
 @pytest.mark.network
 def test_stale_pin_is_reported_and_refreshed_with_a_diff(tmp_path: Path) -> None:
     path, current, sha256 = _stale_copy(tmp_path)
-    check = cairn("pins", "check", str(path))
+    check = cairn("pins", "check", str(path), cwd=ROOT, timeout=600)
     assert check.returncode == 1
     assert f"stale     rocm-core                librocm-core1=7.2.3-1~exp1 (experimental) — experimental offers {current}" in check.stdout
     assert f"cairn pins refresh {path}" in check.stderr
-    refresh = cairn("pins", "refresh", str(path))
+    refresh = cairn("pins", "refresh", str(path), cwd=ROOT, timeout=600)
     assert refresh.returncode == 0, refresh.stderr
     assert '-source.deb = { package = "librocm-core1", version = "7.2.3-1~exp1"' in refresh.stdout
     assert f'+source.deb = {{ package = "librocm-core1", version = "{current}", sha256 = "{sha256}"' in refresh.stdout
     assert path.read_text() == MANIFEST.read_text()  # exactly the released pins again, comments and all
-    assert cairn("pins", "check", str(path)).returncode == 0
+    assert cairn("pins", "check", str(path), cwd=ROOT, timeout=600).returncode == 0
 
 
 @pytest.mark.network

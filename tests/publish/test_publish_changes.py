@@ -178,7 +178,7 @@ def test_a_matrix_whose_diff_is_not_its_own_key_is_refused_in_one_line(published
 
 
 def test_the_page_in_headless_chromium_links_the_diff_it_names(published, tmp_path) -> None:
-    from test_matrix_page import chromium, dom
+    from support.browser import chromium, dom
 
     repo, page = published["repo"], tmp_path / "matrix.html"
     proc = _cairn("matrix", "--from", str(repo), "--channel", "dev", "--format", "html", "--out", str(page))

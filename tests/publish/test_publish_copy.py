@@ -9,7 +9,6 @@ import re
 import shutil
 
 import pytest
-from test_publish_s3 import BUCKET, keys, s3  # noqa: F401 - shared fixtures
 
 from cairn.errors import CairnError
 from cairn.matrix.bundle import load_bundle
@@ -22,11 +21,12 @@ from cairn.sign.keys import load_keys
 from cairn.sign.tuf import load_root
 from cairn.sign.verify import verify_repository
 
+BUCKET = "cairn-releases"  # the bucket of this module's ``s3`` fixture (support.s3)
 HASHED = re.compile(r"/[0-9a-f]{64}\.")
 
 
 @pytest.mark.s3
-def test_big_wheel_is_uploaded_once_and_copied_by_the_server(s3, keys, tmp_path, monkeypatch):  # noqa: F811
+def test_big_wheel_is_uploaded_once_and_copied_by_the_server(s3, keys, tmp_path, monkeypatch):
     for name, value in (("AWS_ACCESS_KEY_ID", "test"), ("AWS_SECRET_ACCESS_KEY", "test"), ("AWS_DEFAULT_REGION", "us-east-1")):
         monkeypatch.setenv(name, value)
     bundle = load_bundle(write_sample_bundle(tmp_path / "b", version="9.0.0", families=("gfx90a",), payload_bytes=COPY_MIN + (1 << 20)))
@@ -79,7 +79,7 @@ class _Recording(FileBackend):
         return wrote
 
 
-def test_pages_are_written_after_what_they_link(keys, tmp_path):  # noqa: F811
+def test_pages_are_written_after_what_they_link(keys, tmp_path):
     # sixteen projects per family: the family root page is then bigger than a project page, so "largest first"
     # alone would write it before the pages it links
     bundle = load_bundle(write_sample_bundle(tmp_path / "b", version="9.1.0", families=("gfx90a",), wheels_per_family=16))
@@ -97,7 +97,7 @@ def test_pages_are_written_after_what_they_link(keys, tmp_path):  # noqa: F811
     assert backend.order[-1] == "metadata/timestamp.json"
 
 
-def test_an_object_shared_by_several_cells_is_written_once(keys, tmp_path):  # noqa: F811
+def test_an_object_shared_by_several_cells_is_written_once(keys, tmp_path):
     from cairn.publish.objects import JSON, Obj
     from cairn.publish.upload import Run
     from cairn.sign.session import SigningSession
@@ -111,7 +111,7 @@ def test_an_object_shared_by_several_cells_is_written_once(keys, tmp_path):  # n
 
 
 @pytest.mark.parametrize("role", ["targets", "online"])
-def test_a_key_set_that_cannot_sign_the_metadata_writes_no_publish_record(keys, tmp_path, role):  # noqa: F811
+def test_a_key_set_that_cannot_sign_the_metadata_writes_no_publish_record(keys, tmp_path, role):
     # the check that anything needs signing finds the missing key before the publish record goes up: a record
     # must never name a timestamp that was not signed
     partial = tmp_path / "keys"

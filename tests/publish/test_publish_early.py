@@ -9,7 +9,6 @@ import subprocess
 import sys
 
 import pytest
-from test_publish_s3 import BUCKET, cairn, env, keys, s3  # noqa: F401 - shared fixtures
 
 from cairn.matrix.bundle import load_bundle
 from cairn.names import hashed_name
@@ -21,7 +20,10 @@ from cairn.remote.backend import S3Backend
 from cairn.sign.keys import init_keys, load_keys, make_root
 from cairn.sign.tuf import load_root
 from cairn.sign.verify import verify_repository
+from support import cairn
+from support.s3 import env
 
+BUCKET = "cairn-releases"  # the bucket of this module's ``s3`` fixture (support.s3)
 pytestmark = pytest.mark.s3
 
 
@@ -45,7 +47,7 @@ def test_reading_a_bundle_and_its_blobs_loads_no_signing_library(tmp_path):
     assert out.strip() == "[]"
 
 
-def test_blobs_go_up_first_and_every_key_is_written_once(s3, keys, tmp_path, monkeypatch):  # noqa: F811
+def test_blobs_go_up_first_and_every_key_is_written_once(s3, keys, tmp_path, monkeypatch):
     for name, value in (("AWS_ACCESS_KEY_ID", "test"), ("AWS_SECRET_ACCESS_KEY", "test"), ("AWS_DEFAULT_REGION", "us-east-1")):
         monkeypatch.setenv(name, value)
     bundle = load_bundle(write_sample_bundle(tmp_path / "b", version="6.1.0", families=("gfx90a", "gfx1030")))
@@ -74,22 +76,22 @@ def test_blobs_go_up_first_and_every_key_is_written_once(s3, keys, tmp_path, mon
     verify_repository(f"{s3['endpoint']}/{BUCKET}/early/", (keys / "root.json").read_bytes(), tmp_path / "cache")
 
 
-def test_a_modified_bundle_writes_nothing(s3, keys, tmp_path):  # noqa: F811
+def test_a_modified_bundle_writes_nothing(s3, keys, tmp_path):
     bundle = write_sample_bundle(tmp_path / "b", version="6.2.0", families=("gfx90a",))
     wheel = next((bundle / "files").rglob("*.whl"))
     wheel.write_bytes(wheel.read_bytes() + b"\0")
-    proc = cairn(["publish", str(bundle), "--to", f"s3://{BUCKET}/modified", "--keys", str(keys)], env(s3, tmp_path), check=False)
+    proc = cairn(["publish", str(bundle), "--to", f"s3://{BUCKET}/modified", "--keys", str(keys)], env=env(s3, tmp_path))
     assert proc.returncode != 0
     assert "bundle was modified" in proc.stderr and "Traceback" not in proc.stderr
     assert objects(s3["client"], "modified") == {}
 
 
-def test_a_repository_of_another_root_gets_nothing(s3, keys, tmp_path):  # noqa: F811
+def test_a_repository_of_another_root_gets_nothing(s3, keys, tmp_path):
     """Published under one key set; ``cairn publish`` with another is refused by the run, and the early thread,
     which sees a different first root, has written nothing before that."""
     environ = env(s3, tmp_path)
     first = write_sample_bundle(tmp_path / "one", version="6.3.0", families=("gfx90a",))
-    cairn(["publish", str(first), "--to", f"s3://{BUCKET}/rooted", "--keys", str(keys), "--json"], environ)
+    cairn(["publish", str(first), "--to", f"s3://{BUCKET}/rooted", "--keys", str(keys), "--json"], env=environ, check=True)
     before = objects(s3["client"], "rooted")
 
     other = init_keys(tmp_path / "other")
@@ -97,12 +99,12 @@ def test_a_repository_of_another_root_gets_nothing(s3, keys, tmp_path):  # noqa:
 
     (other.directory / "root.json").write_bytes(make_root(other).to_bytes(JSONSerializer(compact=False)))
     second = write_sample_bundle(tmp_path / "two", version="6.4.0", families=("gfx1030",))
-    proc = cairn(["publish", str(second), "--to", f"s3://{BUCKET}/rooted", "--keys", str(other.directory)], environ, check=False)
+    proc = cairn(["publish", str(second), "--to", f"s3://{BUCKET}/rooted", "--keys", str(other.directory)], env=environ)
     assert proc.returncode != 0 and "signed under another TUF root" in proc.stderr
     assert objects(s3["client"], "rooted") == before
 
 
-def test_first_root_of_reads_only_a_version_one_root(keys, tmp_path):  # noqa: F811
+def test_first_root_of_reads_only_a_version_one_root(keys, tmp_path):
     assert first_root_of(keys / "root.json") == (keys / "root.json").read_bytes()
     later = json.loads((keys / "root.json").read_bytes())
     later["signed"]["version"] = 2
@@ -113,7 +115,7 @@ def test_first_root_of_reads_only_a_version_one_root(keys, tmp_path):  # noqa: F
     assert first_root_of(tmp_path / "missing.json") is None
 
 
-def test_a_first_publish_asks_for_nothing_it_knows_is_absent(s3, keys, tmp_path, monkeypatch):  # noqa: F811
+def test_a_first_publish_asks_for_nothing_it_knows_is_absent(s3, keys, tmp_path, monkeypatch):
     """Into an empty prefix: one LIST, the bucket's access settings (read while the bundle is checked), the policy
     write and its confirmation, the multipart uploads a killed run may have left under the prefix (a LIST of
     objects does not show them), then only writes — no GET of a key the LIST did not show (the first root, the
@@ -137,7 +139,7 @@ def test_a_first_publish_asks_for_nothing_it_knows_is_absent(s3, keys, tmp_path,
     verify_repository(f"{s3['endpoint']}/{BUCKET}/fresh/", (keys / "root.json").read_bytes(), tmp_path / "cache")
 
 
-def test_a_modified_bundle_fails_at_once_when_the_endpoint_is_down(keys, tmp_path):  # noqa: F811
+def test_a_modified_bundle_fails_at_once_when_the_endpoint_is_down(keys, tmp_path):
     """The LIST goes out while the bundle is checked; with nothing listening it would retry for a minute, but
     the bundle's own error is reported at once and nothing waits for those retries."""
     import socket
@@ -151,7 +153,7 @@ def test_a_modified_bundle_fails_at_once_when_the_endpoint_is_down(keys, tmp_pat
         port = probe.getsockname()[1]
     environ = {**env({"endpoint": f"http://127.0.0.1:{port}"}, tmp_path), "CAIRN_S3_RETRY_SECONDS": "60"}
     started = time.monotonic()
-    proc = cairn(["publish", str(bundle), "--to", f"s3://{BUCKET}/down", "--keys", str(keys)], environ, check=False)
+    proc = cairn(["publish", str(bundle), "--to", f"s3://{BUCKET}/down", "--keys", str(keys)], env=environ)
     assert proc.returncode != 0 and "bundle was modified" in proc.stderr and "Traceback" not in proc.stderr
     assert time.monotonic() - started < 30
 
@@ -208,19 +210,18 @@ def _broken_keys(key_dir, tmp_path, role: str, content: bytes | None):
     ("provenance", b"", "provenance.pem: not a PKCS#8 PEM private key"),
     ("online", None, "no private key for 'online'"),
 ])
-def test_keys_that_cannot_sign_stop_the_publish_before_its_first_write(s3, keys, tmp_path, role, content, said):  # noqa: F811
+def test_keys_that_cannot_sign_stop_the_publish_before_its_first_write(s3, keys, tmp_path, role, content, said):
     """The blobs go up before the keys are loaded; a key file that is damaged or missing must stop the run before
     that, in one line naming the file — not with a traceback after unsigned blobs are in the bucket."""
     broken = _broken_keys(keys, tmp_path, role, content)
     bundle = write_sample_bundle(tmp_path / "b", version="6.6.0", families=("gfx90a",))
-    proc = cairn(["publish", str(bundle), "--to", f"s3://{BUCKET}/badkeys-{role}", "--keys", str(broken)], env(s3, tmp_path),
-                 check=False)
+    proc = cairn(["publish", str(bundle), "--to", f"s3://{BUCKET}/badkeys-{role}", "--keys", str(broken)], env=env(s3, tmp_path))
     assert proc.returncode == 2
     assert said in proc.stderr and "Traceback" not in proc.stderr and len(proc.stderr.strip().splitlines()) == 1
     assert objects(s3["client"], f"badkeys-{role}") == {}
 
 
-def test_a_key_file_of_another_key_set_is_refused_by_name(keys, tmp_path):  # noqa: F811
+def test_a_key_file_of_another_key_set_is_refused_by_name(keys, tmp_path):
     """A well-formed PEM that is not the key ``public.json`` names for its role would sign metadata no client accepts."""
     from cairn.errors import CairnError
 

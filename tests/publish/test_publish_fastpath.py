@@ -11,19 +11,14 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
-from test_publish_s3 import BUCKET, env, keys, s3  # noqa: F401 - shared fixtures
 
 from cairn.publish import fastpath
 from cairn.publish.sample import write_sample_bundle
+from support import cairn
+from support.s3 import env
 
+BUCKET = "cairn-releases"  # the bucket of this module's ``s3`` fixture (support.s3)
 pytestmark = pytest.mark.s3
-
-
-def cairn(args: list[str], environ: dict[str, str], check: bool = True) -> subprocess.CompletedProcess[str]:
-    proc = subprocess.run([sys.executable, "-m", "cairn.cli", *args], env=environ, capture_output=True, text=True, timeout=300)
-    if check and proc.returncode != 0:
-        raise AssertionError(f"cairn {' '.join(args)} exited {proc.returncode}: {proc.stderr}{proc.stdout}")
-    return proc
 
 
 def state(client, prefix: str) -> dict[str, tuple[str, object]]:
@@ -35,15 +30,15 @@ def state(client, prefix: str) -> dict[str, tuple[str, object]]:
     return out
 
 
-def test_unchanged_republish_writes_nothing_and_a_half_done_run_is_never_skipped(s3, keys, tmp_path):  # noqa: F811
+def test_unchanged_republish_writes_nothing_and_a_half_done_run_is_never_skipped(s3, keys, tmp_path):
     environ = env(s3, tmp_path)
     bundle = write_sample_bundle(tmp_path / "bundle", version="8.0.0", families=("gfx90a",))
     publish = ["publish", str(bundle), "--to", f"s3://{BUCKET}/fast", "--keys", str(keys), "--json"]
-    first = json.loads(cairn(publish, environ).stdout)
+    first = json.loads(cairn(publish, env=environ, check=True).stdout)
     assert first["signed"] and not first.get("already_published")
     before = state(s3["client"], "fast")
 
-    again = json.loads(cairn(publish, environ).stdout)
+    again = json.loads(cairn(publish, env=environ, check=True).stdout)
     assert again["already_published"] and again["uploaded"] == 0 and not again["signed"]
     assert again["promoted"] == first["promoted"] and again["timestamp_version"] == first["timestamp_version"]
     assert state(s3["client"], "fast") == before
@@ -51,39 +46,39 @@ def test_unchanged_republish_writes_nothing_and_a_half_done_run_is_never_skipped
     # a run that died after its first write leaves the record "in progress": the next run publishes for real,
     # puts the record back and the repository verifies
     s3["client"].put_object(Bucket=BUCKET, Key=f"fast/{fastpath.RECORD_KEY}", Body=fastpath.IN_PROGRESS)
-    repaired = json.loads(cairn(publish, environ).stdout)
+    repaired = json.loads(cairn(publish, env=environ, check=True).stdout)
     assert not repaired.get("already_published") and repaired["uploaded"] >= 1
-    cairn(["verify", f"{s3['endpoint']}/{BUCKET}/fast", "--root", str(keys / "root.json")], environ)
-    assert json.loads(cairn(publish, environ).stdout)["already_published"]
+    cairn(["verify", f"{s3['endpoint']}/{BUCKET}/fast", "--root", str(keys / "root.json")], env=environ, check=True)
+    assert json.loads(cairn(publish, env=environ, check=True).stdout)["already_published"]
 
     # another channel is another publish
-    other = json.loads(cairn([*publish, "--channel", "nightly"], environ).stdout)
+    other = json.loads(cairn([*publish, "--channel", "nightly"], env=environ, check=True).stdout)
     assert not other.get("already_published") and other["signed"]
-    assert json.loads(cairn([*publish, "--channel", "nightly"], environ).stdout)["already_published"]
+    assert json.loads(cairn([*publish, "--channel", "nightly"], env=environ, check=True).stdout)["already_published"]
     # and re-publishing to dev is no longer "already published": nightly was the last publish
-    assert not json.loads(cairn(publish, environ).stdout).get("already_published")
+    assert not json.loads(cairn(publish, env=environ, check=True).stdout).get("already_published")
 
 
-def test_promote_after_publish_disables_the_fast_path(s3, keys, tmp_path):  # noqa: F811
+def test_promote_after_publish_disables_the_fast_path(s3, keys, tmp_path):
     environ = env(s3, tmp_path)
     bundle = write_sample_bundle(tmp_path / "bundle", version="8.1.0", families=("gfx90a",))
     to = ["--to", f"s3://{BUCKET}/promoted", "--keys", str(keys), "--json"]
-    cairn(["publish", str(bundle), *to], environ)
-    cairn(["promote", "--version", "8.1.0", "--channel", "nightly", *to], environ)
-    assert not json.loads(cairn(["publish", str(bundle), *to], environ).stdout).get("already_published")
+    cairn(["publish", str(bundle), *to], env=environ, check=True)
+    cairn(["promote", "--version", "8.1.0", "--channel", "nightly", *to], env=environ, check=True)
+    assert not json.loads(cairn(["publish", str(bundle), *to], env=environ, check=True).stdout).get("already_published")
 
 
-def test_big_wheels_go_up_in_conditional_multipart_uploads(s3, keys, tmp_path):  # noqa: F811
+def test_big_wheels_go_up_in_conditional_multipart_uploads(s3, keys, tmp_path):
     environ = {**env(s3, tmp_path), "CAIRN_MULTIPART_THRESHOLD": str(5 << 20), "CAIRN_MULTIPART_PART": str(5 << 20)}
     bundle = write_sample_bundle(tmp_path / "big", version="8.2.0", families=("gfx90a",), wheels_per_family=1, payload_bytes=12 << 20)
     to = ["--to", f"s3://{BUCKET}/multipart", "--keys", str(keys)]
-    cairn(["publish", str(bundle), *to], environ)
+    cairn(["publish", str(bundle), *to], env=environ, check=True)
     wheel = "multipart/packages/gfx90a/cairn_smoke-8.2.0-py3-none-linux_x86_64.whl"
     assert s3["client"].head_object(Bucket=BUCKET, Key=wheel)["ETag"].endswith('-3"')  # three parts
-    cairn(["verify", f"{s3['endpoint']}/{BUCKET}/multipart", "--root", str(keys / "root.json")], environ)
+    cairn(["verify", f"{s3['endpoint']}/{BUCKET}/multipart", "--root", str(keys / "root.json")], env=environ, check=True)
     other = write_sample_bundle(tmp_path / "other", version="8.2.0", families=("gfx90a",), wheels_per_family=1,
                                 payload_bytes=12 << 20, seed="rebuilt")
-    refused = cairn(["publish", str(other), *to], environ, check=False)
+    refused = cairn(["publish", str(other), *to], env=environ)
     assert refused.returncode == 1 and "already exists with different bytes" in refused.stderr
 
 

@@ -29,7 +29,6 @@ from urllib.request import urlopen
 
 import pytest
 from securesystemslib.signer import SSlibKey
-from test_publish_s3 import BUCKET, env, keys  # noqa: F401 - shared fixtures
 
 from cairn.matrix.bundle import load_bundle
 from cairn.publish.publisher import publish
@@ -39,8 +38,10 @@ from cairn.sign.keys import load_keys
 from cairn.sign.provenance import verify_attestation
 from cairn.sign.tuf import load_root
 from cairn.sign.verify import fetch, verify_repository
+from support.s3 import env
 from support.servers import free_port
 
+BUCKET = "cairn-releases"  # the bucket of this module's ``s3`` fixture (support.s3)
 pytestmark = pytest.mark.s3
 KILLS = int(os.environ.get("CAIRN_FAULT_KILLS", "20"))
 
@@ -219,7 +220,7 @@ def reset(client, source: str, dest: str) -> None:
 
 
 @pytest.mark.slow
-def test_sigkill_at_points_across_the_publish_never_breaks_the_public_view(s3, keys, tmp_path, monkeypatch):  # noqa: F811
+def test_sigkill_at_points_across_the_publish_never_breaks_the_public_view(s3, keys, tmp_path, monkeypatch):
     environ = env(s3, tmp_path)
     for name in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_DEFAULT_REGION"):
         monkeypatch.setenv(name, environ[name])

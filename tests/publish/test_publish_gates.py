@@ -26,7 +26,7 @@ from cairn.publish.sample import write_sample_bundle
 from cairn.sign import attest, runners
 from cairn.sign.keys import init_keys, make_root
 from cairn.stages import chosen
-from support import LEGACY_MANIFEST, ROOT
+from support import LEGACY_MANIFEST, ROOT, cairn
 
 RUNNER = CryptoSigner.generate_ed25519()  # the GPU runner's key (cairn keys runner)
 
@@ -57,11 +57,6 @@ def keys(tmp_path_factory):
     return keyset.directory
 
 
-def cairn(*args: str) -> subprocess.CompletedProcess[str]:
-    environ = {**os.environ, "CAIRN_ROOT": str(ROOT)}
-    return subprocess.run([sys.executable, "-m", "cairn.cli", *args], env=environ, capture_output=True, text=True, timeout=300)
-
-
 def staged(tmp_path: Path, keys: Path) -> tuple[list[str], dict[str, str]]:
     """A release staged with the GPU gate not run (as on a host without a GPU); returns the --to/--keys
     arguments and each target's image digest."""
@@ -69,7 +64,7 @@ def staged(tmp_path: Path, keys: Path) -> tuple[list[str], dict[str, str]]:
     bundle = write_sample_bundle(tmp_path / "bundle", version="5.4.0", families=families,
                                  gates={f: {"static-coverage": "passed", "in-container": "passed", "gpu": "not-run"} for f in families})
     to = ["--to", (tmp_path / "repo").as_uri(), "--keys", str(keys)]
-    proc = cairn("publish", str(bundle), *to, "--stage-only", "--json")
+    proc = cairn("publish", str(bundle), *to, "--stage-only", "--json", extra_env={"CAIRN_ROOT": str(ROOT)})
     assert proc.returncode == 0, proc.stderr
     cells = json.loads((bundle / "bundle.json").read_text())["cells"]
     return to, {c["gfx_target"]: c["images"][0]["digest"] for c in cells}
@@ -88,7 +83,7 @@ def test_gpu_verdict_reported_after_staging_is_recorded_and_gates_the_channel(tm
     to, digests = staged(tmp_path, keys)
     passed = gate_json(tmp_path / "gpu-gfx90a.json", "gfx90a", digests["gfx90a"], "passed")
     failed = gate_json(tmp_path / "gpu-gfx908.json", "gfx908", digests["gfx908"], "failed", "saxpy: 3 of 1024 results wrong")
-    proc = cairn("promote", "--version", "5.4.0", "--channel", "stable", "--gates", str(passed), "--gates", str(failed), *to, "--json")
+    proc = cairn("promote", "--version", "5.4.0", "--channel", "stable", "--gates", str(passed), "--gates", str(failed), *to, "--json", extra_env={"CAIRN_ROOT": str(ROOT)})
     assert proc.returncode == 0, proc.stderr
     report = json.loads(proc.stdout)
     assert report["promoted"] == ["5.4.0/gfx90a/debian-12/py3.11/cairn-smoke-0.1.0"]
@@ -104,7 +99,7 @@ def test_gpu_verdict_reported_after_staging_is_recorded_and_gates_the_channel(tm
 def test_verdict_for_an_image_the_release_did_not_stage_is_refused_in_one_line(tmp_path, keys):
     to, _digests = staged(tmp_path, keys)
     other = gate_json(tmp_path / "gpu-other.json", "gfx90a", "sha256:" + "0" * 64, "passed")
-    proc = cairn("promote", "--version", "5.4.0", "--channel", "stable", "--gates", str(other), *to)
+    proc = cairn("promote", "--version", "5.4.0", "--channel", "stable", "--gates", str(other), *to, extra_env={"CAIRN_ROOT": str(ROOT)})
     assert proc.returncode == 2
     assert proc.stderr.strip().splitlines() == [
         f"cairn promote: {other}: gpu gate of sha256:000000000000… (gfx90a) is for an image release 5.4.0 did not stage"

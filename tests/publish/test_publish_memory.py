@@ -12,18 +12,19 @@ import subprocess
 import sys
 
 import pytest
-from test_publish_s3 import BUCKET, env, keys, s3  # noqa: F401 - shared fixtures
 
 from cairn.matrix.bundle import write_bundle_json
 from cairn.publish.sample import write_sample_bundle
 from support import need
+from support.s3 import env
 
+BUCKET = "cairn-releases"  # the bucket of this module's ``s3`` fixture (support.s3)
 pytestmark = [pytest.mark.s3, pytest.mark.slow]
 
 TIME = "/usr/bin/time"
 
 
-def test_peak_memory_does_not_grow_with_the_release(s3, keys, tmp_path):  # noqa: F811
+def test_peak_memory_does_not_grow_with_the_release(s3, keys, tmp_path):
     need(os.path.exists(TIME), "GNU time (apt install time)")
     bundle = write_sample_bundle(tmp_path / "b", version="9.9.0", families=("gfx90a",))
     doc = json.loads((bundle / "bundle.json").read_text())

@@ -4,19 +4,16 @@ refusal to re-publish different bytes, gated promotion, rollback rejection and a
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 import time
 from pathlib import Path
 
 import pytest
-from tuf.api.serialization.json import JSONSerializer
 
 from cairn.publish.sample import write_sample_bundle
-from cairn.sign.keys import init_keys, make_root
-from support import ROOT, need_module
-from support.servers import moto_s3
+from support import cairn, need_module
+from support.s3 import env
 
 boto3 = need_module("boto3")
 moto_server = need_module("moto.server")
@@ -25,39 +22,12 @@ BUCKET = "cairn-releases"
 pytestmark = pytest.mark.s3
 
 
-@pytest.fixture(scope="module")
-def s3():
-    with moto_s3(BUCKET) as server:
-        yield server
-
-
-@pytest.fixture(scope="module")
-def keys(tmp_path_factory):
-    directory = tmp_path_factory.mktemp("keys")
-    keyset = init_keys(directory / "k")
-    root = make_root(keyset).to_bytes(JSONSerializer(compact=False))
-    (keyset.directory / "root.json").write_bytes(root)
-    return keyset.directory
-
-
-def env(s3, tmp_path) -> dict[str, str]:
-    return {**os.environ, "CAIRN_S3_ENDPOINT": s3["endpoint"], "AWS_ACCESS_KEY_ID": "test", "AWS_SECRET_ACCESS_KEY": "test",
-            "AWS_DEFAULT_REGION": "us-east-1", "CAIRN_TUF_CACHE": str(tmp_path / "tuf-cache"), "CAIRN_ROOT": str(ROOT)}
-
-
-def cairn(args: list[str], environ: dict[str, str], check: bool = True) -> subprocess.CompletedProcess[str]:
-    proc = subprocess.run([sys.executable, "-m", "cairn.cli", *args], env=environ, capture_output=True, text=True, timeout=300)
-    if check and proc.returncode != 0:
-        raise AssertionError(f"cairn {' '.join(args)} exited {proc.returncode}: {proc.stderr}{proc.stdout}")
-    return proc
-
-
 def test_publish_to_s3_serves_pip_and_an_independent_tuf_client(s3, keys, tmp_path):
     from tuf.ngclient import Updater
 
     environ = env(s3, tmp_path)
     bundle = write_sample_bundle(tmp_path / "bundle", version="5.2.3")
-    out = cairn(["publish", str(bundle), "--to", f"s3://{BUCKET}/main", "--keys", str(keys), "--json"], environ)
+    out = cairn(["publish", str(bundle), "--to", f"s3://{BUCKET}/main", "--keys", str(keys), "--json"], env=environ, check=True)
     report = json.loads(out.stdout)
     assert len(report["promoted"]) == 3 and report["signed"]
 
@@ -89,17 +59,17 @@ def test_publish_to_s3_serves_pip_and_an_independent_tuf_client(s3, keys, tmp_pa
     assert (dl / local.name).read_bytes() == local.read_bytes()
 
     # cairn verify of the whole repository and of a downloaded file
-    cairn(["verify", f"{s3['endpoint']}/{BUCKET}/main", "--root", str(keys / "root.json")], environ)
-    ok = cairn(["verify", str(dl / local.name), "--repo", base, "--root", str(keys / "root.json")], environ)
+    cairn(["verify", f"{s3['endpoint']}/{BUCKET}/main", "--root", str(keys / "root.json")], env=environ, check=True)
+    ok = cairn(["verify", str(dl / local.name), "--repo", base, "--root", str(keys / "root.json")], env=environ, check=True)
     assert "signed target packages/gfx90a/" in ok.stdout
 
     # unchanged re-publish: nothing written
-    again = json.loads(cairn(["publish", str(bundle), "--to", f"s3://{BUCKET}/main", "--keys", str(keys), "--json"], environ).stdout)
+    again = json.loads(cairn(["publish", str(bundle), "--to", f"s3://{BUCKET}/main", "--keys", str(keys), "--json"], env=environ, check=True).stdout)
     assert again["uploaded"] == 0 and not again["signed"]
 
     # same version, different bytes: refused, naming the object
     other = write_sample_bundle(tmp_path / "other", version="5.2.3", seed="rebuilt")
-    refused = cairn(["publish", str(other), "--to", f"s3://{BUCKET}/main", "--keys", str(keys)], environ, check=False)
+    refused = cairn(["publish", str(other), "--to", f"s3://{BUCKET}/main", "--keys", str(keys)], env=environ)
     assert refused.returncode == 1
     assert "already exists with different bytes" in refused.stderr and "5.2.3" in refused.stderr
 
@@ -110,8 +80,8 @@ def test_failed_cell_never_reaches_stable_and_rc_promotes_to_final(s3, keys, tmp
     gates["gfx1030"] = {"static-coverage": "passed", "in-container": "failed"}
     bundle = write_sample_bundle(tmp_path / "b", version="5.3.0rc1", channel="prerelease", gates=gates)
     to = ["--to", f"s3://{BUCKET}/gated", "--keys", str(keys)]
-    cairn(["publish", str(bundle), "--stage-only", *to], environ)
-    out = json.loads(cairn(["promote", "--version", "5.3.0rc1", "--channel", "stable", "--as", "5.3.0", *to, "--json"], environ).stdout)
+    cairn(["publish", str(bundle), "--stage-only", *to], env=environ, check=True)
+    out = json.loads(cairn(["promote", "--version", "5.3.0rc1", "--channel", "stable", "--as", "5.3.0", *to, "--json"], env=environ, check=True).stdout)
     assert sorted(out["promoted"]) == ["5.3.0/gfx908/debian-12/py3.11/cairn-smoke-0.1.0", "5.3.0/gfx90a/debian-12/py3.11/cairn-smoke-0.1.0"]
     assert out["held"] == {"5.3.0/gfx1030/debian-12/py3.11/cairn-smoke-0.1.0": ["in-container: failed (in-container failed on gfx1030)", "gpu: not-run"]}
     client = s3["client"]
@@ -122,20 +92,20 @@ def test_failed_cell_never_reaches_stable_and_rc_promotes_to_final(s3, keys, tmp
     staged = json.loads(client.get_object(Bucket=BUCKET, Key="gated/staging/5.3.0rc1/matrix.json")["Body"].read())
     failed = next(c for c in staged["cells"] if c["gfx_target"] == "gfx1030")
     assert {"gate": "in-container", "status": "failed", "reason": "in-container failed on gfx1030"} in failed["gates"]
-    cairn(["verify", f"{s3['endpoint']}/{BUCKET}/gated", "--root", str(keys / "root.json")], environ)
+    cairn(["verify", f"{s3['endpoint']}/{BUCKET}/gated", "--root", str(keys / "root.json")], env=environ, check=True)
 
 
 def test_replayed_old_timestamp_is_rejected(s3, keys, tmp_path):
     environ = env(s3, tmp_path)
     to = ["--to", f"s3://{BUCKET}/replay", "--keys", str(keys)]
-    cairn(["publish", str(write_sample_bundle(tmp_path / "a", version="6.0.0")), *to], environ)
+    cairn(["publish", str(write_sample_bundle(tmp_path / "a", version="6.0.0")), *to], env=environ, check=True)
     client = s3["client"]
     old = client.get_object(Bucket=BUCKET, Key="replay/metadata/timestamp.json")["Body"].read()
-    cairn(["publish", str(write_sample_bundle(tmp_path / "b", version="6.0.1")), *to], environ)
+    cairn(["publish", str(write_sample_bundle(tmp_path / "b", version="6.0.1")), *to], env=environ, check=True)
     url = f"{s3['endpoint']}/{BUCKET}/replay"
-    cairn(["verify", url, "--root", str(keys / "root.json")], environ)  # the client now trusts timestamp v2
+    cairn(["verify", url, "--root", str(keys / "root.json")], env=environ, check=True)  # the client now trusts timestamp v2
     client.put_object(Bucket=BUCKET, Key="replay/metadata/timestamp.json", Body=old, ContentType="application/json")
-    replayed = cairn(["verify", url, "--root", str(keys / "root.json")], environ, check=False)
+    replayed = cairn(["verify", url, "--root", str(keys / "root.json")], env=environ)
     assert replayed.returncode == 1
     assert "metadata/timestamp.json: rollback rejected" in replayed.stderr
 
@@ -146,17 +116,17 @@ def test_an_index_page_is_written_once_at_the_directory_pip_reads(s3, keys, tmp_
     environ = env(s3, tmp_path)
     client = s3["client"]
     to = ["--to", f"s3://{BUCKET}/pages", "--keys", str(keys)]
-    cairn(["publish", str(write_sample_bundle(tmp_path / "a", version="7.0.0", families=("gfx90a",))), *to], environ)
+    cairn(["publish", str(write_sample_bundle(tmp_path / "a", version="7.0.0", families=("gfx90a",))), *to], env=environ, check=True)
     listed = {o["Key"] for o in client.list_objects_v2(Bucket=BUCKET, Prefix="pages/channels/dev/simple/gfx90a/")["Contents"]}
     assert "pages/channels/dev/simple/gfx90a/cairn-smoke/" in listed and "pages/channels/dev/simple/gfx90a/" in listed
     assert not {k for k in listed if k.endswith("/index.html")}, "a page was written twice"
 
     legacy = "pages/channels/dev/simple/gfx90a/cairn-smoke/index.html"  # as an earlier layout wrote it
     client.put_object(Bucket=BUCKET, Key=legacy, Body=b"old page", ContentType="text/html")
-    cairn(["publish", str(write_sample_bundle(tmp_path / "b", version="7.0.1", families=("gfx90a",))), *to], environ)
+    cairn(["publish", str(write_sample_bundle(tmp_path / "b", version="7.0.1", families=("gfx90a",))), *to], env=environ, check=True)
     page = client.get_object(Bucket=BUCKET, Key="pages/channels/dev/simple/gfx90a/cairn-smoke/")["Body"].read()
     assert b"7.0.1" in page and client.get_object(Bucket=BUCKET, Key=legacy)["Body"].read() == page
-    cairn(["verify", f"s3://{BUCKET}/pages", "--root", str(keys / "root.json")], environ)
+    cairn(["verify", f"s3://{BUCKET}/pages", "--root", str(keys / "root.json")], env=environ, check=True)
 
 
 @pytest.mark.slow
@@ -176,4 +146,4 @@ def test_server_restart_mid_upload_is_retried(s3, keys, tmp_path):
     assert proc.returncode == 0, stderr
     report = json.loads(stdout)
     assert report["signed"]
-    cairn(["verify", f"{s3['endpoint']}/{BUCKET}/restart", "--root", str(keys / "root.json")], environ)
+    cairn(["verify", f"{s3['endpoint']}/{BUCKET}/restart", "--root", str(keys / "root.json")], env=environ, check=True)

@@ -9,45 +9,21 @@ import hashlib
 import json
 import os
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
-from tuf.api.serialization.json import JSONSerializer
 
 from cairn.publish.sample import write_sample_bundle
-from cairn.sign.keys import init_keys, make_root
-from support import ROOT, need_module
+from support import ROOT, cairn, need_module
+from support.s3 import env, point_at
 from support.servers import moto_s3
 
 boto3 = need_module("boto3")
 moto_server = need_module("moto.server")
 
 BUCKET = "cairn-harden"
+RETRY = {"CAIRN_S3_RETRY_SECONDS": "5"}  # a refused request is not retried for long
 pytestmark = pytest.mark.s3
-
-
-@pytest.fixture(scope="module")
-def s3():
-    with moto_s3(BUCKET) as server:
-        yield server
-
-
-@pytest.fixture(scope="module")
-def keys(tmp_path_factory):
-    keyset = init_keys(tmp_path_factory.mktemp("keys") / "k")
-    (keyset.directory / "root.json").write_bytes(make_root(keyset).to_bytes(JSONSerializer(compact=False)))
-    return keyset.directory
-
-
-def env(s3, tmp_path: Path) -> dict[str, str]:
-    return {**os.environ, "CAIRN_S3_ENDPOINT": s3["endpoint"], "AWS_ACCESS_KEY_ID": "test", "AWS_SECRET_ACCESS_KEY": "test",
-            "AWS_DEFAULT_REGION": "us-east-1", "CAIRN_TUF_CACHE": str(tmp_path / "tuf-cache"),
-            "CAIRN_S3_RETRY_SECONDS": "5"}
-
-
-def cairn(args: list[str], environ: dict[str, str]) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "cairn.cli", *args], env=environ, capture_output=True, text=True, timeout=300)
 
 
 def one_line(proc: subprocess.CompletedProcess[str]) -> str:
@@ -79,7 +55,7 @@ def test_a_publish_to_the_bucket_root_is_refused_without_public_bucket(s3, keys,
     bucket = _bucket(s3, f"bare-{command}")
     bundle = write_sample_bundle(tmp_path / "bundle", version="5.2.3")
     args = [str(bundle)] if command == "publish" else ["--version", "5.2.3"]
-    line = one_line(cairn([command, *args, "--to", f"s3://{bucket}", "--keys", str(keys)], env(s3, tmp_path)))
+    line = one_line(cairn([command, *args, "--to", f"s3://{bucket}", "--keys", str(keys)], env=env(s3, tmp_path, **RETRY)))
     assert line.startswith(f"cairn {command}: s3://{bucket}: no prefix, so a public-read grant would make every object"), line
     assert "--public-bucket" in line and "nothing was published" in line
     assert _keys_in(s3, bucket) == [] and _policy(s3, bucket) is None
@@ -88,15 +64,13 @@ def test_a_publish_to_the_bucket_root_is_refused_without_public_bucket(s3, keys,
 def test_public_bucket_grants_the_whole_bucket_and_no_public_read_grants_nothing(s3, keys, tmp_path) -> None:
     bundle = write_sample_bundle(tmp_path / "bundle", version="5.2.3")
     whole = _bucket(s3, "bare-granted")
-    cairn_ok = cairn(["publish", str(bundle), "--to", f"s3://{whole}", "--keys", str(keys), "--public-bucket", "--json"],
-                     env(s3, tmp_path))
+    cairn_ok = cairn(["publish", str(bundle), "--to", f"s3://{whole}", "--keys", str(keys), "--public-bucket", "--json"], env=env(s3, tmp_path, **RETRY))
     assert cairn_ok.returncode == 0, cairn_ok.stderr
     read = {s["Sid"]: s for s in (_policy(s3, whole) or {})["Statement"]}["CairnPublicRead"]
     assert read["Resource"] in ("arn:aws:s3:::bare-granted/*", ["arn:aws:s3:::bare-granted/*"])
 
     private = _bucket(s3, "bare-private")
-    quiet = cairn(["publish", str(bundle), "--to", f"s3://{private}", "--keys", str(keys), "--no-public-read", "--json"],
-                  env(s3, tmp_path))
+    quiet = cairn(["publish", str(bundle), "--to", f"s3://{private}", "--keys", str(keys), "--no-public-read", "--json"], env=env(s3, tmp_path, **RETRY))
     assert quiet.returncode == 0, quiet.stderr
     assert _policy(s3, private) is None and "metadata/timestamp.json" in _keys_in(s3, private)
 
@@ -111,7 +85,7 @@ def test_public_bucket_grants_the_whole_bucket_and_no_public_read_grants_nothing
 ], ids=["climbs", "dotdot", "empty", "as-absolute", "as-empty-part"])
 def test_promote_refuses_a_version_that_is_not_one_name(s3, keys, tmp_path, flags, named) -> None:
     bucket = _bucket(s3, f"versions-{abs(hash(tuple(flags))) % 10**8}")
-    line = one_line(cairn(["promote", *flags, "--to", f"s3://{bucket}/main", "--keys", str(keys)], env(s3, tmp_path)))
+    line = one_line(cairn(["promote", *flags, "--to", f"s3://{bucket}/main", "--keys", str(keys)], env=env(s3, tmp_path, **RETRY)))
     assert line.startswith(f"cairn promote: {named} — a release version is one plain name"), line
     assert _keys_in(s3, bucket) == [] and _policy(s3, bucket) is None
 
@@ -122,9 +96,7 @@ def test_the_s3_backend_refuses_a_key_that_is_not_plain_names(s3, monkeypatch, k
     from cairn.errors import CairnError
     from cairn.remote.backend import s3_backend
 
-    for name, value in (("CAIRN_S3_ENDPOINT", s3["endpoint"]), ("AWS_ACCESS_KEY_ID", "test"),
-                        ("AWS_SECRET_ACCESS_KEY", "test"), ("AWS_DEFAULT_REGION", "us-east-1")):
-        monkeypatch.setenv(name, value)
+    point_at(monkeypatch, s3["endpoint"])
     backend = s3_backend(BUCKET, "main")
     sent: list[str] = []
     backend.client.observers.append(lambda method, target, headers: sent.append(target))
@@ -152,8 +124,7 @@ def test_the_next_publish_aborts_a_killed_runs_multipart_uploads_under_its_prefi
         _leave_upload(s3, bucket, key)
     _leave_upload(s3, bucket, "other/files/theirs.tar")  # another repository's: never touched
     bundle = write_sample_bundle(tmp_path / "bundle", version="5.2.3")
-    proc = cairn(["publish", str(bundle), "--to", f"s3://{bucket}/main", "--keys", str(keys)],
-                 {**env(s3, tmp_path), "CAIRN_MULTIPART_STALE_SECONDS": "0"})
+    proc = cairn(["publish", str(bundle), "--to", f"s3://{bucket}/main", "--keys", str(keys)], env={**env(s3, tmp_path, **RETRY), "CAIRN_MULTIPART_STALE_SECONDS": "0"})
     assert proc.returncode == 0, proc.stderr
     assert "aborted 2 stale multipart upload(s) under s3://killed-multipart/main" in proc.stdout, proc.stdout
     assert _uploads(s3, bucket) == {"other/files/theirs.tar"}
@@ -166,9 +137,7 @@ def test_an_upload_younger_than_the_stale_age_is_left_to_its_run(s3, monkeypatch
 
     from cairn.remote.backend import s3_backend
 
-    for name, value in (("CAIRN_S3_ENDPOINT", s3["endpoint"]), ("AWS_ACCESS_KEY_ID", "test"),
-                        ("AWS_SECRET_ACCESS_KEY", "test"), ("AWS_DEFAULT_REGION", "us-east-1")):
-        monkeypatch.setenv(name, value)
+    point_at(monkeypatch, s3["endpoint"])
     bucket = _bucket(s3, "live-multipart")
     _leave_upload(s3, bucket, "main/files/old.tar")
     since_moto_says = (datetime.now(UTC) - datetime(2010, 11, 10, 20, 48, 33, tzinfo=UTC)).total_seconds()
@@ -193,7 +162,7 @@ def test_the_documented_lifecycle_rule_is_one_s3_accepts() -> None:
 
 # -- real S3 addressing: virtual-hosted where path style is refused, the bucket's own region -----------------------
 def _environ_for(s3, endpoint: str, tmp_path: Path, **extra: str) -> dict[str, str]:
-    return {**env(s3, tmp_path), "CAIRN_S3_ENDPOINT": endpoint, **extra}
+    return {**env(s3, tmp_path, **RETRY), "CAIRN_S3_ENDPOINT": endpoint, **extra}
 
 
 def test_a_server_that_refuses_path_style_is_reached_virtual_hosted(s3, keys, tmp_path) -> None:
@@ -204,12 +173,12 @@ def test_a_server_that_refuses_path_style_is_reached_virtual_hosted(s3, keys, tm
     endpoint = f"http://s3.localhost:{s3['port']}"
     environ = _environ_for(s3, endpoint, tmp_path)
     bundle = write_sample_bundle(tmp_path / "bundle", version="5.2.3")
-    proc = cairn(["publish", str(bundle), "--to", f"s3://{bucket}/main", "--keys", str(keys), "--json"], environ)
+    proc = cairn(["publish", str(bundle), "--to", f"s3://{bucket}/main", "--keys", str(keys), "--json"], env=environ)
     assert proc.returncode == 0, proc.stderr
     stored = _keys_in(s3, bucket)
     assert "main/metadata/timestamp.json" in stored and "main/packages/gfx90a/cairn_smoke-5.2.3-py3-none-linux_x86_64.whl" in stored
     assert "s3" not in {b["Name"] for b in s3["client"].list_buckets()["Buckets"]}
-    verified = cairn(["verify", f"s3://{bucket}/main", "--root", str(keys / "root.json")], environ)
+    verified = cairn(["verify", f"s3://{bucket}/main", "--root", str(keys / "root.json")], env=environ)
     assert verified.returncode == 0, verified.stderr + verified.stdout
 
 
@@ -219,10 +188,7 @@ def test_addressing_virtual_sends_the_bucket_in_the_host(s3, monkeypatch) -> Non
     from cairn.remote import backend as backend_module
     from cairn.remote.backend import s3_backend
 
-    for name, value in (("CAIRN_S3_ENDPOINT", f"http://localhost:{s3['port']}"), ("AWS_ACCESS_KEY_ID", "test"),
-                        ("AWS_SECRET_ACCESS_KEY", "test"), ("AWS_DEFAULT_REGION", "us-east-1"),
-                        ("CAIRN_S3_ADDRESSING", "virtual")):
-        monkeypatch.setenv(name, value)
+    point_at(monkeypatch, f"http://localhost:{s3['port']}", CAIRN_S3_ADDRESSING="virtual")
     monkeypatch.setattr(backend_module, "MULTIPART_THRESHOLD", 6 << 20)
     monkeypatch.setattr(backend_module, "PART_SIZE", 5 << 20)
     bucket = _bucket(s3, "cairn-vhost")
@@ -246,9 +212,7 @@ def test_the_client_signs_for_the_region_the_bucket_is_in(s3, monkeypatch) -> No
     not reproduced."""
     from cairn.remote.backend import s3_backend
 
-    for name, value in (("CAIRN_S3_ENDPOINT", s3["endpoint"]), ("AWS_ACCESS_KEY_ID", "test"),
-                        ("AWS_SECRET_ACCESS_KEY", "test"), ("AWS_DEFAULT_REGION", "us-east-1")):
-        monkeypatch.setenv(name, value)
+    point_at(monkeypatch, s3["endpoint"])
     s3["client"].create_bucket(Bucket="cairn-eu", CreateBucketConfiguration={"LocationConstraint": "eu-west-1"})
     backend = s3_backend("cairn-eu", "main")
     scopes: list[str] = []

@@ -19,7 +19,6 @@ from email.message import Message
 from pathlib import Path
 
 import pytest
-from test_publish_s3 import BUCKET, cairn, env, keys, s3  # noqa: F401 - shared fixtures
 
 from cairn.matrix.bundle import load_bundle
 from cairn.names import hashed_name
@@ -28,8 +27,10 @@ from cairn.publish.sample import write_sample_bundle
 from cairn.remote.backend import S3Backend
 from cairn.sign.keys import load_keys
 from cairn.sign.tuf import load_root
-from support import need_module
+from support import cairn, need_module
+from support.s3 import env, no_credentials
 
+BUCKET = "cairn-releases"  # the bucket of this module's ``s3`` fixture (support.s3)
 pytestmark = pytest.mark.s3
 
 VERSION = "8.1.0"
@@ -47,13 +48,8 @@ def anonymous(url: str) -> tuple[int, Message, bytes]:
         return exc.code, exc.headers, exc.read()
 
 
-def no_credentials(environ: dict[str, str]) -> dict[str, str]:
-    """The environment of a user who has no AWS account: nothing could sign a request."""
-    return {k: v for k, v in environ.items() if not k.startswith("AWS_")}
-
-
 @pytest.fixture(scope="module")
-def published(s3, keys, tmp_path_factory):  # noqa: F811
+def published(s3, keys, tmp_path_factory):
     tmp = tmp_path_factory.mktemp("public")
     client = s3["client"]
     client.put_object(Bucket=BUCKET, Key="private/secret.txt", Body=b"not the repository's")
@@ -62,7 +58,7 @@ def published(s3, keys, tmp_path_factory):  # noqa: F811
     client.put_bucket_policy(Bucket=BUCKET, Policy=json.dumps({"Version": "2012-10-17", "Statement": [theirs]}))
     bundle = write_sample_bundle(tmp / "bundle", version=VERSION, families=("gfx90a",))
     environ = env(s3, tmp)
-    out = cairn(["publish", str(bundle), "--to", f"s3://{BUCKET}/public", "--keys", str(keys)], environ)
+    out = cairn(["publish", str(bundle), "--to", f"s3://{BUCKET}/public", "--keys", str(keys)], env=environ, check=True)
     return {"bundle": bundle, "base": f"{s3['endpoint']}/{BUCKET}/public/", "env": environ, "theirs": theirs, "out": out.stdout}
 
 
@@ -105,7 +101,7 @@ def test_every_kind_of_object_is_served_anonymously_with_its_type_and_cache_poli
     assert served == {key: (200, *want) for key, want in expected.items()}
 
 
-def test_missing_project_is_404_and_nothing_outside_the_prefix_is_readable(published, s3):  # noqa: F811
+def test_missing_project_is_404_and_nothing_outside_the_prefix_is_readable(published, s3):
     # moto 5.2 answers 404 for a missing key even without s3:ListBucket (AWS answers 403 then), so the 404
     # alone proves little here: the policy read back below holds the grant that gives it on AWS
     base = published["base"]
@@ -118,19 +114,6 @@ def test_missing_project_is_404_and_nothing_outside_the_prefix_is_readable(publi
     assert {("s3:GetObject", f"arn:aws:s3:::{BUCKET}/public/*"), ("s3:ListBucket", f"arn:aws:s3:::{BUCKET}")} <= grants
     assert published["theirs"] in policy["Statement"]  # a statement cairn did not write is left as it was
     assert f"bucket policy: anyone may read s3://{BUCKET}/public" in published["out"]  # and the publisher said what it granted
-
-
-def install_anonymously(tool: str, index: str, requirement: str, target: Path, environ: dict[str, str],
-                        cache: Path) -> subprocess.CompletedProcess[str]:
-    """``pip install`` or ``uv pip install`` of ``requirement`` from ``index`` into ``target``, as a user with no
-    credentials and no configured index would run it."""
-    anonymous = {k: v for k, v in no_credentials(environ).items() if not k.startswith(("PIP_", "UV_"))}
-    command = ([sys.executable, "-m", "pip", "install", "--isolated", "--no-cache-dir", "--target", str(target)]
-               if tool == "pip" else
-               [need_module("uv").find_uv_bin(), "pip", "install", "--no-config", "--python", sys.executable,
-                "--target", str(target), "--cache-dir", str(cache)])
-    return subprocess.run([*command, "--index-url", index, requirement], env=anonymous, capture_output=True,
-                          text=True, timeout=900)
 
 
 def test_pip_and_uv_install_from_the_channel_index_anonymously(published, tmp_path):
@@ -155,7 +138,7 @@ def test_pip_and_uv_install_from_the_channel_index_anonymously(published, tmp_pa
         assert said in missing.stderr, f"{tool}: {missing.stderr}"
 
 
-def test_tuf_client_verifies_from_the_same_url_anonymously(published, keys, tmp_path):  # noqa: F811
+def test_tuf_client_verifies_from_the_same_url_anonymously(published, keys, tmp_path):
     from tuf.ngclient import Updater
 
     base = published["base"]
@@ -168,18 +151,18 @@ def test_tuf_client_verifies_from_the_same_url_anonymously(published, keys, tmp_
     assert updater.get_targetinfo("channels/dev/simple/gfx90a/cairn-smoke/index.html") is not None
 
 
-def test_verify_s3_and_http_accept_the_release_and_refuse_a_tampered_byte(s3, keys, tmp_path):  # noqa: F811
+def test_verify_s3_and_http_accept_the_release_and_refuse_a_tampered_byte(s3, keys, tmp_path):
     environ = env(s3, tmp_path)
     bundle = write_sample_bundle(tmp_path / "bundle", version=VERSION, families=("gfx90a",), seed="tamper")
-    cairn(["publish", str(bundle), "--to", f"s3://{BUCKET}/tampered", "--keys", str(keys)], environ)
+    cairn(["publish", str(bundle), "--to", f"s3://{BUCKET}/tampered", "--keys", str(keys)], env=environ, check=True)
     root = ["--root", str(keys / "root.json")]
     signed = [f"s3://{BUCKET}/tampered", environ]
     plain = [f"{s3['endpoint']}/{BUCKET}/tampered", no_credentials(environ)]
     wheel = bundle / "files" / "wheels" / "gfx90a" / WHEEL
     for url, environment in (signed, plain):
-        ok = cairn(["verify", url, *root], environment)
+        ok = cairn(["verify", url, *root], env=environment, check=True)
         assert ok.stdout.startswith(f"verified {url}/: timestamp v1, "), ok.stdout
-        one = cairn(["verify", str(wheel), "--repo", url, *root], environment)  # a downloaded file, against either URL
+        one = cairn(["verify", str(wheel), "--repo", url, *root], env=environment, check=True)  # a downloaded file, against either URL
         assert one.stdout.strip() == f"verified {wheel}: signed target packages/gfx90a/{WHEEL} with provenance"
 
     key = f"tampered/packages/gfx90a/{WHEEL}"
@@ -187,19 +170,19 @@ def test_verify_s3_and_http_accept_the_release_and_refuse_a_tampered_byte(s3, ke
     data[len(data) // 2] ^= 1
     s3["client"].put_object(Bucket=BUCKET, Key=key, Body=bytes(data), ContentType="application/zip")
     for url, environment in (signed, plain):
-        refused = cairn(["verify", url, *root], environment, check=False)
+        refused = cairn(["verify", url, *root], env=environment)
         assert refused.returncode == 1, refused.stderr
         assert f"packages/gfx90a/{WHEEL}: bytes do not match the signed sha256" in refused.stderr
         assert "Traceback" not in refused.stderr
 
 
-def test_verify_of_a_bucket_prefix_without_a_repository_says_so(s3, keys, tmp_path):  # noqa: F811
-    out = cairn(["verify", f"s3://{BUCKET}/nothing-here", "--root", str(keys / "root.json")], env(s3, tmp_path), check=False)
+def test_verify_of_a_bucket_prefix_without_a_repository_says_so(s3, keys, tmp_path):
+    out = cairn(["verify", f"s3://{BUCKET}/nothing-here", "--root", str(keys / "root.json")], env=env(s3, tmp_path))
     assert out.returncode == 2
     assert out.stderr.strip().splitlines()[-1].startswith(f"cairn verify: s3://{BUCKET}/nothing-here/: not a Cairn repository")
 
 
-def test_a_full_republish_reads_the_policy_once_and_leaves_it_alone(published, s3, keys, monkeypatch):  # noqa: F811
+def test_a_full_republish_reads_the_policy_once_and_leaves_it_alone(published, s3, keys, monkeypatch):
     for name in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY"):
         monkeypatch.setenv(name, "test")
     before = s3["client"].get_bucket_policy(Bucket=BUCKET)["Policy"]
@@ -212,9 +195,9 @@ def test_a_full_republish_reads_the_policy_once_and_leaves_it_alone(published, s
     assert s3["client"].get_bucket_policy(Bucket=BUCKET)["Policy"] == before
 
 
-def test_a_second_repository_in_the_bucket_keeps_the_first_readable(published, s3, keys, tmp_path):  # noqa: F811
+def test_a_second_repository_in_the_bucket_keeps_the_first_readable(published, s3, keys, tmp_path):
     bundle = write_sample_bundle(tmp_path / "bundle", version="8.2.0", families=("gfx90a",))
-    cairn(["publish", str(bundle), "--to", f"s3://{BUCKET}/second", "--keys", str(keys)], env(s3, tmp_path))
+    cairn(["publish", str(bundle), "--to", f"s3://{BUCKET}/second", "--keys", str(keys)], env=env(s3, tmp_path), check=True)
     for prefix in ("public", "second"):
         status, headers, _ = anonymous(f"{s3['endpoint']}/{BUCKET}/{prefix}/channels/dev/simple/gfx90a/cairn-smoke/")
         assert (status, headers.get("Content-Type")) == (200, HTML), prefix
@@ -224,13 +207,13 @@ def test_a_second_repository_in_the_bucket_keeps_the_first_readable(published, s
     assert published["theirs"] in policy["Statement"]
 
 
-def test_block_public_access_stops_the_publish_before_anything_is_written(s3, keys, tmp_path):  # noqa: F811
+def test_block_public_access_stops_the_publish_before_anything_is_written(s3, keys, tmp_path):
     client = s3["client"]
     client.create_bucket(Bucket="cairn-blocked")
     client.put_public_access_block(Bucket="cairn-blocked", PublicAccessBlockConfiguration={
         "BlockPublicAcls": True, "IgnorePublicAcls": True, "BlockPublicPolicy": True, "RestrictPublicBuckets": True})
     bundle = write_sample_bundle(tmp_path / "bundle", version=VERSION, families=("gfx90a",))
-    out = cairn(["publish", str(bundle), "--to", "s3://cairn-blocked/main", "--keys", str(keys)], env(s3, tmp_path), check=False)
+    out = cairn(["publish", str(bundle), "--to", "s3://cairn-blocked/main", "--keys", str(keys)], env=env(s3, tmp_path))
     assert out.returncode == 2, out.stderr
     assert out.stderr.strip() == (
         "cairn publish: s3://cairn-blocked: S3 Block Public Access is on for this bucket (BlockPublicPolicy and "
@@ -239,25 +222,25 @@ def test_block_public_access_stops_the_publish_before_anything_is_written(s3, ke
     assert client.list_objects_v2(Bucket="cairn-blocked").get("KeyCount") == 0
 
 
-def test_no_public_read_leaves_the_bucket_private_until_a_publish_without_it(s3, keys, tmp_path):  # noqa: F811
+def test_no_public_read_leaves_the_bucket_private_until_a_publish_without_it(s3, keys, tmp_path):
     client = s3["client"]
     client.create_bucket(Bucket="cairn-private")
     environ = env(s3, tmp_path)
     bundle = write_sample_bundle(tmp_path / "bundle", version=VERSION, families=("gfx90a",))
     to = ["--to", "s3://cairn-private/main", "--keys", str(keys)]
     page = f"{s3['endpoint']}/cairn-private/main/channels/dev/simple/gfx90a/cairn-smoke/"
-    cairn(["publish", str(bundle), *to, "--no-public-read"], environ)
+    cairn(["publish", str(bundle), *to, "--no-public-read"], env=environ, check=True)
     assert anonymous(page)[0] == 403  # served by something else (a CDN): the bucket stays as it was
     with pytest.raises(client.exceptions.ClientError, match="NoSuchBucketPolicy"):
         client.get_bucket_policy(Bucket="cairn-private")
-    ok = cairn(["verify", "s3://cairn-private/main", "--root", str(keys / "root.json")], environ)  # signed requests still read it
+    ok = cairn(["verify", "s3://cairn-private/main", "--root", str(keys / "root.json")], env=environ, check=True)  # signed requests still read it
     assert ok.stdout.startswith("verified s3://cairn-private/main/")
     url = f"{s3['endpoint']}/cairn-private/main"
-    refused = cairn(["verify", url, "--root", str(keys / "root.json")], no_credentials(environ), check=False)
+    refused = cairn(["verify", url, "--root", str(keys / "root.json")], env=no_credentials(environ))
     assert refused.returncode == 2
     assert refused.stderr.strip() == (f"cairn verify: {url}/: metadata/timestamp.json answers 403 Forbidden — the repository "
                                       "is not readable without credentials; publish it without --no-public-read, or verify "
                                       "s3://BUCKET/PREFIX (signed requests)")
-    again = json.loads(cairn(["publish", str(bundle), *to, "--json"], environ).stdout)  # not the fast path: it grants
+    again = json.loads(cairn(["publish", str(bundle), *to, "--json"], env=environ, check=True).stdout)  # not the fast path: it grants
     assert not again.get("already_published")
     assert anonymous(page)[0] == 200

@@ -5,21 +5,12 @@ channel's index and matrix — what pip and ``cairn doctor`` read — never offe
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
-from pathlib import Path
 
 from tuf.api.serialization.json import JSONSerializer
 
 from cairn.publish.sample import write_sample_bundle
 from cairn.sign.keys import init_keys, make_root
-from support import ROOT
-
-
-def cairn(*args: str, tuf: Path) -> subprocess.CompletedProcess[str]:
-    environ = {**os.environ, "CAIRN_ROOT": str(ROOT), "CAIRN_TUF_CACHE": str(tuf)}
-    return subprocess.run([sys.executable, "-m", "cairn.cli", *args], env=environ, capture_output=True, text=True, timeout=300)
+from support import ROOT, cairn
 
 
 def test_a_held_cell_is_uploaded_signed_and_staged_but_on_no_channel_page(tmp_path):
@@ -28,14 +19,13 @@ def test_a_held_cell_is_uploaded_signed_and_staged_but_on_no_channel_page(tmp_pa
     bundle = write_sample_bundle(tmp_path / "bundle", version="5.5.0", families=("gfx90a", "gfx908"),
                                  gates={"gfx90a": {"static-coverage": "passed"}, "gfx908": {"static-coverage": "failed"}})
     repo = tmp_path / "repo"
-    published = cairn("publish", str(bundle), "--to", repo.as_uri(), "--keys", str(keys.directory), "--channel", "dev", "--json",
-                      tuf=tmp_path / "tuf")
+    published = cairn("publish", str(bundle), "--to", repo.as_uri(), "--keys", str(keys.directory), "--channel", "dev", "--json", extra_env={"CAIRN_ROOT": str(ROOT), "CAIRN_TUF_CACHE": str(tmp_path / "tuf")})
     assert published.returncode == 0, published.stderr
     report = json.loads(published.stdout)
     assert list(report["held"]) == ["5.5.0/gfx908/debian-12/py3.11/cairn-smoke-0.1.0"]
 
     (held_wheel,) = (repo / "packages" / "gfx908").glob("cairn_smoke-*.whl")  # besides its <sha256>.<name> copy
-    signed = cairn("verify", str(held_wheel), "--repo", str(repo), "--root", str(keys.directory / "root.json"), tuf=tmp_path / "tuf2")
+    signed = cairn("verify", str(held_wheel), "--repo", str(repo), "--root", str(keys.directory / "root.json"), extra_env={"CAIRN_ROOT": str(ROOT), "CAIRN_TUF_CACHE": str(tmp_path / "tuf2")})
     assert signed.returncode == 0, signed.stderr + signed.stdout  # uploaded and signed, though its cell failed
     assert (repo / f"{held_wheel.relative_to(repo)}.intoto.jsonl").is_file()
     assert held_wheel.name in (repo / "staging" / "5.5.0" / "simple" / "gfx908" / "cairn-smoke" / "index.html").read_text()

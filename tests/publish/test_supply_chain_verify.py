@@ -14,7 +14,6 @@ import hashlib
 import json
 import os
 import subprocess
-import sys
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
@@ -33,6 +32,7 @@ from cairn.remote.backend import FileBackend
 from cairn.sign.keys import init_keys, load_keys, make_root
 from cairn.sign.session import SigningSession
 from cairn.sign.tuf import RECORD_FIELD, RepoState, needs_signing
+from support import cairn
 
 EVIL = "packages/gfx90a/evil-1.0-py3-none-any.whl"
 EVIL_BYTES = b"bytes nobody with a key ever saw\n"
@@ -45,11 +45,6 @@ def keys(tmp_path_factory) -> Path:
     keyset = init_keys(directory)
     (directory / "root.json").write_bytes(make_root(keyset).to_bytes(JSONSerializer(compact=False)))
     return directory
-
-
-def cairn(args: list[str], environ: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
-    environ = environ or {**os.environ}
-    return subprocess.run([sys.executable, "-m", "cairn.cli", *args], env=environ, capture_output=True, text=True, timeout=300)
 
 
 def ok(proc: subprocess.CompletedProcess[str]) -> subprocess.CompletedProcess[str]:
@@ -244,14 +239,14 @@ def _forged_record(repo: Dir | Bucket, bundle: Path, keys: Path, timestamp_versi
 
 def _forge_record_attack(repo: Dir | Bucket, keys: Path, tmp_path: Path, environ: dict[str, str] | None = None) -> None:
     to = ["--to", repo.url, "--keys", str(keys), "--json"]
-    ok(cairn(["publish", str(write_sample_bundle(tmp_path / "a", families=("gfx90a",))), *to], environ))
+    ok(cairn(["publish", str(write_sample_bundle(tmp_path / "a", families=("gfx90a",))), *to], env=environ))
     bundle = write_sample_bundle(tmp_path / "b", version="5.2.4", families=("gfx90a",))
     timestamp, _, _, _ = chain(repo)
     _forged_record(repo, bundle, keys, timestamp["signed"]["version"])  # names the real, signed timestamp
-    report = json.loads(ok(cairn(["publish", str(bundle), *to], environ)).stdout)
+    report = json.loads(ok(cairn(["publish", str(bundle), *to], env=environ)).stdout)
     assert not report.get("already_published") and report["signed"]
     assert "staging/5.2.4/release.json" in chain(repo)[2]["signed"]["targets"]  # 5.2.4 really is published now
-    assert json.loads(ok(cairn(["publish", str(bundle), *to], environ)).stdout)["already_published"]  # and now it may skip
+    assert json.loads(ok(cairn(["publish", str(bundle), *to], env=environ)).stdout)["already_published"]  # and now it may skip
 
 
 def test_a_forged_publish_record_does_not_freeze_a_publish(keys, tmp_path):
@@ -266,7 +261,7 @@ def _forge_timestamp_attack(repo: Dir | Bucket, keys: Path, tmp_path: Path, envi
     """Record and timestamp both forged (the timestamp keeps old signatures): the fast path does not skip, and
     the full run refuses the timestamp in one line with nothing written."""
     to = ["--to", repo.url, "--keys", str(keys), "--json"]
-    ok(cairn(["publish", str(write_sample_bundle(tmp_path / "a", families=("gfx90a",))), *to], environ))
+    ok(cairn(["publish", str(write_sample_bundle(tmp_path / "a", families=("gfx90a",))), *to], env=environ))
     bundle = write_sample_bundle(tmp_path / "b", version="5.2.4", families=("gfx90a",))
     timestamp, _, _, _ = chain(repo)
     version = timestamp["signed"]["version"] + 1
@@ -275,7 +270,7 @@ def _forge_timestamp_attack(repo: Dir | Bucket, keys: Path, tmp_path: Path, envi
     timestamp["signed"][RECORD_FIELD] = {"length": len(record), "hashes": {"sha256": hashlib.sha256(record).hexdigest()}}
     repo.put("metadata/timestamp.json", dumps(timestamp))
     before = repo.state()
-    proc = cairn(["publish", str(bundle), *to], environ)
+    proc = cairn(["publish", str(bundle), *to], env=environ)
     assert "already_published" not in proc.stdout
     refused(proc, "metadata/timestamp.json", "does not verify")
     assert repo.state() == before
@@ -310,8 +305,7 @@ def test_an_expired_timestamp_is_renewed_by_the_next_publish(keys, tmp_path):
     timestamp.sign(load_keys(keys).signer("online"))
     repo.put("metadata/timestamp.json", timestamp.to_bytes(JSONSerializer(compact=False)))
     ok(cairn(["publish", str(write_sample_bundle(tmp_path / "b", version="5.2.4", families=("gfx90a",))), *to]))
-    ok(cairn(["verify", str(repo.root), "--root", str(keys / "root.json")],
-             {**os.environ, "CAIRN_TUF_CACHE": str(tmp_path / "tuf")}))
+    ok(cairn(["verify", str(repo.root), "--root", str(keys / "root.json")], env={**os.environ, "CAIRN_TUF_CACHE": str(tmp_path / "tuf")}))
 
 
 # -- (d) cairn verify --root of a file that is not a root -------------------------------------------------------------
@@ -330,7 +324,7 @@ def test_verify_with_a_root_that_is_not_a_root_is_one_line(keys, tmp_path, kind)
         root = json.loads((keys / "root.json").read_bytes())
         root["signed"]["version"] = 7  # what the root keys signed no longer
         given.write_bytes(dumps(root))
-    proc = cairn(["verify", str(repo.root), "--root", str(given)], {**os.environ, "CAIRN_TUF_CACHE": str(tmp_path / "tuf")})
+    proc = cairn(["verify", str(repo.root), "--root", str(given)], env={**os.environ, "CAIRN_TUF_CACHE": str(tmp_path / "tuf")})
     line = refused(proc, str(given))
     assert proc.returncode == 2 and "TUF root" in line and "--root" in line
 
@@ -396,10 +390,10 @@ def s3_env(s3, tmp_path: Path) -> dict[str, str]:
 def test_s3_a_planted_target_stops_promote(s3, keys, tmp_path, plant):
     environ, repo = s3_env(s3, tmp_path), Bucket(s3, f"plant-{plant}")
     to = ["--to", repo.url, "--keys", str(keys)]
-    ok(cairn(["publish", str(write_sample_bundle(tmp_path / "a", families=("gfx90a",))), "--stage-only", *to], environ))
+    ok(cairn(["publish", str(write_sample_bundle(tmp_path / "a", families=("gfx90a",))), "--stage-only", *to], env=environ))
     named = plant_in_place(repo) if plant == "in-place" else (plant_new_chain(repo) or "metadata/timestamp.json")
     before = repo.state()
-    refused(cairn(["promote", "--version", "5.2.3", "--channel", "dev", *to], environ), named)
+    refused(cairn(["promote", "--version", "5.2.3", "--channel", "dev", *to], env=environ), named)
     assert repo.state() == before
 
 
@@ -407,12 +401,12 @@ def test_s3_a_planted_target_stops_promote(s3, keys, tmp_path, plant):
 def test_s3_a_flipped_gate_record_is_refused_by_promote(s3, keys, tmp_path):
     environ, repo = s3_env(s3, tmp_path), Bucket(s3, "flipped")
     to = ["--to", repo.url, "--keys", str(keys)]
-    ok(cairn(["publish", str(write_sample_bundle(tmp_path / "a", families=("gfx90a",), gates=HELD)), "--stage-only", *to], environ))
+    ok(cairn(["publish", str(write_sample_bundle(tmp_path / "a", families=("gfx90a",), gates=HELD)), "--stage-only", *to], env=environ))
     staged = json.loads(repo.get("staging/5.2.3/release.json"))
     assert cell_id(staged["cells"][0]) in json.loads(repo.get("staging/5.2.3/gates.json"))
     flip_gates(repo, "5.2.3")
     before = repo.state()
-    refused(cairn(["promote", "--version", "5.2.3", "--channel", "nightly", *to], environ), "staging/5.2.3/gates.json")
+    refused(cairn(["promote", "--version", "5.2.3", "--channel", "nightly", *to], env=environ), "staging/5.2.3/gates.json")
     assert repo.state() == before
 
 

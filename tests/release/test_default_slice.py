@@ -16,15 +16,10 @@ from pathlib import Path
 import pytest
 
 from cairn.audit import audit_file, audit_paths
-from support import ROOT, SLICE_RECORD
+from support import ROOT, SLICE_RECORD, cairn
 
 FAMILY = TARGET = "gfx1151"
 pytestmark = [pytest.mark.slow, pytest.mark.docker, pytest.mark.registry, pytest.mark.network]
-
-
-def cairn(*args: str, **kwargs: object) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "cairn.cli", *args], capture_output=True, text=True, cwd=ROOT,
-                          timeout=3600, **kwargs)  # type: ignore[call-overload]
 
 
 @pytest.fixture(scope="module")
@@ -74,10 +69,10 @@ def test_images_pass_their_gates_and_the_partial_libraries_are_named(store: Path
 
 def test_publish_verify_and_the_matrix_name_the_product_and_the_partial_cell(store: Path) -> None:
     repo = store / "publish"
-    published = cairn("publish", "--dev-keys", "--store", str(store), "--to", repo.as_uri(), "--json")
+    published = cairn("publish", "--dev-keys", "--store", str(store), "--to", repo.as_uri(), "--json", cwd=ROOT, timeout=3600)
     assert published.returncode == 0, published.stderr[-3000:]
     root = store / "keys" / "dev" / "root.json"
-    verified = cairn("verify", str(repo), "--root", str(root), env={**os.environ, "CAIRN_TUF_CACHE": str(store / "tuf")})
+    verified = cairn("verify", str(repo), "--root", str(root), env={**os.environ, "CAIRN_TUF_CACHE": str(store / "tuf")}, cwd=ROOT, timeout=3600)
     assert verified.returncode == 0, verified.stdout + verified.stderr
     matrix = json.loads((repo / "channels" / "dev" / "matrix.json").read_text())
     cells = [c for c in matrix["cells"] if c["gfx_target"] == TARGET]
@@ -117,16 +112,14 @@ def test_from_s3_pip_and_uv_install_the_extension_with_gfx1151_code_alone(store:
     import urllib.error
     import urllib.request
 
-    from test_publish_s3 import env
-    from test_publish_s3_public import install_anonymously
-    from test_variants import select
-
+    from support.s3 import env, install_anonymously
     from support.servers import moto_s3
+    from support.wheels import select
 
     assert not any(a.startswith("package:rocm-sdk@") for a in actions(store))  # no target index for one target
     with moto_s3("cairn-slice") as s3:
         environ = env(s3, tmp_path)
-        published = cairn("publish", "--dev-keys", "--store", str(store), "--to", "s3://cairn-slice/rel", env=environ)
+        published = cairn("publish", "--dev-keys", "--store", str(store), "--to", "s3://cairn-slice/rel", env=environ, cwd=ROOT, timeout=3600)
         assert published.returncode == 0, published.stderr[-3000:]
         index = f"{s3['endpoint']}/cairn-slice/rel/channels/dev/simple/{FAMILY}/"
         for tool in ("pip", "uv"):

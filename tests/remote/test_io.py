@@ -6,7 +6,6 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from test_matrix_model import sample
 
 from cairn.doctor.advice import load as load_advice_matrix
 from cairn.errors import CairnError, InputError, UrlError
@@ -14,6 +13,7 @@ from cairn.matrix.model import load_matrix
 from cairn.remote.backend import open_backend, s3_backend
 from cairn.remote.s3http import find_endpoint
 from cairn.remote.url import download, exists, read_status, read_url
+from support.matrices import sample
 from support.servers import moto_s3, serve_directory
 
 BUCKET = "cairn-io"

@@ -11,9 +11,10 @@ import os
 from pathlib import Path
 
 import pytest
-from test_unsafe_names import cairn, one_line
 
 from cairn.publish.sample import write_sample_bundle
+from support import cairn
+from support.cli import one_line
 
 
 def _snapshot(directory: Path) -> dict[str, tuple[str, int]]:
@@ -38,8 +39,7 @@ def test_dev_keys_leave_cairn_keys_byte_identical(tmp_path: Path, release_keys: 
     stamp = {p: p.stat().st_mtime_ns for p in release_keys.iterdir()}
     bundle = write_sample_bundle(tmp_path / "bundle", families=("gfx90a",))
     store, repo = tmp_path / "store", tmp_path / "repo"
-    proc = cairn("publish", str(bundle), "--dev-keys", "--to", repo.as_uri(), "--store", str(store), "--json",
-                 env={"CAIRN_KEYS": str(release_keys)})
+    proc = cairn("publish", str(bundle), "--dev-keys", "--to", repo.as_uri(), "--store", str(store), "--json", extra_env={"CAIRN_KEYS": str(release_keys)})
     assert proc.returncode == 0, proc.stderr
     assert "DEVELOPMENT signing keys in " + str(store / "keys" / "dev") in proc.stderr
     assert _snapshot(release_keys) == before and {p: p.stat().st_mtime_ns for p in release_keys.iterdir()} == stamp
@@ -65,8 +65,7 @@ def test_dev_keys_never_overwrite_part_of_a_key_set(tmp_path: Path, release_keys
     (dev / "root.json").unlink()
     before = _snapshot(dev)
     bundle = write_sample_bundle(tmp_path / "bundle", families=("gfx90a",))
-    line = one_line(cairn("publish", str(bundle), "--dev-keys", "--to", (tmp_path / "repo").as_uri(),
-                          "--store", str(tmp_path / "store")), code=2)
+    line = one_line(cairn("publish", str(bundle), "--dev-keys", "--to", (tmp_path / "repo").as_uri(), "--store", str(tmp_path / "store")), code=2)
     assert f"{dev}: holds part of a key set" in line and "but no root.json" in line and "never overwrite" in line, line
     assert _snapshot(dev) == before and not (tmp_path / "repo").exists()
 
@@ -79,8 +78,7 @@ def test_dev_keys_never_overwrite_a_lone_root(tmp_path: Path, release_keys: Path
     (dev / "root.json").write_bytes((release_keys / "root.json").read_bytes())
     before = _snapshot(dev)
     bundle = write_sample_bundle(tmp_path / "bundle", families=("gfx90a",))
-    line = one_line(cairn("publish", str(bundle), "--dev-keys", "--to", (tmp_path / "repo").as_uri(),
-                          "--store", str(tmp_path / "store")), code=2)
+    line = one_line(cairn("publish", str(bundle), "--dev-keys", "--to", (tmp_path / "repo").as_uri(), "--store", str(tmp_path / "store")), code=2)
     assert f"{dev}: holds part of a key set (root.json) but no public.json" in line or f"no key set in {dev}" in line, line
     assert _snapshot(dev) == before and not (tmp_path / "repo").exists()
 
@@ -88,7 +86,6 @@ def test_dev_keys_never_overwrite_a_lone_root(tmp_path: Path, release_keys: Path
 def test_dev_keys_with_keys_is_refused(tmp_path: Path, release_keys: Path) -> None:
     before = _snapshot(release_keys)
     bundle = write_sample_bundle(tmp_path / "bundle", families=("gfx90a",))
-    line = one_line(cairn("publish", str(bundle), "--dev-keys", "--keys", str(release_keys), "--to",
-                          (tmp_path / "repo").as_uri(), "--store", str(tmp_path / "store")))
+    line = one_line(cairn("publish", str(bundle), "--dev-keys", "--keys", str(release_keys), "--to", (tmp_path / "repo").as_uri(), "--store", str(tmp_path / "store")))
     assert "--dev-keys and --keys" in line and "two key sets" in line, line
     assert _snapshot(release_keys) == before and not (tmp_path / "repo").exists()

@@ -13,8 +13,6 @@ import datetime as dt
 import hashlib
 import json
 import shutil
-import subprocess
-import sys
 import types
 from pathlib import Path
 
@@ -34,6 +32,7 @@ from cairn.remote.backend import FileBackend
 from cairn.sign.keys import init_keys, load_keys, make_root, rotate_root
 from cairn.sign.refresh import refresh
 from cairn.sign.verify import AnyFetcher
+from support import cairn
 
 UTC = dt.UTC
 
@@ -63,10 +62,6 @@ def _client(repo: Path, root: bytes, cache: Path) -> Updater:
     updater = Updater(str(cache), base + "metadata/", str(cache / "targets"), base, fetcher=AnyFetcher(), bootstrap=root)
     updater.refresh()
     return updater
-
-
-def _cairn(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "cairn.cli", *args], capture_output=True, text=True, timeout=120)
 
 
 def _signed(path: Path) -> dict:
@@ -104,7 +99,7 @@ def test_the_client_bootstrapped_from_the_old_root_follows_the_rotation_and_veri
     assert sorted(p.name for p in (keys / "roots").iterdir()) == ["1.root.json", "2.root.json"]
     # and cairn verify, pinned to the old root, passes and says how long the metadata has left
     (tmp_path / "old.json").write_bytes(old_root)
-    proc = _cairn("verify", str(repo), "--root", str(tmp_path / "old.json"), "--cache", str(tmp_path / "verify"))
+    proc = cairn("verify", str(repo), "--root", str(tmp_path / "old.json"), "--cache", str(tmp_path / "verify"), timeout=120)
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.splitlines()[1].startswith("metadata valid for 23 h ")
 
@@ -151,15 +146,14 @@ def test_cairn_verify_refuses_an_expired_timestamp_and_accepts_it_after_cairn_re
     shutil.copytree(repo, copy)
     refresh(str(copy), keys, now=dt.datetime.now(UTC).replace(microsecond=0) - dt.timedelta(days=2))
     (tmp_path / "old.json").write_bytes(old_root)
-    cairn = _cairn
     verify = ("verify", str(copy), "--root", str(tmp_path / "old.json"), "--cache", str(tmp_path / "client"))
-    refused = cairn(*verify)
+    refused = cairn(*verify, timeout=120)
     assert refused.returncode == 1 and len(refused.stderr.strip().splitlines()) == 1, refused.stderr
     assert "metadata/timestamp.json" in refused.stderr and "expired" in refused.stderr.lower()
-    done = cairn("refresh", str(copy), "--keys", str(keys))
+    done = cairn("refresh", str(copy), "--keys", str(keys), timeout=120)
     assert done.returncode == 0, done.stderr
     assert "metadata valid for 23 h" in done.stdout
-    accepted = cairn(*verify)
+    accepted = cairn(*verify, timeout=120)
     assert accepted.returncode == 0, accepted.stderr
     assert accepted.stdout.splitlines()[1].startswith("metadata valid for 23 h ")
 
@@ -217,7 +211,7 @@ def test_refresh_signs_over_nothing_it_cannot_verify(rotated, tmp_path, attack) 
     message = str(caught.value)
     assert message.startswith(name) and "\n" not in message, message
     assert _snapshot(copy) == before
-    proc = _cairn("refresh", str(copy), "--keys", str(keys))
+    proc = cairn("refresh", str(copy), "--keys", str(keys), timeout=120)
     assert proc.returncode == 1 and proc.stderr.count("\n") == 1 and name in proc.stderr, proc.stderr
     assert _snapshot(copy) == before
 
@@ -252,14 +246,10 @@ def test_on_s3_rotate_root_and_refresh_serve_what_the_old_roots_client_follows(t
                    "AWS_SECRET_ACCESS_KEY": "test", "AWS_DEFAULT_REGION": "us-east-1",
                    "CAIRN_TUF_CACHE": str(tmp_path / "tuf-cache")}
 
-        def cairn(*args: str) -> subprocess.CompletedProcess[str]:
-            return subprocess.run([sys.executable, "-m", "cairn.cli", *args], env=environ, capture_output=True,
-                                  text=True, timeout=300)
-
         bundle = write_sample_bundle(tmp_path / "bundle", families=("gfx90a",))
         url = f"s3://{bucket}/repo"
-        assert cairn("publish", str(bundle), "--to", url, "--keys", str(tmp_path / "keys")).returncode == 0
-        rotated = cairn("keys", "rotate-root", "--dir", str(tmp_path / "keys"), "--repo", url)
+        assert cairn("publish", str(bundle), "--to", url, "--keys", str(tmp_path / "keys"), env=environ).returncode == 0
+        rotated = cairn("keys", "rotate-root", "--dir", str(tmp_path / "keys"), "--repo", url, env=environ)
         assert rotated.returncode == 0 and "uploaded root version(s) 2" in rotated.stdout, rotated.stderr
         # a timestamp written two days ago: expired now
         with pytest.MonkeyPatch.context() as patch:
@@ -277,7 +267,7 @@ def test_on_s3_rotate_root_and_refresh_serve_what_the_old_roots_client_follows(t
 
         with pytest.raises(tuf_errors.ExpiredMetadataError):
             client()
-        renewed = cairn("refresh", url, "--keys", str(tmp_path / "keys"))
+        renewed = cairn("refresh", url, "--keys", str(tmp_path / "keys"), env=environ)
         assert renewed.returncode == 0 and "metadata valid for 23 h" in renewed.stdout, renewed.stderr
         assert client().get_targetinfo("keys/provenance.json") is not None
         assert _signed(cache / "root.json")["version"] == 2

@@ -5,7 +5,6 @@ checks the TUF target, its DSSE provenance and the signature; a missing, foreign
 from __future__ import annotations
 
 import base64
-import hashlib
 import json
 import os
 import subprocess
@@ -24,6 +23,7 @@ from cairn.remote.backend import FileBackend
 from cairn.sign.cosign import PAYLOAD_TYPE, SIGNATURE_ANNOTATION, ImageName, Registry, payload, sign_image
 from cairn.sign.keys import init_keys, make_root
 from support import ROOT, need_tool
+from support.repositories import push_image
 from support.servers import free_port
 
 pytestmark = pytest.mark.registry
@@ -52,19 +52,6 @@ def registry(tmp_path_factory):
     yield f"127.0.0.1:{port}"
     proc.terminate()
     proc.wait(timeout=10)
-
-
-def push_image(address: str, repo: str, tag: str, content: bytes) -> str:
-    """A minimal real OCI image (one layer) pushed through the registry API; returns its manifest digest."""
-    reg = Registry(address)
-    layer = reg.put_blob(repo, content)
-    config = json.dumps({"architecture": "amd64", "os": "linux", "rootfs": {"type": "layers", "diff_ids": [layer]}}).encode()
-    config_digest = reg.put_blob(repo, config)
-    manifest = json.dumps({"schemaVersion": 2, "mediaType": "application/vnd.oci.image.manifest.v1+json",
-                           "config": {"mediaType": "application/vnd.oci.image.config.v1+json", "size": len(config), "digest": config_digest},
-                           "layers": [{"mediaType": "application/vnd.oci.image.layer.v1.tar", "size": len(content), "digest": layer}]}).encode()
-    reg.put_manifest(repo, tag, manifest)
-    return "sha256:" + hashlib.sha256(manifest).hexdigest()
 
 
 @pytest.fixture(scope="module")

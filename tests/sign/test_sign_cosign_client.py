@@ -23,7 +23,6 @@ import pytest
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from securesystemslib.signer import CryptoSigner
-from test_sign_cosign import push_image
 
 from cairn.errors import CheckFailed
 from cairn.matrix.bundle import load_bundle
@@ -33,6 +32,7 @@ from cairn.remote.backend import FileBackend
 from cairn.sign.cosign import PAYLOAD_TYPE, SIGNATURE_ANNOTATION, ImageName, Registry, verify_signature
 from cairn.sign.keys import init_keys, make_root
 from support import need, need_tool
+from support.repositories import push_image
 
 pytestmark = [pytest.mark.docker, pytest.mark.registry, pytest.mark.network]
 

@@ -22,6 +22,7 @@ import pytest
 
 from cairn.store.archive import Bound, DamagedArchive, PastBound, pack, unpack
 from support import ROOT, need_module, need_tool
+from support.s3 import aws_env, point_at
 from support.servers import archive_release, moto_s3, serve_directory
 
 boto3 = need_module("boto3")
@@ -59,8 +60,7 @@ def _machine(tmp_path: Path, name: str, s3: dict) -> dict:
     """Another machine: its own working directory, HOME and store; the same bucket."""
     home = tmp_path / name / "home"
     home.mkdir(parents=True, exist_ok=True)
-    env = {**os.environ, "HOME": str(home), "CAIRN_S3_ENDPOINT": s3["endpoint"], "AWS_ACCESS_KEY_ID": "test",
-           "AWS_SECRET_ACCESS_KEY": "test", "AWS_DEFAULT_REGION": "us-east-1", "CAIRN_S3_RETRY_SECONDS": "5"}
+    env = aws_env(s3["endpoint"], HOME=str(home), CAIRN_S3_RETRY_SECONDS="5")
     env.pop("CAIRN_CACHE", None)
     return {"cwd": tmp_path / name, "env": env, "store": tmp_path / name / "store"}
 
@@ -488,8 +488,7 @@ def test_a_big_tree_goes_through_the_cache_without_being_held_in_memory(s3, pref
     anything near the tree's size (the archive and the blob are written to, and read from, files in the store's
     work area)."""
     size = 192 << 20
-    env = {**os.environ, "CAIRN_S3_ENDPOINT": s3["endpoint"], "AWS_ACCESS_KEY_ID": "test", "AWS_SECRET_ACCESS_KEY": "test",
-           "AWS_DEFAULT_REGION": "us-east-1", "CAIRN_MULTIPART_THRESHOLD": str(64 << 20), "CAIRN_MULTIPART_PART": str(8 << 20)}
+    env = aws_env(s3["endpoint"], CAIRN_MULTIPART_THRESHOLD=str(64 << 20), CAIRN_MULTIPART_PART=str(8 << 20))
     url = f"s3://{BUCKET}/{prefix}"
     runs = {}
     for role in ("push", "fetch"):
@@ -524,9 +523,7 @@ def test_a_full_disk_is_this_machines_failure_not_the_caches(s3, prefix, tmp_pat
     from cairn.store.base import ActionRecord
     from cairn.store.local import LocalStore
 
-    for name, value in (("CAIRN_S3_ENDPOINT", s3["endpoint"]), ("AWS_ACCESS_KEY_ID", "test"),
-                        ("AWS_SECRET_ACCESS_KEY", "test"), ("AWS_DEFAULT_REGION", "us-east-1")):
-        monkeypatch.setenv(name, value)
+    point_at(monkeypatch, s3["endpoint"])
     full = OSError(errno.ENOSPC, "No space left on device")
 
     def no_space(*_args, **_kwargs):
@@ -550,9 +547,7 @@ def test_a_full_disk_is_this_machines_failure_not_the_caches(s3, prefix, tmp_pat
 
 
 def _cache_env(monkeypatch, s3: dict) -> None:
-    for name, value in (("CAIRN_S3_ENDPOINT", s3["endpoint"]), ("AWS_ACCESS_KEY_ID", "test"),
-                        ("AWS_SECRET_ACCESS_KEY", "test"), ("AWS_DEFAULT_REGION", "us-east-1")):
-        monkeypatch.setenv(name, value)
+    point_at(monkeypatch, s3["endpoint"])
 
 
 def _tree_with(store, name: str, big: bytes) -> str:

@@ -33,3 +33,18 @@ def cairn(*args: str | os.PathLike[str] | Iterable[str | os.PathLike[str]], env:
         raise AssertionError(f"cairn {' '.join(argv)} exited {proc.returncode}, not {expected}: "
                              f"{proc.stderr}{proc.stdout}")
     return proc
+
+
+def one_line(proc: subprocess.CompletedProcess[str], code: int = 2) -> str:
+    """The one line a refused command printed: exit ``code``, no traceback, nothing else on stderr."""
+    assert "Traceback" not in proc.stderr, proc.stderr
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1, proc.stderr
+    assert proc.returncode == code, proc.stderr
+    return lines[0]
+
+
+def files_under(path: Path) -> set[str]:
+    """Every path under ``path`` (relative), so a test can say a refused command wrote nothing."""
+    return {str(p.relative_to(path)) for p in path.rglob("*")} if path.exists() else set()
+

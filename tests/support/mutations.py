@@ -24,3 +24,30 @@ def apply_edits(lines: list[str], edits: list[tuple[int, str, bool]]) -> str:
         else:
             out.insert(index, text)
     return "\n".join(out) + "\n"
+
+
+# A valid manifest of two components (a deb and a cmake build from git): what the mutations start from.
+VALID = '''\
+[release]
+name = "t"
+version = "1.0.0"
+channel = "dev"
+source_date_epoch = 1700000000
+base_os = "debian-12"
+families = ["gfx90a"]
+
+[core]
+[[core.components]]
+name = "runtime"
+version = "1.0"
+source.deb = { package = "libfoo1", version = "1.0-1", sha256 = "''' + "a" * 64 + '''" }
+build = { kind = "deb-unpack" }
+
+[[core.components]]
+name = "tool"
+version = "1.0"
+source.git = { url = "https://example.invalid/tool.git", commit = "''' + "b" * 40 + '''" }
+build = { kind = "cmake" }
+depends = ["runtime"]
+'''
+

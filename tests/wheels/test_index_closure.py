@@ -276,11 +276,10 @@ def _served_over_http(root: Path) -> Iterator[str]:
 def test_pip_and_uv_install_llama_cpp_python_from_the_published_index_alone(family_index: dict, tmp_path: Path) -> None:
     """The family index's wheels in a signed bundle, published as ``cairn publish`` does, served over HTTP; the
     matrix cell's own command, and uv's, into fresh venvs with no configuration and no other index."""
-    from test_target_index import _publish
-
     from cairn.matrix.bundle import write_bundle_json
     from cairn.matrix.commands import pip_command
     from cairn.matrix.model import parse_matrix
+    from support.repositories import publish_with_fresh_keys
 
     root = tmp_path / "bundle"
     wheels_dir = root / "files" / "wheels" / FAMILY
@@ -298,7 +297,7 @@ def test_pip_and_uv_install_llama_cpp_python_from_the_published_index_alone(fami
                                          "manifest_sha256": "0" * 64, "required_gates": {"dev": []}},
                              "builder": {"id": "https://cairn.invalid/builder/local", "invocation": "test"},
                              "pins": {}, "artifacts": artifacts, "cells": cells})
-    repo = _publish(root, tmp_path)["repo"]
+    repo = publish_with_fresh_keys(root, tmp_path)["repo"]
     matrix = parse_matrix((repo / "channels" / "dev" / "matrix.json").read_bytes(), "matrix.json")
     (cell,) = [c for c in matrix.cells if c.gfx_target == "gfx1100"]
     environ = {k: v for k, v in os.environ.items() if not k.startswith(("PIP_", "UV_"))}

@@ -21,6 +21,7 @@ from cairn.errors import CairnError
 from cairn.matrix.bundle import load_bundle, write_bundle_json
 from cairn.wheels import sdk
 from cairn.wheels.wheelfile import Member, Metadata, write_wheel
+from support.repositories import publish_with_fresh_keys
 
 VERSION = "7.2.4.dev1700000000"
 FAMILY, TARGETS = "gfx110X-dgpu", ("gfx1100", "gfx1101")
@@ -84,26 +85,10 @@ def _bundle(root: Path, *, target_metas: bool = True) -> Path:
     return root
 
 
-def _publish(bundle: Path, tmp: Path) -> dict[str, Path]:
-    """``bundle`` signed with fresh keys and published to ``tmp/repo`` as ``cairn publish`` does."""
-    from tuf.api.serialization.json import JSONSerializer
-
-    from cairn.publish.publisher import publish
-    from cairn.remote.backend import FileBackend
-    from cairn.sign.keys import init_keys, load_keys, make_root
-    from cairn.sign.tuf import load_root
-
-    keyset = init_keys(tmp / "keys")
-    (keyset.directory / "root.json").write_bytes(make_root(keyset).to_bytes(JSONSerializer(compact=False)))
-    publish(load_bundle(bundle), FileBackend(tmp / "repo"), load_keys(keyset.directory),
-            load_root(keyset.directory / "root.json"))
-    return {"repo": tmp / "repo", "root": keyset.directory / "root.json", "tmp": tmp}
-
-
 @pytest.fixture(scope="module")
 def published(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     tmp = tmp_path_factory.mktemp("target-index")
-    return _publish(_bundle(tmp / "bundle"), tmp)
+    return publish_with_fresh_keys(_bundle(tmp / "bundle"), tmp)
 
 
 def _simple(published: dict[str, Path], index: str) -> Path:
@@ -175,7 +160,7 @@ def test_the_published_repository_with_its_local_versions_verifies(published: di
 
 
 def test_without_target_metas_every_cell_stays_on_its_family_index(tmp_path: Path) -> None:
-    repo = _publish(_bundle(tmp_path / "bundle", target_metas=False), tmp_path)["repo"]
+    repo = publish_with_fresh_keys(_bundle(tmp_path / "bundle", target_metas=False), tmp_path)["repo"]
     assert sorted(p.name for p in (repo / "channels" / "dev" / "simple").iterdir()) == [FAMILY]
 
 
@@ -198,17 +183,15 @@ def test_a_bundle_with_a_bad_index_is_refused_in_one_line(tmp_path: Path, index:
 def test_served_from_s3_pip_and_uv_install_the_targets_code_and_verify_reads_the_local_versions(tmp_path: Path) -> None:
     """Over real HTTP from moto, anonymously: the quoted ``%2B`` links fetch the ``+`` keys, and ``cairn verify``
     reads every target, local versions included, both signed (``s3://``) and anonymously (``http://``)."""
-    from test_publish_s3 import cairn, env
-    from test_publish_s3_public import no_credentials
-
-    from support import need_module
+    from support import cairn, need_module
+    from support.s3 import env, no_credentials
     from support.servers import moto_s3
 
     bundle = _bundle(tmp_path / "bundle")
-    keys = _publish(bundle, tmp_path / "local")["root"].parent
+    keys = publish_with_fresh_keys(bundle, tmp_path / "local")["root"].parent
     with moto_s3("cairn-targets") as s3:
         environ = env(s3, tmp_path)
-        cairn(["publish", str(bundle), "--to", "s3://cairn-targets/rel", "--keys", str(keys)], environ)
+        cairn(["publish", str(bundle), "--to", "s3://cairn-targets/rel", "--keys", str(keys)], env=environ, check=True)
         anonymous = {k: v for k, v in no_credentials(environ).items() if not k.startswith(("PIP_", "UV_"))}
         index = f"{s3['endpoint']}/cairn-targets/rel/channels/dev/simple/gfx1100/"
         for tool in ("pip", "uv"):
@@ -223,7 +206,7 @@ def test_served_from_s3_pip_and_uv_install_the_targets_code_and_verify_reads_the
             assert (target / "_rocm_sdk_libraries" / "which").read_text() == "gfx1100", tool
             assert (target / f"rocm_sdk-{VERSION}+gfx1100.dist-info").is_dir(), tool
         for url, environment in (("s3://cairn-targets/rel", environ), (f"{s3['endpoint']}/cairn-targets/rel", anonymous)):
-            verified = cairn(["verify", url, "--root", str(keys / "root.json")], environment)
+            verified = cairn(["verify", url, "--root", str(keys / "root.json")], env=environment, check=True)
             assert verified.stdout.startswith(f"verified {url}/"), verified.stdout
 
 

@@ -17,17 +17,11 @@ import pytest
 
 from cairn.wheels.variants import label_of, plain_filename
 from support.fatbin_writer import bundle_for, ccob, section, write_elf
+from support.wheels import select
 
 INPUTS = {"sdk_version": "7.2.4", "source_date_epoch": 1700000000, "release": "test", "channel": "dev"}
 FAMILIES = {"gfx110X-dgpu": ("gfx1100", "gfx1101", "gfx1102"), "gfx1151": ("gfx1151",),
             "gfx120X-all": ("gfx1200", "gfx1201"), "gfx94X-dcgpu": ("gfx942",)}
-SELECT = """
-import json, sys
-from variantlib.api import get_variants_by_priority
-from variantlib.variants_json import VariantsJson
-ranked = get_variants_by_priority(variants_json=VariantsJson(json.load(open(sys.argv[1]))))
-print(json.dumps([v.label for v in ranked]))
-"""
 
 
 def _family_wheels(work: Path, family: str, targets: tuple[str, ...]) -> list[Path]:
@@ -69,13 +63,6 @@ def indexes(tmp_path_factory) -> Path:
     for family, targets in FAMILIES.items():
         index.write_index([core, meta, *_family_wheels(work, family, targets)], root, family)
     return root
-
-
-def select(variants_json: Path, gpus: str) -> list[str]:
-    env = {**os.environ, "ROCM_BOOTSTRAP_FORCE_GFX_ARCH": gpus}
-    done = subprocess.run([sys.executable, "-c", SELECT, str(variants_json)], capture_output=True, text=True, env=env)
-    assert done.returncode == 0, done.stderr[-2000:]
-    return [label for label in json.loads(done.stdout) if label != "null"]  # null: the variant without properties
 
 
 def variants_file(indexes: Path, family: str) -> Path:
