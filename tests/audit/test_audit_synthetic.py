@@ -1,4 +1,4 @@
-"""The audit on fat binaries written by tests/fatbin_writer.py: every format, coverage rules, bad input."""
+"""The audit on fat binaries written by tests/support/fatbin_writer.py: every format, coverage rules, bad input."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""``cairn split`` on fat binaries written by tests/fatbin_writer.py: every bundle format, generic targets,
+"""``cairn split`` on fat binaries written by tests/support/fatbin_writer.py: every bundle format, generic targets,
 xnack variants, host-only bundles, bad input, and install trees with Tensile / MIOpen data files.
 
 What a split must leave true is checked with other readers than the one under test: binutils' ``readelf``

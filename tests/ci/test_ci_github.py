@@ -285,7 +285,7 @@ def _check_least_privilege(release: dict, pull: dict) -> None:
         assert "--cache-read-only" in gate and f"--family {target}" in gate and "--compiler-cache" not in gate, name
         assert "--sign-with" in gate and job["steps"][-1]["with"]["path"] == f"verdicts/{target}"
     # 7. The compiler cache's own credential is the one beside the write key (it, not that key, enters the build
-    #    container: tests/test_compiler_cache.py).
+    #    container: tests/execute/test_compiler_cache.py).
     sdk = release["jobs"]["sdk"]
     assert {"CAIRN_COMPILER_CACHE_ACCESS_KEY_ID", "CAIRN_COMPILER_CACHE_SECRET_ACCESS_KEY"} <= set(sdk["env"])
     assert '--compiler-cache "s3://${{ vars.CAIRN_CACHE_BUCKET }}/cairn/compilers"' in sdk["steps"][-1]["run"]
@@ -457,7 +457,7 @@ def test_the_shard_jobs_as_separate_runners_build_the_same_release_as_one_build(
     The runners here have no Docker Engine, so each plans the toy release without its images and gates, and
     the images, gates and publish jobs are left out: on the workflow's runners, which have one, the bundle waits
     on the gate jobs, and this toy's SDK (three text files) fails its in-container gate by design
-    (``tests/test_image_handover.py`` runs that side). The default release's jobs, images and gates included,
+    (``tests/containers/test_image_handover.py`` runs that side). The default release's jobs, images and gates included,
     run as the workflow says in ``bench/shards_bench.py``."""
     www = tmp_path / "www"
     www.mkdir()

@@ -1,7 +1,7 @@
 """The tiny llama model, its NumPy reference and the comparison — everything that needs no llama.cpp.
 
 The model is written for real from the vocab in the pinned llama-cpp-python sdist and read back with
-``gguf``'s reader; llama.cpp itself runs in tests/test_llama_gate.py.
+``gguf``'s reader; llama.cpp itself runs in tests/engines/test_llama_gate.py.
 """
 
 from __future__ import annotations

@@ -4,7 +4,7 @@ gate the release requires, and never over a failure. Each attack below is made a
 backend); each refusal is one line naming the file, and the repository is left byte-identical.
 
 The GPU host is the one thing that cannot exist here: its store (a gate action's ``gate.json`` and log, as
-``cairn build`` leaves them) and its sysfs (``tests/doctor_hosts.py``, the layout ``cairn doctor --root`` reads)
+``cairn build`` leaves them) and its sysfs (``tests/support/doctor_hosts.py``, the layout ``cairn doctor --root`` reads)
 are written by the test; everything else — signing, verifying, recording, promoting — is the real code.
 """
 

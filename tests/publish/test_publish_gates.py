@@ -1,7 +1,7 @@
 """Gate verdicts in a release: the reason a gate did not run is the real one, and a verdict reported after
 staging (the GPU gate, run on a GPU host, signed by its runner's key) is recorded by ``cairn promote --gates``
 before the channel moves. The attacks on that record (hand-written, untrusted, tampered verdicts) are in
-tests/test_gate_attestations.py."""
+tests/gates/test_gate_attestations.py."""
 
 from __future__ import annotations
 

@@ -107,7 +107,7 @@ def test_from_s3_pip_and_uv_install_the_extension_with_gfx1151_code_alone(store:
     """The slice published to moto and read over HTTP with no credentials, as a Strix Halo user would: pip and
     uv install ``cairn-smoke`` (built for the family, requiring ``rocm-sdk[gfx1151]``) from ``simple/gfx1151/``
     and get the SDK with gfx1151's code alone. gfx1151 is a family of one target, so its index is already that
-    target's (a family of several also has an index per target: tests/test_target_index.py). AMD's variant
+    target's (a family of several also has an index per target: tests/wheels/test_target_index.py). AMD's variant
     provider picks gfx1151's device wheel from the same index; a project the index lacks is a 404."""
     import urllib.error
     import urllib.request
