@@ -8,6 +8,11 @@ from coming back, and each is shown to catch what it looks for."""
 from __future__ import annotations
 
 import ast
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
 
 from support import TESTS
 
@@ -64,3 +69,21 @@ def test_the_checks_catch_what_they_look_for() -> None:
     assert offences("cli/test_a.py", "def t():\n    def cairn(*args):\n        pass\n")
     assert offences("support/cli.py", "def cairn(*args):\n    pass\n") == []
     assert offences("publish/test_a.py", "from support.s3 import env\nfrom cairn.cli import main\n") == []
+
+
+def test_a_test_that_starts_moto_without_the_s3_mark_fails_naming_itself(tmp_path: Path) -> None:
+    """``-m "not s3"`` promises a run with no moto: an unmarked test that would start it fails instead (before
+    moto is even imported), so a missing mark is found on the first run, not by a surprised CI job."""
+    shutil.copy(TESTS / "conftest.py", tmp_path / "conftest.py")
+    shutil.copytree(TESTS / "support", tmp_path / "support", ignore=shutil.ignore_patterns("__pycache__"))
+    (tmp_path / "test_probe.py").write_text(
+        "import pytest\nfrom support.servers import moto_s3\n\n"
+        "def test_unmarked():\n    with moto_s3('b'):\n        pass\n\n"
+        "@pytest.mark.s3\ndef test_marked_is_let_through():\n    pass\n")
+    environ = {k: v for k, v in os.environ.items() if k not in ("CI", "PYTEST_ADDOPTS")}
+    run = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-c", os.devnull,
+                          "--rootdir", str(tmp_path), str(tmp_path / "test_probe.py")],
+                         cwd=tmp_path, env=environ, capture_output=True, text=True, timeout=300)
+    assert run.returncode == 1, run.stdout + run.stderr
+    assert "test_probe.py::test_unmarked starts moto S3 but is not marked s3" in run.stdout, run.stdout
+    assert "1 failed, 1 passed" in run.stdout, run.stdout
