@@ -19,7 +19,7 @@ from cairn.ci.github import DOCKER_ENV, RUNNER_SETUP, UNPACK_KEYS
 from cairn.ci.shards import Shard, shard_plan
 from cairn.plan.graph import Action, Plan
 from cairn.stages import STAGES
-from support import need_module
+from support import cairn, need_module
 from support.servers import archive_release, moto_s3, serve_directory
 
 yaml = need_module("yaml")
@@ -29,16 +29,11 @@ SHA_PIN = re.compile(r"^[A-Za-z0-9_.-]+/[A-Za-z0-9_./-]+@[0-9a-f]{40}$")
 BUCKET = "cairn-ci-cache"
 
 
-def _cairn(*args: str, cwd: Path | None = None, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "cairn.cli", *args], capture_output=True, text=True, timeout=300,
-                          cwd=cwd, env=env)
-
-
 def _emit(tmp_path: Path, *args: str, env: dict[str, str] | None = None) -> tuple[dict, dict, Path]:
     """Run ``cairn ci github … --json --out``: the parsed release workflow, the shards report and the file (the
     pull-request workflow is ``pull-request.yml`` beside it)."""
     out = tmp_path / ".github" / "workflows" / "release.yml"
-    proc = _cairn("ci", "github", *args, "--out", str(out), "--json", env=env)
+    proc = cairn("ci", "github", *args, "--out", str(out), "--json", env=env)
     assert proc.returncode == 0, proc.stderr
     report = json.loads(proc.stdout)
     assert report["pull_request_out"] == str(out.parent / "pull-request.yml")
@@ -416,7 +411,7 @@ def test_bad_input_gets_one_line_and_writes_nothing(tmp_path, args, expected) ->
     expected = expected.replace("MISSING", str(tmp_path / "MISSING"))
     out = tmp_path / "release.yml"
     args = [str(out) if a == "RELEASE" else a for a in args]
-    proc = _cairn("ci", "github", *args, "--out", str(out))
+    proc = cairn("ci", "github", *args, "--out", str(out))
     lines = proc.stderr.strip().splitlines()
     assert proc.returncode == 2 and len(lines) == 1 and expected in lines[0] and "Traceback" not in proc.stderr, proc.stderr
     assert not out.exists() and not (tmp_path / "pull-request.yml").exists()
@@ -489,8 +484,7 @@ def test_the_shard_jobs_as_separate_runners_build_the_same_release_as_one_build(
                 assert outputs.setdefault(action_id, outcome["output"]) == outcome["output"], action_id
 
         one = _machine(tmp_path, "one-build", s3["endpoint"])
-        proc = _cairn("build", str(manifest), "--store", "store", "--json", "--only", "bundle:release",
-                      "--only", "coverage:release", cwd=one["cwd"], env=one["env"])
+        proc = cairn("build", str(manifest), "--store", "store", "--json", "--only", "bundle:release", "--only", "coverage:release", cwd=one["cwd"], env=one["env"])
         assert proc.returncode == 0, proc.stderr
         alone = {a: o["output"] for a, o in json.loads(proc.stdout)["actions"].items()}
         assert outputs["bundle:release"] == alone["bundle:release"] and outputs["assemble:sdk"] == alone["assemble:sdk"]

@@ -7,8 +7,6 @@ from __future__ import annotations
 
 import json
 import re
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -22,6 +20,7 @@ from cairn.publish.sample import write_sample_bundle
 from cairn.remote.backend import FileBackend
 from cairn.sign.keys import init_keys, make_root
 from cairn.sign.verify import verify_repository
+from support import cairn
 
 OLD, NEW = "5.2.3", "5.2.4"
 DIFF = f"staging/{NEW}/diff-from-{OLD}.json"
@@ -31,10 +30,6 @@ def _targets(repo: Path) -> dict:
     """The newest signed targets of a file repository."""
     newest = max((repo / "metadata").glob("*.targets.json"), key=lambda p: int(p.name.split(".")[0]))
     return json.loads(newest.read_text())["signed"]["targets"]
-
-
-def _cairn(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "cairn.cli", *args], capture_output=True, text=True, timeout=120)
 
 
 def _new_bundle(base: Path) -> Path:
@@ -75,7 +70,7 @@ def test_the_next_release_on_a_channel_names_the_one_before_and_publishes_the_di
     assert [w["to"]["file"] for w in cell["wheels"]] == [f"cairn_smoke-{NEW}-py3-none-linux_x86_64.whl"]
 
     # the same comparison `cairn diff` makes of the two published releases, pins included now that the record keeps them
-    proc = _cairn("diff", f"{repo}@{OLD}", f"{repo}@{NEW}", "--json")
+    proc = cairn("diff", f"{repo}@{OLD}", f"{repo}@{NEW}", "--json", timeout=120)
     assert proc.returncode == 0, proc.stderr
     by_hand = json.loads(proc.stdout)
     labels = ("a", "b", "not_compared")  # what each side was called, and so the lines that name them
@@ -86,14 +81,13 @@ def test_the_next_release_on_a_channel_names_the_one_before_and_publishes_the_di
     pinned = (published["base"] / "pinned-root.json").read_bytes()
     assert DIFF in verify_repository(str(repo), pinned, published["base"] / "tuf-cache").checked
     (repo / DIFF).write_bytes((repo / DIFF).read_bytes().replace(b"failed", b"passed"))
-    verified = _cairn("verify", str(repo), "--root", str(published["base"] / "pinned-root.json"))
+    verified = cairn("verify", str(repo), "--root", str(published["base"] / "pinned-root.json"), timeout=120)
     assert verified.returncode != 0 and DIFF in verified.stderr, verified.stderr + verified.stdout
 
 
 def test_the_matrix_page_links_the_diff_and_shows_what_changed(published) -> None:
     repo = published["repo"]
-    proc = _cairn("matrix", "--from", str(repo), "--channel", "dev", "--format", "html",
-                  "--root", str(published["base"] / "pinned-root.json"))
+    proc = cairn("matrix", "--from", str(repo), "--channel", "dev", "--format", "html", "--root", str(published["base"] / "pinned-root.json"), timeout=120)
     assert proc.returncode == 0, proc.stderr
     page = proc.stdout
     assert f'<a href="{repo.as_uri()}/{DIFF}">{DIFF}</a>' in page
@@ -101,7 +95,7 @@ def test_the_matrix_page_links_the_diff_and_shows_what_changed(published) -> Non
     assert "~ component hip-runtime: pin deb:libamdhip64-5=5.2.3-8 → deb:libamdhip64-5=5.2.4-1" in page
     assert "gate static-coverage passed → failed" in page
 
-    md = _cairn("matrix", "--from", str(repo), "--channel", "dev", "--format", "md")
+    md = cairn("matrix", "--from", str(repo), "--channel", "dev", "--format", "md", timeout=120)
     assert md.returncode == 0, md.stderr
     assert f"Changes since {OLD}, the release this channel served before: `{DIFF}`" in md.stdout
 
@@ -172,7 +166,7 @@ def test_a_matrix_whose_diff_is_not_its_own_key_is_refused_in_one_line(published
         parse_matrix(json.dumps(matrix), "matrix.json")
     path = tmp_path / "matrix.json"
     path.write_text(json.dumps(matrix))
-    proc = _cairn("matrix", "--from", str(path), "--format", "html")
+    proc = cairn("matrix", "--from", str(path), "--format", "html", timeout=120)
     lines = proc.stderr.strip().splitlines()
     assert proc.returncode != 0 and len(lines) == 1 and "release.previous.diff" in lines[0] and proc.stdout == "", proc.stderr
 
@@ -181,7 +175,7 @@ def test_the_page_in_headless_chromium_links_the_diff_it_names(published, tmp_pa
     from support.browser import chromium, dom
 
     repo, page = published["repo"], tmp_path / "matrix.html"
-    proc = _cairn("matrix", "--from", str(repo), "--channel", "dev", "--format", "html", "--out", str(page))
+    proc = cairn("matrix", "--from", str(repo), "--channel", "dev", "--format", "html", "--out", str(page), timeout=120)
     assert proc.returncode == 0, proc.stderr
     html = dom(page, "", tmp_path)
     link = re.search(r'<div id="changes"><p>Changes since ([^,]+),[^<]*<a href="([^"]+)">', html)
