@@ -20,6 +20,7 @@ from cairn.model.targets import load_registry
 
 
 def sample() -> Matrix:
+    """A matrix of one gfx90a cell with every field set: what the model, io and bad-input tests read."""
     cell = Cell(
         release="5.2.3", channel="dev", gfx_target="gfx90a", family="gfx90a", products=("MI210", "MI250"),
         os="debian-12", python="3.11", framework=Framework("cairn-smoke", "0.1.0"),
@@ -33,12 +34,9 @@ def sample() -> Matrix:
     return Matrix(release, (cell,))
 
 
+# the doctor-advice cells: one image digest, the kernels they support, the gates each channel requires
 DIGEST = "sha256:" + "ab" * 32
-
-
 KERNELS = VersionRange("5.15", "6.12")
-
-
 REQUIRED = (("dev", ("static-coverage",)), ("stable", ("static-coverage", "in-container", "gpu")))
 
 
@@ -55,6 +53,7 @@ def cell(version: str, target: str, *, channel: str = "stable", python: str = "3
 
 
 def publish(root: Path, version: str, cells: list[Cell]) -> Path:
+    """``cells`` as release ``version``'s stable matrix under ``root/version`` (unsigned: the doctor reads it)."""
     out = root / version
     out.mkdir(parents=True)
     matrix = Matrix(Release("cairn-prod", version, "stable", 1700000000, "", REQUIRED), tuple(cells))
