@@ -64,7 +64,7 @@ def main() -> None:
     args = parser.parse_args()
     if not args.sdist.is_file():
         sys.exit(f"error: {args.sdist}: no such file — pip download {SDIST['name']}=={SDIST['version']} "
-                 "--no-deps --no-binary=:all: (or run tests/test_llama_model.py once) and pass it with --sdist")
+                 "--no-deps --no-binary=:all: (or run tests/engines/test_llama_model.py once) and pass it with --sdist")
     doc = measure(args.sdist, [build.DEFAULT_SEED + i for i in range(args.seeds)])
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(doc, indent=2) + "\n")

@@ -1,71 +1,31 @@
-"""Shared test helpers, and the one way a test says what it needs from the machine.
+"""The suite's hooks and the fixtures shared across its folders.
 
 Tests use the real tools (hipcc, apt, dpkg-deb, git, Docker Engine, a registry, moto S3, pip). Every external
-requirement goes through ``need`` — directly, or as ``need_tool`` / ``need_module`` / the ``requires(…)`` mark —
-and nowhere else (``test_requirements.py`` fails on any ``importorskip``, ``skipif`` or bare ``pytest.skip``
-in tests/). When a requirement is missing, a developer's run skips with the reason; under CI (``CI`` set to
-1/true/yes/on) it is a failure, never a silent skip — ``.ci/run`` installs and starts everything the suite
-needs, and fails when the run reports any skip at all.
+requirement goes through ``need`` (tests/support/requirements.py) — directly, or as ``need_tool`` /
+``need_module`` / the ``requires(…)`` mark checked here — and nowhere else. When a requirement is missing, a
+developer's run skips with the reason; under CI (``CI`` set to 1/true/yes/on) it is a failure, never a silent skip.
+
+Helpers are imported from the ``support`` package (tests/ is on ``pythonpath``), never from this file nor from a
+test module.
 """
 
 from __future__ import annotations
 
-import importlib
 import os
 import shutil
 import signal
 import sys
 from collections.abc import Iterator
 from pathlib import Path
-from types import ModuleType
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[1]
-# The Debian 12 ROCm 5.2.3 release: built on the host toolchain in minutes, so most tests build slices of it;
-# the default release (ROCm 7.2.4, default.toml) is built in the pinned build image by its own tests.
-LEGACY = "rocm-5.2.3"
-LEGACY_MANIFEST = ROOT / "manifests" / "releases" / f"{LEGACY}.toml"
-sys.path.insert(0, str(Path(__file__).resolve().parent))  # test helper modules (fatbin_writer, …)
+from support import servers
+from support.paths import DEFAULT_SLICE_FAMILY, ROOT, SLICE_RECORD
+from support.requirements import need, need_tool
 
-
-def in_ci() -> bool:
-    return os.environ.get("CI", "").strip().lower() in ("1", "true", "yes", "on")
-
-
-IN_CI = in_ci()
-
-
-def need(condition: object, reason: str) -> None:
-    """Skip locally, fail in CI, when a real tool, service or host property the test needs is absent.
-
-    Callable from a test, a fixture or a module's top level (the whole module then skips, or errors in CI).
-    """
-    if condition:
-        return
-    if in_ci():
-        pytest.fail(f"CI must provide this: {reason}", pytrace=False)
-    pytest.skip(reason, allow_module_level=True)
-
-
-def need_tool(name: str, package: str = "") -> str:
-    found = shutil.which(name)
-    need(found is not None, f"'{name}' not installed (apt-get install {package or name})")
-    return str(found)
-
-
-def need_module(name: str, install: str = "pip install -e '.[test]'") -> ModuleType:
-    """The imported module, or the requirement reported like any other (instead of ``pytest.importorskip``)."""
-    try:
-        return importlib.import_module(name)
-    except ImportError as exc:
-        need(False, f"Python module {name} not importable ({install}): {exc}")
-        raise  # unreachable: need() skipped or failed
-
-
-def requires(condition: object, reason: str) -> pytest.MarkDecorator:
-    """``need`` as a mark, for a whole module (``pytestmark = requires(…)``) or one test; checked at setup."""
-    return pytest.mark.requires(bool(condition), reason)
+# the S3 tests' ``s3`` (the module's BUCKET on a moto server) and ``keys`` fixtures
+pytest_plugins = ("support.s3",)
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -79,7 +39,9 @@ def _interrupt(signum: int, _frame: object) -> None:
     raise KeyboardInterrupt(f"{signal.Signals(signum).name}: the test run was told to stop")
 
 
+@pytest.hookimpl(tryfirst=True)
 def pytest_runtest_setup(item: pytest.Item) -> None:
+    servers.running_test(item)  # before its fixtures: moto_s3 refuses a test without the s3 mark
     for mark in item.iter_markers("requires"):
         need(*mark.args)
 
@@ -128,9 +90,6 @@ def services() -> Iterator[object]:
             os.environ["CAIRN_SERVICES_DIR"] = previous
 
 
-DEFAULT_SLICE_FAMILY = "gfx1151"
-
-
 @pytest.fixture(scope="session")
 def default_slice(services: object, tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A store holding the default release (ROCm 7.2.4) built for one family, Strix Halo, as `nox -s build`
@@ -156,8 +115,6 @@ def default_slice(services: object, tmp_path_factory: pytest.TempPathFactory) ->
     shutil.copyfile(store / "last-build.json", store / SLICE_RECORD)
     return store
 
-
-SLICE_RECORD = "slice-build.json"
 
 
 @pytest.fixture(scope="session")

@@ -14,7 +14,7 @@ keys), so moving the writers here changed no output tree and no action's output 
 exception: it still writes (``cairn.wheels.sdk.write_report``) and, for its index, reads ``report.json`` itself,
 because the code of ``wheels/`` is part of every wheel action's key (``cairn.digest.STAGE_CODE``) and switching it
 to the record would rebuild every wheel of a store for the same bytes; what it writes is a ``WheelReport`` to the
-byte (tests/test_records.py, tests/test_device_wheels.py).
+byte (tests/model/test_records.py, tests/wheels/test_device_wheels.py).
 """
 
 from __future__ import annotations

@@ -2,7 +2,7 @@
 
 Cairn writes the format itself, without the cosign binary (which Debian packages only in sid, not on the
 build hosts), following sigstore/cosign ``specs/SIGNATURE_SPEC.md``; Debian's cosign verifies what it writes
-(``tests/test_sign_cosign_client.py``). The payload names the image's manifest digest; the
+(``tests/sign/test_sign_cosign_client.py``). The payload names the image's manifest digest; the
 signature is ECDSA P-256 over SHA-256 of the payload (what ``cosign verify --key cosign.pub
 --insecure-ignore-tlog`` checks); the signature manifest is an OCI image manifest whose one layer is the
 payload, with the base64 signature in the layer annotation ``dev.cosignproject.cosign/signature``. It is
