@@ -79,14 +79,15 @@ def zero_pages(path: Path) -> int:
 
 def measure(tree: Path, target: str) -> dict[str, object]:
     """Bytes of one installed payload, by what they are."""
-    figures = {"files": 0, "installed": 0, "on_disk": 0, "elf_zero_pages": 0, "device_code_bundles": 0,
-               "device_data_files": 0, "host_code": 0, "neutral_files": 0, "fatbin_sections": 0, "fat_binaries": 0}
+    figures = {"files": 0, "installed_bytes": 0, "on_disk_bytes": 0, "elf_zero_pages": 0, "device_code_bytes": 0,
+               "device_data_bytes": 0, "host_code_bytes": 0, "neutral_bytes": 0, "fatbin_section_bytes": 0,
+               "fat_binaries": 0}
     targets: set[str] = set()
     for path in sorted(p for p in tree.rglob("*") if p.is_file() and not p.is_symlink()):
         info = path.stat()
         figures["files"] += 1
-        figures["installed"] += info.st_size
-        figures["on_disk"] += info.st_blocks * 512
+        figures["installed_bytes"] += info.st_size
+        figures["on_disk_bytes"] += info.st_blocks * 512
         if is_elf(path):
             figures["elf_zero_pages"] += zero_pages(path)
             audit = audit_file(path)
@@ -94,16 +95,16 @@ def measure(tree: Path, target: str) -> dict[str, object]:
             if audit.kind == FATBIN and audit.bundles:
                 figures["fat_binaries"] += 1
                 section = audit.fatbin_end - audit.bundles[0].file_offset + audit.bundles[0].offset
-                figures["fatbin_sections"] += section
-                figures["device_code_bundles"] += sum(b.size for b in audit.bundles)
+                figures["fatbin_section_bytes"] += section
+                figures["device_code_bytes"] += sum(b.size for b in audit.bundles)
                 targets.update(audit.targets)
-            figures["host_code"] += info.st_size - section
+            figures["host_code_bytes"] += info.st_size - section
         elif ".dist-info/" not in path.as_posix() and TARGET_NAMED.search(path.name):
-            figures["device_data_files"] += info.st_size
+            figures["device_data_bytes"] += info.st_size
         else:
-            figures["neutral_files"] += info.st_size
-    essential = figures["device_code_bundles"] + figures["device_data_files"] + figures["host_code"] + figures["neutral_files"]
-    return {**figures, "essential": essential, "ratio": round(figures["installed"] / essential, 3),
+            figures["neutral_bytes"] += info.st_size
+    essential = sum(figures[k] for k in ("device_code_bytes", "device_data_bytes", "host_code_bytes", "neutral_bytes"))
+    return {**figures, "essential_bytes": essential, "ratio": round(figures["installed_bytes"] / essential, 3),
             "targets_in_fat_binaries": sorted(targets)}
 
 
@@ -162,9 +163,9 @@ def bench_target(trees: dict[str, Path], target: str, scratch: Path, image: str 
         runs[layout] = {**measure(payload, target), "split_seconds": seconds}
     runs["family"] = measure(family_tree, target)
     zero, compact, fam = runs["zero_filled"], runs["compacted"], runs["family"]
-    runs["family_layout"] = "zero-filled" if fam["elf_zero_pages"] * PAGE > fam["fatbin_sections"] // 4 else "compacted"  # type: ignore[index, operator]
-    runs["installed_compacted_over_zero_filled"] = round(compact["installed"] / zero["installed"], 3)  # type: ignore[index]
-    runs["installed_compacted_over_family"] = round(compact["installed"] / fam["installed"], 3)  # type: ignore[index]
+    runs["family_layout"] = "zero-filled" if fam["elf_zero_pages"] * PAGE > fam["fatbin_section_bytes"] // 4 else "compacted"  # type: ignore[index, operator]
+    runs["ratio_compacted_to_zero_filled"] = round(compact["installed_bytes"] / zero["installed_bytes"], 3)  # type: ignore[index]
+    runs["ratio_compacted_to_family"] = round(compact["installed_bytes"] / fam["installed_bytes"], 3)  # type: ignore[index]
     runs.update({"family": fam, "family_name": family, "family_targets": list(targets), "family_wheel": family_wheel.name,
                  "family_wheel_bytes": family_wheel.stat().st_size})
     if image:  # compaction must add no load failure: the same libraries, zero-filled, are loaded the same way
@@ -198,9 +199,9 @@ def main() -> int:
     for target, run in runs.items():
         for layout in ("zero_filled", "compacted", "family"):
             m = run[layout]
-            print(f"{target} {layout}: {m['installed'] / 1e6:.1f} MB installed, {m['on_disk'] / 1e6:.1f} MB on disk, "
-                  f"ratio {m['ratio']} (device {m['device_code_bundles'] / 1e6:.1f} + data {m['device_data_files'] / 1e6:.1f}"
-                  f" + host {m['host_code'] / 1e6:.1f} + neutral {m['neutral_files'] / 1e6:.1f} MB)")
+            print(f"{target} {layout}: {m['installed_bytes'] / 1e6:.1f} MB installed, {m['on_disk_bytes'] / 1e6:.1f} MB on "
+                  f"disk, ratio {m['ratio']} (device {m['device_code_bytes'] / 1e6:.1f} + data {m['device_data_bytes'] / 1e6:.1f}"
+                  f" + host {m['host_code_bytes'] / 1e6:.1f} + neutral {m['neutral_bytes'] / 1e6:.1f} MB)")
         for layout in ("zero_filled", "compacted"):
             if f"load_{layout}" in run:
                 print(f"{target} {layout} payload in {args.image}: {run[f'load_{layout}']}")

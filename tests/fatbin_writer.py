@@ -146,12 +146,13 @@ int cairn_fn(void) { return 42; }
 
 
 def write_linked_elf(out: Path, bundles: list[bytes], *, linker: str = "bfd", relr: bool = False,
-                     stray: int | None = None) -> Path:
+                     stray: int | None = None, executable: bool = False) -> Path:
     """A shared object linked as hipcc links one: each bundle a ``__hip_fatbin`` object in an allocated
     ``.hip_fatbin`` section (4096-aligned, so the linker puts it in the read-only segment with .eh_frame
     behind it), one wrapper per bundle whose pointer the linker turns into a relative relocation.
     ``cairn_bundle(i)`` returns wrapper i's pointer once loaded; ``stray`` adds one more pointer, to byte
-    ``stray`` of the first bundle (a reference into the section that is not a bundle start)."""
+    ``stray`` of the first bundle (a reference into the section that is not a bundle start). ``executable``:
+    a PIE program instead, printing each wrapper's first 24 bytes."""
     work = out.parent / (out.name + ".d")
     work.mkdir(parents=True, exist_ok=True)
     asm = ['.pushsection .hip_fatbin,"a",@progbits']
@@ -166,8 +167,12 @@ def write_linked_elf(out: Path, bundles: list[bytes], *, linker: str = "bfd", re
         "wrappers": ", ".join(f"{{0x48495046, 1, __hip_fatbin_{n}, NULL}}" for n in range(len(bundles))),
         "stray": "NULL" if stray is None else f"__hip_fatbin_0 + {stray}",
     }
+    if executable:
+        source = "#include <stdio.h>\n" + source + (
+            "int main(void) { for (size_t i = 0; i < sizeof cairn_wrappers / sizeof *cairn_wrappers; i++)"
+            ' printf("%.24s\\n", (const char *) cairn_bundle((int) i)); return cairn_fn() == 42 ? 0 : 1; }\n')
     (work / "lib.c").write_text(source)
-    cmd = [shutil.which("gcc") or "gcc", "-shared", "-fPIC", "-o", str(out), str(work / "lib.c")]
+    cmd = [shutil.which("gcc") or "gcc", "-pie" if executable else "-shared", "-fPIC", "-o", str(out), str(work / "lib.c")]
     if linker != "bfd":  # a directory holding ld.lld (Debian: /usr/lib/llvm-15/bin)
         cmd += ["-fuse-ld=lld", f"-B{linker}"]
     if relr:

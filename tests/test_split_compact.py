@@ -141,6 +141,16 @@ def test_a_split_of_a_compacted_split_is_compacted_again(tmp_path: Path, linker:
     assert ctypes.string_at(library.cairn_bundle(1), 4) == b"CCOB"
 
 
+def test_a_compacted_program_runs_and_reads_its_bundles(tmp_path: Path) -> None:
+    """An executable (a HIP test program): the kernel maps it and hands ld.so its program headers."""
+    source = write_linked_elf(tmp_path / "prog", bundles_of_three(), executable=True)
+    report = split_file(source, tmp_path / "out", "gfx1100")
+    assert report.layout == "compact", report.layout_note
+    run = subprocess.run([str(tmp_path / "out")], capture_output=True, timeout=60)
+    assert run.returncode == 0, run.stderr
+    assert run.stdout.split(b"\n")[:3] == [b"__CLANG_OFFLOAD_BUNDLE__", b"CCOB\x03", b"__CLANG_OFFLOAD_BUNDLE__"]
+
+
 def test_a_pointer_into_a_bundle_keeps_the_in_place_layout_and_says_why(tmp_path: Path) -> None:
     """A reference into ``.hip_fatbin`` that is not a bundle's start cannot be moved with its bundle: the split
     falls back to zero-filling in place, and the report names the reference."""

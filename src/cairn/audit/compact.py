@@ -41,7 +41,7 @@ SHDR = struct.Struct("<IIQQQQIIQQ")
 SYM = struct.Struct("<IBBHQQ")
 RELA = struct.Struct("<QQq")
 DYN = struct.Struct("<qQ")
-PT_LOAD, PT_DYNAMIC, PT_PHDR = 1, 2, 6
+PT_LOAD, PT_DYNAMIC, PT_INTERP, PT_PHDR = 1, 2, 3, 6
 SHT_SYMTAB, SHT_NOBITS, SHT_DYNSYM = 2, 8, 11
 SHF_ALLOC = 2
 SHN_LORESERVE = 0xFF00
@@ -291,6 +291,10 @@ def place(p: Plan, new_sizes: list[int]) -> Layout:
             table_v = _up(end_v, 8)
             table = fat.offset + table_v - fat.addr
             end_v = table_v + count * PHDR.size
+        first = next(s for s in p.segs if s.type == PT_LOAD)
+        if move_table and any(s.type == PT_INTERP for s in p.segs) and home.vaddr - home.offset != first.vaddr - first.offset:
+            # kernels before 5.18 give a program AT_PHDR = first segment's bias + e_phoff
+            raise NotCompactable("an executable whose program headers would move where old kernels do not find them")
         cut_start = home.offset + end_v - home.vaddr
         head = _Seg(home.index, home.type, home.flags, home.offset, home.vaddr, home.paddr, end_v - home.vaddr,
                     end_v - home.vaddr, home.align)
