@@ -128,7 +128,7 @@ def install_llama_cpp(session: nox.Session) -> None:
 
 
 BENCHMARKS = ["audit", "wheels", "containers", "publish", "publish_memory", "split", "llama_gate", "compiler_cache", "release_build", "two_machines", "shards", "gates", "deflate",
-              "device_wheels"]
+              "device_wheels", "payload"]
 # two_machines reads the store release_build made and, as a CI runner's disk goes when its job ends, deletes it
 # before machine B starts: the store, the bucket and machine B's store together do not fit a 100 GB disk
 BENCH_ARGS = {"two_machines": ["--hand-over"]}

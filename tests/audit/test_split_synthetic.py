@@ -114,11 +114,13 @@ def assert_same_outside_bundles(before: Path, after: Path) -> None:
 
 # -- single files -----------------------------------------------------------------------------------------
 @pytest.mark.parametrize("fmt", FORMATS)
-def test_split_keeps_only_the_target_in_every_bundle_and_moves_nothing(lib, tmp_path: Path, fmt: str) -> None:
+def test_split_keeps_only_the_target_in_every_bundle_and_in_place_moves_nothing(lib, tmp_path: Path, fmt: str) -> None:
+    """The in-place layout (``compacted=False``, and the fallback when a file cannot be compacted)."""
     source = lib([encode(bundle_for(["gfx1030", "gfx1100", "gfx942"]), fmt),
                   encode(bundle_for(["gfx1100", "gfx90a:xnack-"]), fmt)])
     before = audit_file(source)
-    report = split_file(source, tmp_path / "out.so", "gfx1100")
+    report = split_file(source, tmp_path / "out.so", "gfx1100", compacted=False)
+    assert report.layout == "in-place" and report.layout_note == "not asked for (compacted=False)"
     dest = tmp_path / "out.so"
     after = audit_file(dest)
 
@@ -188,12 +190,12 @@ def test_untouched_bundles_stay_byte_identical_and_output_is_deterministic(lib, 
     split_file(source, tmp_path / "b.so", "gfx1100")
     a, original = (tmp_path / "a.so").read_bytes(), source.read_bytes()
     assert a == (tmp_path / "b.so").read_bytes()
-    bundles = audit_file(source).bundles
-    for kept in (bundles[0], bundles[2]):
-        span = slice(kept.file_offset, kept.file_offset + kept.size)
-        assert a[span] == original[span]
-    changed = slice(bundles[1].file_offset, bundles[1].file_offset + bundles[1].size)
-    assert a[changed] != original[changed]
+    bundles, moved = audit_file(source).bundles, audit_file(tmp_path / "a.so").bundles
+    for n in (0, 2):
+        old, new = bundles[n], moved[n]
+        assert a[new.file_offset : new.file_offset + new.size] == original[old.file_offset : old.file_offset + old.size]
+    assert a[moved[1].file_offset : moved[1].file_offset + moved[1].size] != \
+        original[bundles[1].file_offset : bundles[1].file_offset + bundles[1].size]
 
 
 def test_spirv_and_mismatched_entries_are_chosen_by_id_like_the_runtime(lib, tmp_path: Path) -> None:
@@ -242,7 +244,9 @@ def test_json_report(lib, tmp_path: Path, capsys) -> None:
     assert main(["split", str(source), "--target", "gfx1100", "--out", str(tmp_path / "o.so"), "--json"]) == 0
     doc = json.loads(capsys.readouterr().out)
     assert doc["targets_before"] == ["gfx1030", "gfx1100"] and doc["targets_after"] == ["gfx1100"]
-    assert doc["file_size"] == source.stat().st_size
+    assert doc["file_size_before"] == source.stat().st_size and doc["file_size"] == (tmp_path / "o.so").stat().st_size
+    # objcopy's .hip_fatbin is in no segment: what follows it moves by its own alignment, so even bytes count
+    assert doc["layout"] == "compact" and doc["layout_note"] is None and doc["file_size"] < doc["file_size_before"]
     assert doc["bundles"][0]["dropped"] == [device_id("gfx1030")]
     assert doc["bundles"][0]["size_after"] < doc["bundles"][0]["size_before"] == doc["device_bytes_before"]
 
@@ -351,7 +355,7 @@ def test_a_bundle_may_grow_into_the_zero_padding_behind_it(tmp_path: Path) -> No
     padding before the next one (what cutting a family's split again to one target needs), and the copy is
     still read back whole."""
     source = write_elf(tmp_path / "hard.so", section([hard_bundle(words=2_000), ccob(bundle_for(["gfx1100"]))]), wrappers=2)
-    report = split_file(source, tmp_path / "out.so", "gfx1100")
+    report = split_file(source, tmp_path / "out.so", "gfx1100", compacted=False)
     grown = report.bundles[0]
     assert grown.size_after > grown.size_before  # level 3 after level 19: larger, and still in its slot
     after = audit_file(tmp_path / "out.so")

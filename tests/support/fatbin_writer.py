@@ -7,6 +7,7 @@ Code objects are minimal AMDGPU ELF headers whose e_flags follow the target ID, 
 from __future__ import annotations
 
 import hashlib
+import json
 import shutil
 import struct
 import subprocess
@@ -127,5 +128,55 @@ def write_elf(
         (work / "ref").write_bytes(b"\x82\xabkernel_name\xa3lib")
         cmd += ["--add-section", f".rocm_kpack_ref={work / 'ref'}"]
     subprocess.run([*cmd, work / "lib.so", out], check=True)
+    shutil.rmtree(work)
+    return out
+
+
+_LINKED = r"""
+#include <stddef.h>
+__asm__(%(asm)s);
+struct wrapper { unsigned magic, version; const void *binary; void *reserved; };
+%(externs)s
+__attribute__((section(".hipFatBinSegment"), used)) struct wrapper cairn_wrappers[] = { %(wrappers)s };
+const void *cairn_stray = %(stray)s;
+const char cairn_marker[] = "linked";
+const void *cairn_bundle(int i) { return cairn_wrappers[i].binary; }
+int cairn_fn(void) { return 42; }
+"""
+
+
+def write_linked_elf(out: Path, bundles: list[bytes], *, linker: str = "bfd", relr: bool = False,
+                     stray: int | None = None, executable: bool = False) -> Path:
+    """A shared object linked as hipcc links one: each bundle a ``__hip_fatbin`` object in an allocated
+    ``.hip_fatbin`` section (4096-aligned, so the linker puts it in the read-only segment with .eh_frame
+    behind it), one wrapper per bundle whose pointer the linker turns into a relative relocation.
+    ``cairn_bundle(i)`` returns wrapper i's pointer once loaded; ``stray`` adds one more pointer, to byte
+    ``stray`` of the first bundle (a reference into the section that is not a bundle start). ``executable``:
+    a PIE program instead, printing each wrapper's first 24 bytes."""
+    work = out.parent / (out.name + ".d")
+    work.mkdir(parents=True, exist_ok=True)
+    asm = ['.pushsection .hip_fatbin,"a",@progbits']
+    for n, bundle in enumerate(bundles):
+        (work / f"b{n}.bin").write_bytes(bundle)
+        asm += [".p2align 12", f".type __hip_fatbin_{n}, @object", f".size __hip_fatbin_{n}, {len(bundle)}",
+                f"__hip_fatbin_{n}:", f'.incbin "{work / f"b{n}.bin"}"']
+    asm.append(".popsection")
+    source = _LINKED % {
+        "asm": "\n".join(json.dumps(line + "\n") for line in asm),
+        "externs": "\n".join(f'extern const char __hip_fatbin_{n}[] __attribute__((visibility("hidden")));' for n in range(len(bundles))),
+        "wrappers": ", ".join(f"{{0x48495046, 1, __hip_fatbin_{n}, NULL}}" for n in range(len(bundles))),
+        "stray": "NULL" if stray is None else f"__hip_fatbin_0 + {stray}",
+    }
+    if executable:
+        source = "#include <stdio.h>\n" + source + (
+            "int main(void) { for (size_t i = 0; i < sizeof cairn_wrappers / sizeof *cairn_wrappers; i++)"
+            ' printf("%.24s\\n", (const char *) cairn_bundle((int) i)); return cairn_fn() == 42 ? 0 : 1; }\n')
+    (work / "lib.c").write_text(source)
+    cmd = [shutil.which("gcc") or "gcc", "-pie" if executable else "-shared", "-fPIC", "-o", str(out), str(work / "lib.c")]
+    if linker != "bfd":  # a directory holding ld.lld (Debian: /usr/lib/llvm-15/bin)
+        cmd += ["-fuse-ld=lld", f"-B{linker}"]
+    if relr:
+        cmd.append("-Wl,-z,pack-relative-relocs")
+    subprocess.run(cmd, check=True, capture_output=True)
     shutil.rmtree(work)
     return out

@@ -29,6 +29,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+from cairn.audit import compact
 from cairn.audit.binary import audit_file
 from cairn.audit.bundle import entry_bytes
 from cairn.audit.bundle_write import alignment_of, write_like, write_plain
@@ -37,13 +38,16 @@ from cairn.audit.report import parse_device
 from cairn.errors import CairnError, InputError
 from cairn.model.targets import Registry, TargetId, load_registry
 
+COMPACT = "compact"
+IN_PLACE = "in-place"
+
 
 @dataclass(frozen=True)
 class BundleSplit:
     """What happened to one bundle."""
 
     index: int
-    offset: int  # in .hip_fatbin; the same before and after
+    offset: int  # in .hip_fatbin, before
     format: str
     compression: str | None
     size_before: int  # bytes it occupies in the section (compressed for CCOB)
@@ -52,6 +56,7 @@ class BundleSplit:
     uncompressed_after: int
     kept: tuple[str, ...]  # entry IDs, host entry included
     dropped: tuple[str, ...]
+    offset_after: int = -1  # in .hip_fatbin, after: packed when compacted, the same as ``offset`` in place
 
     @property
     def host_only(self) -> bool:
@@ -61,6 +66,7 @@ class BundleSplit:
         return {
             "index": self.index,
             "offset": self.offset,
+            "offset_after": self.offset_after,
             "format": self.format,
             "compression": self.compression,
             "size_before": self.size_before,
@@ -80,13 +86,16 @@ class SplitReport:
     source: str
     dest: str
     target: str
-    file_size: int  # the same for source and dest
+    file_size: int  # of dest
     targets_before: tuple[str, ...]
     targets_after: tuple[str, ...]
     bundles: tuple[BundleSplit, ...]
     seconds: float
     # the rewritten file's own audit, read back to check it: callers that record it need not read it again
     after: BinaryAudit = field(compare=False, repr=False)
+    file_size_before: int = 0
+    layout: str = COMPACT  # COMPACT: the removed bytes are gone from the file; IN_PLACE: zero-filled (layout_note: why)
+    layout_note: str | None = None
 
     @property
     def device_bytes_before(self) -> int:
@@ -106,6 +115,9 @@ class SplitReport:
             "dest": self.dest,
             "target": self.target,
             "file_size": self.file_size,
+            "file_size_before": self.file_size_before,
+            "layout": self.layout,
+            "layout_note": self.layout_note,
             "targets_before": list(self.targets_before),
             "targets_after": list(self.targets_after),
             "device_bytes_before": self.device_bytes_before,
@@ -130,27 +142,32 @@ def devices_text(devices: tuple[TargetId, ...]) -> str:
     return ",".join(str(d) for d in devices)
 
 
-def split_file(src: Path | str, dest: Path | str, target: str, *, registry: Registry | None = None) -> SplitReport:
+def split_file(src: Path | str, dest: Path | str, target: str, *, registry: Registry | None = None,
+               compacted: bool = True) -> SplitReport:
     """Write ``dest``: ``src`` with only the device code that runs on ``target`` (e.g. ``gfx1100``, or a set
     such as ``gfx1100,gfx1101``: then an entry stays when it runs on any of them).
 
     ``dest`` may be an existing directory (the file keeps its name there). Bad input raises InputError
     (NotElf, CorruptBundle, a kpack binary, no device code, an unknown target) before anything is written.
+    ``compacted=False`` keeps the in-place, zero-filled layout (for comparison: bench/payload_bench.py).
     """
     started = time.monotonic()
     registry = registry or load_registry()
     devices = parse_devices(target, registry)
     src = Path(src)
     audit = audit_file(src, registry=registry)
-    report = split_audited(src, Path(dest), devices, audit, registry)
+    report = split_audited(src, Path(dest), devices, audit, registry, compacted=compacted)
     return replace(report, seconds=time.monotonic() - started)
 
 
 def split_audited(src: Path, dest: Path, devices: tuple[TargetId, ...], audit: BinaryAudit,
-                  registry: Registry, *, display: str | None = None) -> SplitReport:
+                  registry: Registry, *, display: str | None = None, compacted: bool = True) -> SplitReport:
     """``split_file`` for a file already audited (``split_tree`` audits each ELF once to know its kind);
     ``seconds`` counts the rewrite and its check, not that first audit. The check's audit of the copy, named
-    ``display`` (default: the destination path), is the report's ``after``."""
+    ``display`` (default: the destination path), is the report's ``after``.
+
+    The file is compacted (``cairn.audit.compact``) unless ``compacted`` is False or its layout does not allow
+    it; then the bundles are rewritten in place and zero-padded, and ``layout_note`` says why."""
     started = time.monotonic()
     if audit.kind == KPACK:
         raise InputError(src, "kpack-split binary: its device code is in an external .kpack, not in .hip_fatbin",
@@ -163,17 +180,66 @@ def split_audited(src: Path, dest: Path, devices: tuple[TargetId, ...], audit: B
         raise InputError(dest, "is the input file", "give --out a different path")
     plans = [(bundle, [e for e in bundle.entries if _runs(e, devices, registry)]) for bundle in audit.bundles]
     tmp = dest.with_name(f".{dest.name}.cairn-split-{os.getpid()}")
+    note: str | None = "not asked for (compacted=False)"
     try:
-        shutil.copyfile(src, tmp)
+        results = None
+        if compacted:
+            try:
+                results = _rewrite_compact(src, tmp, plans)
+                note = None
+            except compact.NotCompactable as why:
+                note = str(why)
+        if results is None:
+            shutil.copyfile(src, tmp)
+            results = _rewrite(src, tmp, plans, _slots(audit))
         shutil.copymode(src, tmp)
-        results = _rewrite(src, tmp, plans, _slots(audit))
         after = audit_file(tmp, display=display or str(dest), registry=registry)
-        _check(after, plans, src)
+        _check(after, plans, results, src)
         os.replace(tmp, dest)
     finally:
         tmp.unlink(missing_ok=True)
     return SplitReport(str(src), str(dest), devices_text(devices), dest.stat().st_size, audit.targets, after.targets,
-                       tuple(results), time.monotonic() - started, after)
+                       tuple(results), time.monotonic() - started, after, src.stat().st_size,
+                       IN_PLACE if note else COMPACT, note)
+
+
+def _rewrite_compact(src: Path, tmp: Path, plans: list[tuple[Bundle, list[Entry]]]) -> list[BundleSplit]:
+    """Write ``tmp`` compacted: each bundle (rewritten when it loses entries) packed at the start of
+    ``.hip_fatbin``, the removed bytes gone. Raises NotCompactable (``tmp`` then holds nothing useful)."""
+    results: list[BundleSplit] = []
+    with open(src, "rb") as source, mmap.mmap(source.fileno(), 0, access=mmap.ACCESS_READ) as mapped:
+        layout_plan = compact.plan(mapped, [bundle.offset for bundle, _ in plans])
+
+        def bundles():
+            for bundle, kept in plans:
+                blob, usize = _new_bundle(mapped, bundle, kept, src)
+                kept_ids = {id(e) for e in kept}
+                results.append(BundleSplit(
+                    bundle.index, bundle.offset, bundle.format, bundle.compression, bundle.size, len(blob),
+                    bundle.uncompressed_size, usize, tuple(e.id for e in kept),
+                    tuple(e.id for e in bundle.entries if id(e) not in kept_ids),
+                ))
+                yield blob
+
+        with open(tmp, "w+b") as out:
+            layout = compact.write(mapped, out, layout_plan, bundles())
+        with contextlib.suppress(OSError):
+            mapped.madvise(mmap.MADV_DONTNEED)
+    return [replace(r, offset_after=new) for r, new in zip(results, layout.new_offsets, strict=True)]
+
+
+def _new_bundle(mapped: mmap.mmap, bundle: Bundle, kept: list[Entry], src: Path) -> tuple[bytes, int]:
+    """The bundle's bytes with only ``kept`` (its stored bytes when nothing is dropped), and its inflated size."""
+    if len(kept) == len(bundle.entries):
+        return bytes(mapped[bundle.file_offset : bundle.file_offset + bundle.size]), bundle.uncompressed_size
+    with memoryview(mapped) as view:
+        region = view[bundle.file_offset : bundle.file_offset + bundle.size]
+        try:
+            blobs = entry_bytes(region, bundle, kept, str(src))
+        finally:
+            region.release()
+    new_plain = write_plain([(e.id, blob) for e, blob in zip(kept, blobs, strict=True)], alignment_of(bundle))
+    return write_like(bundle, new_plain), len(new_plain)
 
 
 def _slots(audit: BinaryAudit) -> dict[int, int]:
@@ -198,21 +264,14 @@ def _runs(entry: Entry, devices: tuple[TargetId, ...], registry: Registry) -> bo
 
 def _rewrite(src: Path, tmp: Path, plans: list[tuple[Bundle, list[Entry]]], slots: dict[int, int]) -> list[BundleSplit]:
     """Overwrite each bundle that loses entries in ``tmp`` (a copy of ``src``), at its offset, zero-padded within
-    its slot."""
+    its slot: the in-place layout."""
     results = []
     with open(src, "rb") as source, mmap.mmap(source.fileno(), 0, access=mmap.ACCESS_READ) as mapped, \
             open(tmp, "r+b") as out:
         for bundle, kept in plans:
             size_after, usize_after = bundle.size, bundle.uncompressed_size
             if len(kept) != len(bundle.entries):
-                with memoryview(mapped) as view:
-                    region = view[bundle.file_offset : bundle.file_offset + bundle.size]
-                    try:
-                        blobs = entry_bytes(region, bundle, kept, str(src))
-                    finally:
-                        region.release()
-                new_plain = write_plain([(e.id, blob) for e, blob in zip(kept, blobs, strict=True)], alignment_of(bundle))
-                new = write_like(bundle, new_plain)
+                new, usize = _new_bundle(mapped, bundle, kept, src)
                 room = slots[bundle.index]
                 if len(new) > room or any(mapped[bundle.file_offset + bundle.size : bundle.file_offset + len(new)]):
                     raise InputError(src, f"{bundle.label}: the rewritten bundle ({len(new)} bytes) does not fit in "
@@ -220,21 +279,22 @@ def _rewrite(src: Path, tmp: Path, plans: list[tuple[Bundle, list[Entry]]], slot
                                      "keep this file fat")
                 out.seek(bundle.file_offset)
                 out.write(new + bytes(max(bundle.size - len(new), 0)))
-                size_after, usize_after = len(new), len(new_plain)
+                size_after, usize_after = len(new), usize
             kept_ids = {id(e) for e in kept}
             results.append(BundleSplit(
                 bundle.index, bundle.offset, bundle.format, bundle.compression, bundle.size, size_after,
                 bundle.uncompressed_size, usize_after, tuple(e.id for e in kept),
-                tuple(e.id for e in bundle.entries if id(e) not in kept_ids),
+                tuple(e.id for e in bundle.entries if id(e) not in kept_ids), bundle.offset,
             ))
         with contextlib.suppress(OSError):
             mapped.madvise(mmap.MADV_DONTNEED)  # the page cache keeps what a second split would want
     return results
 
 
-def _check(after: BinaryAudit, plans: list[tuple[Bundle, list[Entry]]], src: Path) -> None:
+def _check(after: BinaryAudit, plans: list[tuple[Bundle, list[Entry]]], results: list[BundleSplit], src: Path) -> None:
     """The audit's parser must read back exactly the bundles meant: same places, formats, kept IDs."""
-    meant = [(b.offset, b.format, b.compression, tuple(e.id for e in kept)) for b, kept in plans]
+    meant = [(r.offset_after, b.format, b.compression, tuple(e.id for e in kept))
+             for (b, kept), r in zip(plans, results, strict=True)]
     found = [(b.offset, b.format, b.compression, tuple(e.id for e in b.entries)) for b in after.bundles]
     if meant != found:
         first = next((i for i, (m, f) in enumerate(zip(meant, found, strict=False)) if m != f), min(len(meant), len(found)))

@@ -47,7 +47,8 @@ def _show_file(report: SplitReport) -> None:
     out.write(f"  targets before: {' '.join(report.targets_before) or '-'}\n")
     out.write(f"  targets after:  {' '.join(report.targets_after) or '-'}\n")
     out.write(f"  device code in .hip_fatbin: {_mb(report.device_bytes_before)} -> {_mb(report.device_bytes_after)} "
-              f"(zero padding keeps the file at {report.file_size} bytes)\n")
+              f"(file {report.file_size_before} -> {report.file_size} bytes, {report.layout}"
+              + (f": {report.layout_note}" if report.layout_note else "") + ")\n")
     if report.host_only_bundles:
         shown = ", ".join(f"#{i}" for i in report.host_only_bundles[:8])
         more = f" +{len(report.host_only_bundles) - 8}" if len(report.host_only_bundles) > 8 else ""

@@ -47,7 +47,7 @@ class TreeSplitReport:
     dropped: tuple[str, ...]  # paths relative to the tree
     kept_data: int
     copied: int
-    bytes_before: int  # sizes of the regular files (a split library keeps its size: see its device bytes)
+    bytes_before: int  # sizes of the regular files (a compacted library shrinks; one split in place keeps its size)
     bytes_after: int
     seconds: float
 
@@ -101,9 +101,10 @@ def keeps_data_file(name: str, devices: TargetId | tuple[TargetId, ...], registr
     return any(registry.can_run(t, device) is not None for t in named for device in wanted)
 
 
-def split_tree(tree: Path | str, dest: Path | str, target: str, *, registry: Registry | None = None) -> TreeSplitReport:
+def split_tree(tree: Path | str, dest: Path | str, target: str, *, registry: Registry | None = None,
+               compacted: bool = True) -> TreeSplitReport:
     """Write ``dest`` (which must not exist): ``tree`` with only what runs on ``target`` (one gfx target, or a
-    comma-separated set such as a family's targets)."""
+    comma-separated set such as a family's targets). ``compacted=False``: libraries keep the in-place layout."""
     started = time.monotonic()
     registry = registry or load_registry()
     devices = parse_devices(target, registry)
@@ -138,13 +139,14 @@ def split_tree(tree: Path | str, dest: Path | str, target: str, *, registry: Reg
             if not stat.S_ISREG(info.st_mode):
                 continue  # sockets, fifos and devices do not belong in an install tree
             counts["before"] += info.st_size
-            counts["after"] += info.st_size
             if keep is None and is_elf(path):
                 audit = audit_file(path, display=rel.as_posix(), registry=registry)
                 if audit.kind == FATBIN and audit.bundles:
-                    report = split_audited(path, out, devices, audit, registry)
+                    report = split_audited(path, out, devices, audit, registry, compacted=compacted)
                     libraries.append(report)
+                    counts["after"] += report.file_size
                     continue
+            counts["after"] += info.st_size
             shutil.copy2(path, out)
             counts["kept_data" if keep else "copied"] += 1
         os.rename(work, dest)
