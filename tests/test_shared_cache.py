@@ -2,7 +2,9 @@
 directories) share one build; a build killed between tree and record, a racing pair and a tampered tree never
 leave the cache pointing at anything wrong; read-only jobs never write; an archive cannot write outside its tree.
 
-Every build is ``python -m cairn.cli build`` in its own process, read through its ``--json`` report.
+Every build is ``python -m cairn.cli build`` in its own process, read through its ``--json`` report. Every machine
+here is a trusted writer: it signs its records with one cache-writer key, which its trust list names
+(``WRITER``; the attacks on that signature are in ``test_cache_signing.py``).
 """
 
 from __future__ import annotations
@@ -33,6 +35,46 @@ DELAY = {"seconds": 0.0}
 pytestmark = pytest.mark.s3
 
 
+WRITER: dict[str, Path] = {}  # "key": the trusted writer's PEM, "trust": the trust list naming it
+
+
+def make_writer(where: Path) -> dict[str, Path]:
+    """A cache-writer key in ``where`` and the trust list that names it (as ``cairn keys cache-writer`` makes them),
+    now the machines' ``WRITER``."""
+    from cairn.store.signing import add_to_trust, make_writer_key
+
+    key, entry = make_writer_key(where / "writer", "ed25519", "ci")
+    add_to_trust(where / "cache-writers.json", entry)
+    WRITER.update(key=key, trust=where / "cache-writers.json")
+    return WRITER
+
+
+@pytest.fixture(autouse=True, scope="module")
+def cache_writer(tmp_path_factory):
+    """One cache-writer key for the module's machines."""
+    return make_writer(tmp_path_factory.mktemp("cache-writer"))
+
+
+def writer_env() -> dict[str, str]:
+    """The environment of a trusted cache writer (readers need only the trust list, which it holds too)."""
+    return {"CAIRN_CACHE_TRUST": str(WRITER["trust"]), "CAIRN_CACHE_SIGNING_KEY": str(WRITER["key"])}
+
+
+def record_body(data: bytes) -> dict:
+    """The JSON a signed record (a DSSE envelope) carries."""
+    import base64
+
+    return json.loads(base64.b64decode(json.loads(data)["payload"]))
+
+
+def signed_record(body: dict) -> bytes:
+    """``body`` as the trusted writer signs a record."""
+    from cairn.dsse import load_signer
+    from cairn.store.signing import sign_record
+
+    return sign_record(body, load_signer(WRITER["key"].read_bytes(), WRITER["key"], ""))
+
+
 @pytest.fixture
 def s3():
     """A bucket of the test's own: versioned (to count overwrites) and so keeping every object a test deletes;
@@ -60,7 +102,7 @@ def _machine(tmp_path: Path, name: str, s3: dict) -> dict:
     home = tmp_path / name / "home"
     home.mkdir(parents=True, exist_ok=True)
     env = {**os.environ, "HOME": str(home), "CAIRN_S3_ENDPOINT": s3["endpoint"], "AWS_ACCESS_KEY_ID": "test",
-           "AWS_SECRET_ACCESS_KEY": "test", "AWS_DEFAULT_REGION": "us-east-1", "CAIRN_S3_RETRY_SECONDS": "5"}
+           "AWS_SECRET_ACCESS_KEY": "test", "AWS_DEFAULT_REGION": "us-east-1", "CAIRN_S3_RETRY_SECONDS": "5", **writer_env()}
     env.pop("CAIRN_CACHE", None)
     return {"cwd": tmp_path / name, "env": env, "store": tmp_path / name / "store"}
 
@@ -101,7 +143,7 @@ def _assert_every_record_has_its_tree(s3: dict, prefix: str) -> None:
     """Every record's tree is in the bucket, and so is every blob that tree names."""
     objects = _current(s3, prefix)
     for key in [k for k in objects if k.startswith("ac/")]:
-        record = json.loads(s3["client"].get_object(Bucket=BUCKET, Key=f"{prefix}/{key}")["Body"].read())
+        record = record_body(s3["client"].get_object(Bucket=BUCKET, Key=f"{prefix}/{key}")["Body"].read())
         tree = f"trees/{record['output']}.v2.tar.zst"
         assert tree in objects, f"{key} points at a tree the bucket lacks"
         for blob in _blobs_named(s3["client"].get_object(Bucket=BUCKET, Key=f"{prefix}/{tree}")["Body"].read()):
@@ -303,11 +345,12 @@ def test_a_damaged_record_is_reported_removed_and_written_again(s3, manifest, pr
     cache = ["--cache", f"s3://{BUCKET}/{prefix}"]
     first, _ = _build(_machine(tmp_path, "a", s3), manifest, *cache)
     key = Path(first["actions"]["assemble:sdk"]["log"]).stem  # logs/<action key>.log
-    s3["client"].put_object(Bucket=BUCKET, Key=f"{prefix}/ac/{key}.v2.json", Body=b'{"key": "not this one"}')
+    # signed by the trusted writer (a bug of its own): the signature verifies, the record does not
+    s3["client"].put_object(Bucket=BUCKET, Key=f"{prefix}/ac/{key}.v3.json", Body=signed_record({"key": "not this one"}))
 
     second, stderr = _build(_machine(tmp_path, "b", s3), manifest, *cache)
-    assert _ran(second) == {"assemble:sdk"} and f"ac/{key}.v2.json is not a cache record" in stderr
-    record = json.loads(s3["client"].get_object(Bucket=BUCKET, Key=f"{prefix}/ac/{key}.v2.json")["Body"].read())
+    assert _ran(second) == {"assemble:sdk"} and f"ac/{key}.v3.json is not a cache record" in stderr
+    record = record_body(s3["client"].get_object(Bucket=BUCKET, Key=f"{prefix}/ac/{key}.v3.json")["Body"].read())
     assert record["key"] == key and record["output"] == first["actions"]["assemble:sdk"]["output"]
 
 
@@ -489,7 +532,8 @@ def test_a_big_tree_goes_through_the_cache_without_being_held_in_memory(s3, pref
     work area)."""
     size = 192 << 20
     env = {**os.environ, "CAIRN_S3_ENDPOINT": s3["endpoint"], "AWS_ACCESS_KEY_ID": "test", "AWS_SECRET_ACCESS_KEY": "test",
-           "AWS_DEFAULT_REGION": "us-east-1", "CAIRN_MULTIPART_THRESHOLD": str(64 << 20), "CAIRN_MULTIPART_PART": str(8 << 20)}
+           "AWS_DEFAULT_REGION": "us-east-1", "CAIRN_MULTIPART_THRESHOLD": str(64 << 20), "CAIRN_MULTIPART_PART": str(8 << 20),
+           **writer_env()}
     url = f"s3://{BUCKET}/{prefix}"
     runs = {}
     for role in ("push", "fetch"):
@@ -525,7 +569,7 @@ def test_a_full_disk_is_this_machines_failure_not_the_caches(s3, prefix, tmp_pat
     from cairn.store.local import LocalStore
 
     for name, value in (("CAIRN_S3_ENDPOINT", s3["endpoint"]), ("AWS_ACCESS_KEY_ID", "test"),
-                        ("AWS_SECRET_ACCESS_KEY", "test"), ("AWS_DEFAULT_REGION", "us-east-1")):
+                        ("AWS_SECRET_ACCESS_KEY", "test"), ("AWS_DEFAULT_REGION", "us-east-1"), *writer_env().items()):
         monkeypatch.setenv(name, value)
     full = OSError(errno.ENOSPC, "No space left on device")
 
@@ -551,7 +595,7 @@ def test_a_full_disk_is_this_machines_failure_not_the_caches(s3, prefix, tmp_pat
 
 def _cache_env(monkeypatch, s3: dict) -> None:
     for name, value in (("CAIRN_S3_ENDPOINT", s3["endpoint"]), ("AWS_ACCESS_KEY_ID", "test"),
-                        ("AWS_SECRET_ACCESS_KEY", "test"), ("AWS_DEFAULT_REGION", "us-east-1")):
+                        ("AWS_SECRET_ACCESS_KEY", "test"), ("AWS_DEFAULT_REGION", "us-east-1"), *writer_env().items()):
         monkeypatch.setenv(name, value)
 
 
@@ -770,7 +814,7 @@ def test_a_tree_bomb_in_the_bucket_stops_at_its_bound_with_one_line(s3, prefix, 
     (work / "name.txt").write_text("small")
     record = ActionRecord(key="c" * 64, action="index:small", output=first.commit(work))
     SharedCache(url).push(record, first)
-    stored = json.loads(s3["client"].get_object(Bucket=BUCKET, Key=f"{prefix}/ac/{record.key}.v2.json")["Body"].read())
+    stored = record_body(s3["client"].get_object(Bucket=BUCKET, Key=f"{prefix}/ac/{record.key}.v3.json")["Body"].read())
     assert (stored["entries"], stored["size"]) == (1, 5)
     tree = f"trees/{record.output}.v2.tar.zst"
     s3["client"].put_object(Bucket=BUCKET, Key=f"{prefix}/{tree}", Body=_tree_bomb(256 << 20))
@@ -784,7 +828,7 @@ def test_a_tree_bomb_in_the_bucket_stops_at_its_bound_with_one_line(s3, prefix, 
     assert "removed from the cache with its record" in lines[0], lines[0]
     assert not list((tmp_path / "victim" / "tmp").iterdir())
     left = _current(s3, prefix)
-    assert tree not in left and f"ac/{record.key}.v2.json" not in left
+    assert tree not in left and f"ac/{record.key}.v3.json" not in left
 
     SharedCache(url).push(record, first)  # the rebuild's push
     assert SharedCache(url).fetch(record.key, LocalStore(tmp_path / "third")) == record
@@ -809,7 +853,7 @@ def test_a_record_without_a_whole_bound_is_not_used(s3, prefix, tmp_path, monkey
     record = ActionRecord(key="d" * 64, action="index:small", output=first.commit(work))
     SharedCache(url).push(record, first)
     forged = {**json.loads(record.to_json()), **body}
-    s3["client"].put_object(Bucket=BUCKET, Key=f"{prefix}/ac/{record.key}.v2.json", Body=json.dumps(forged).encode())
+    s3["client"].put_object(Bucket=BUCKET, Key=f"{prefix}/ac/{record.key}.v3.json", Body=signed_record(forged))
     lines: list[str] = []
     assert SharedCache(url, read_only=True, warn=lines.append).fetch(record.key, LocalStore(tmp_path / "v")) is None
     assert len(lines) == 1 and "is not a cache record" in lines[0], lines

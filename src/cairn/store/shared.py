@@ -10,7 +10,7 @@ Layout under ``s3://bucket/prefix`` (endpoint from ``$CAIRN_S3_ENDPOINT``, as fo
                                in a DSSE envelope signed by a cache writer's key (``cairn.store.signing``)
 
 A record is used only when its signature verifies with a key of the reader's trust list (``--cache-trust``): one
-with no signature, a bad one, or one by a key the list does not name is reported in one line ("cache record
+with no signature, a bad one, or one by a key the list does not name is reported in one line ("cache: record
 ac/<key>.v3.json is signed by an untrusted key …: building instead"), counted as ``untrusted``, and the action
 runs locally; nothing it names is downloaded. A writer (not read-only) also deletes it, so its own signed record
 can take the key (records are never overwritten). Records of earlier versions are never read: ``ac/<key>.v2.json``
@@ -362,7 +362,7 @@ class SharedCache:
         except Unverified as exc:
             name = self.record_key(key)
             removed = "; removed from the cache" if self._remove(name) else ""
-            self._note("untrusted", f"cache record {name} {why_not(exc, self.trust)}: building instead{removed}")
+            self._note("untrusted", f"record {name} {why_not(exc, self.trust)}: building instead{removed}")
             return None
 
     def has_record(self, key: str) -> bool:

@@ -119,7 +119,7 @@ def open_record(data: bytes, trust: Trust) -> bytes:
 
 
 def why_not(exc: Unverified, trust: Trust) -> str:
-    """What is wrong with a record, as the words after "cache record ac/<key>.v3.json"."""
+    """What is wrong with a record, as the words after "record ac/<key>.v3.json"."""
     hints = [k for k in exc.keyids if k]
     if exc.kind == "untrusted-key":
         who = ", ".join(k[:16] for k in hints) or "a key with no id"
