@@ -21,7 +21,7 @@ from cairn.ci.shards import Shard, shard_plan
 from cairn.plan.graph import Action, Plan
 from cairn.stages import STAGES
 from conftest import need_module
-from servers import archive_release, moto_s3, serve_directory
+from servers import archive_release, cache_writer_env, moto_s3, serve_directory
 
 yaml = need_module("yaml")
 need_module("check_jsonschema")
@@ -482,21 +482,10 @@ def _machine(tmp_path: Path, name: str, endpoint: str) -> dict:
     (cwd / "home").mkdir(parents=True)
     env = {**_without_services(tmp_path), "HOME": str(cwd / "home"), "CAIRN_S3_ENDPOINT": endpoint, "AWS_ACCESS_KEY_ID": "test",
            "AWS_SECRET_ACCESS_KEY": "test", "AWS_DEFAULT_REGION": "us-east-1", "CAIRN_S3_RETRY_SECONDS": "5",
-           "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}", **_cache_writer(tmp_path)}
+           "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}", **cache_writer_env(tmp_path / "cache-writer")}
     env.pop("CAIRN_CACHE", None)
     return {"cwd": cwd, "env": env}
 
-
-def _cache_writer(tmp_path: Path) -> dict[str, str]:
-    """The cache-writer key a trusted ref's job gets as a secret, and the trust list its checkout holds (one pair
-    for every runner of a test: ``cairn keys cache-writer``)."""
-    from cairn.store.signing import add_to_trust, make_writer_key
-
-    where = tmp_path / "cache-writer"
-    if not where.exists():
-        _key, entry = make_writer_key(where, "ed25519", "ci")
-        add_to_trust(where / "cache-writers.json", entry)
-    return {"CAIRN_CACHE_TRUST": str(where / "cache-writers.json"), "CAIRN_CACHE_SIGNING_KEY": str(where / "cache-writer.pem")}
 
 
 def _order(jobs: dict) -> list[str]:
