@@ -277,7 +277,7 @@ def _check_least_privilege(release: dict, pull: dict) -> None:
     #    each with its runner's key only, uploading the signed verdicts.
     gpu = {n: j for n, j in release["jobs"].items() if n.startswith("gpu-gate-")}
     assert {j["runs-on"][-1] for j in gpu.values()} == {"gfx942", "gfx1100", "gfx1101", "gfx1102", "gfx1151", "gfx1200",
-                                                         "gfx1201", "gfx90a"}
+                                                         "gfx1201", "gfx90a", "gfx1030"}
     for name, job in gpu.items():
         target = job["runs-on"][-1]
         assert job["runs-on"][0] == "self-hosted" and job["needs"] == ["publish"], name
