@@ -73,6 +73,9 @@ def run(args: argparse.Namespace, pipeline: Pipeline) -> int:
     manifest, registry = load(args.manifest)
     if args.cache_read_only and not args.cache:
         raise CairnError("--cache-read-only needs --cache s3://BUCKET/PREFIX (or $CAIRN_CACHE) — there is no cache to read")
+    if (args.cache_trust or args.cache_key) and not args.cache:
+        raise CairnError(f"{'--cache-trust' if args.cache_trust else '--cache-key'} needs --cache s3://BUCKET/PREFIX (or $CAIRN_CACHE) "
+                         "— it is for the shared cache's records")
     cache = _shared_cache(args) if args.cache else None
     compiler_cache = CompilerCache.from_url(args.compiler_cache) if args.compiler_cache else None
     plan = make_plan(manifest, registry, args.family, store=args.store, stages=pipeline.stages)
