@@ -39,9 +39,19 @@ def machine(work: Path, name: str, endpoint: str, engine: dict[str, str]) -> tup
     cwd = work / name
     (cwd / "home").mkdir(parents=True, exist_ok=True)
     env = {**os.environ, **engine, **CREDENTIALS, "HOME": str(cwd / "home"), "CAIRN_S3_ENDPOINT": endpoint,
-           "CAIRN_ROOT": str(ROOT), "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}"}
+           "CAIRN_ROOT": str(ROOT), "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}",
+           **cache_writer(work / "cache-writer")}
     env.pop("CAIRN_CACHE", None)
     return cwd, env
+
+
+def cache_writer(where: Path) -> dict[str, str]:
+    """Every machine is a trusted cache writer (as the release workflow's shard jobs are): one writer key, made
+    once per bench run, and the trust list naming it (``cairn keys cache-writer``)."""
+    if not (where / "cache-writer.pem").exists():
+        subprocess.run([sys.executable, "-m", "cairn.cli", "keys", "cache-writer", "--dir", str(where), "--name", "bench",
+                        "--trust", str(where / "cache-writers.json")], cwd=ROOT, capture_output=True, text=True, check=True)
+    return {"CAIRN_CACHE_TRUST": str(where / "cache-writers.json"), "CAIRN_CACHE_SIGNING_KEY": str(where / "cache-writer.pem")}
 
 
 def bucket_contents(endpoint: str, bucket: str, prefix: str) -> dict[str, int]:

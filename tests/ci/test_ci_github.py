@@ -21,7 +21,7 @@ from cairn.ci.shards import Shard, shard_plan
 from cairn.plan.graph import Action, Plan
 from cairn.stages import STAGES
 from support import cairn, need_module
-from support.servers import archive_release, moto_s3, serve_directory
+from support.servers import archive_release, cache_writer_env, moto_s3, serve_directory
 
 yaml = need_module("yaml")
 need_module("check_jsonschema")
@@ -285,6 +285,18 @@ def _check_least_privilege(release: dict, pull: dict) -> None:
     sdk = release["jobs"]["sdk"]
     assert {"CAIRN_COMPILER_CACHE_ACCESS_KEY_ID", "CAIRN_COMPILER_CACHE_SECRET_ACCESS_KEY"} <= set(sdk["env"])
     assert '--compiler-cache "s3://${{ vars.CAIRN_CACHE_BUCKET }}/cairn/compilers"' in sdk["steps"][-1]["run"]
+    # 8. Signed cache records: the cache-writer key is held by the trusted refs' shard jobs alone (the jobs of the
+    #    cairn-cache-write environment), on their build step; every job that reads the cache, pull requests
+    #    included, trusts the repository's public list of writer keys, and no pull-request job holds a key.
+    writers = {n for n, j in release["jobs"].items() if j.get("environment") == "cairn-cache-write"}
+    assert writers and {n for n, j in release["jobs"].items() if "CAIRN_CACHE_SIGNING_KEY" in _secrets(j)} == writers
+    for name in writers:
+        assert "CAIRN_CACHE_SIGNING_KEY" in _secrets(release["jobs"][name]["steps"][-1].get("env", {})), name
+    for file, data in workflows.items():
+        for name, job in data["jobs"].items():
+            if "--cache" in json.dumps(job.get("steps", [])):
+                assert job["env"].get("CAIRN_CACHE_TRUST") == "publish/cache-writers.json", (file, name)
+    assert not any("CAIRN_CACHE_SIGNING_KEY" in json.dumps(job) for job in pull["jobs"].values())
 
 
 def _break(release: dict, pull: dict, how: str) -> None:
@@ -302,11 +314,18 @@ def _break(release: dict, pull: dict, how: str) -> None:
         del release["on"]["schedule"]
     elif how == "a shard job on any branch":
         release["jobs"]["sdk"]["if"] = "${{ github.event_name != 'schedule' }}"
+    elif how == "cache-writer key in a pull-request job":
+        pull["jobs"]["sdk"]["steps"][-1]["env"] = {"CAIRN_CACHE_SIGNING_KEY": "${{ secrets.CAIRN_CACHE_SIGNING_KEY }}"}
+    elif how == "cache-writer key in the publish job":
+        release["jobs"]["publish"]["env"]["CAIRN_CACHE_SIGNING_KEY"] = "${{ secrets.CAIRN_CACHE_SIGNING_KEY }}"
+    elif how == "a pull-request job without the trust list":
+        del pull["jobs"]["sdk"]["env"]["CAIRN_CACHE_TRUST"]
 
 
 @pytest.mark.parametrize("how", ["write secret in a pull-request job", "pull_request in the release workflow", "root key secret",
                                  "publish without an environment", "signing keys in a shard job", "refresh not scheduled",
-                                 "a shard job on any branch"])
+                                 "a shard job on any branch", "cache-writer key in a pull-request job",
+                                 "cache-writer key in the publish job", "a pull-request job without the trust list"])
 def test_the_least_privilege_check_can_fail(default_release, how) -> None:
     """The reading above is a real check: each of these changes to the workflows fails it."""
     release, _, path = default_release
@@ -458,9 +477,10 @@ def _machine(tmp_path: Path, name: str, endpoint: str) -> dict:
     (cwd / "home").mkdir(parents=True)
     env = {**_without_services(tmp_path), "HOME": str(cwd / "home"), "CAIRN_S3_ENDPOINT": endpoint, "AWS_ACCESS_KEY_ID": "test",
            "AWS_SECRET_ACCESS_KEY": "test", "AWS_DEFAULT_REGION": "us-east-1", "CAIRN_S3_RETRY_SECONDS": "5",
-           "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}"}
+           "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}", **cache_writer_env(tmp_path / "cache-writer")}
     env.pop("CAIRN_CACHE", None)
     return {"cwd": cwd, "env": env}
+
 
 
 def _order(jobs: dict) -> list[str]:

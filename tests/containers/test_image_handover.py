@@ -21,7 +21,14 @@ from pathlib import Path
 import pytest
 
 from support import need_module
-from support.servers import archive_release, free_port, moto_s3, registry_at, serve_directory
+from support.servers import (
+    archive_release,
+    cache_writer_env,
+    free_port,
+    moto_s3,
+    registry_at,
+    serve_directory,
+)
 
 docker = need_module("docker")
 
@@ -47,7 +54,7 @@ def _job(tmp_path: Path, name: str, *, manifest: Path, endpoint: str, docker_hos
     env.update({"HOME": str(cwd / "home"), "CAIRN_SERVICES_DIR": str(tmp_path / "no-services"),
                 "DOCKER_HOST": docker_host, "CAIRN_REGISTRY": address, "CAIRN_S3_ENDPOINT": endpoint,
                 "AWS_ACCESS_KEY_ID": "test", "AWS_SECRET_ACCESS_KEY": "test", "AWS_DEFAULT_REGION": "us-east-1",
-                "CAIRN_S3_RETRY_SECONDS": "5"})
+                "CAIRN_S3_RETRY_SECONDS": "5", **cache_writer_env(tmp_path / "cache-writer")})
     argv = [sys.executable, "-m", "cairn.cli", "build", str(manifest), "--store", "store", "--json",
             "--cache", f"s3://{BUCKET}/handover"]
     for action in only:

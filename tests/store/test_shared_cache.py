@@ -2,7 +2,9 @@
 directories) share one build; a build killed between tree and record, a racing pair and a tampered tree never
 leave the cache pointing at anything wrong; read-only jobs never write; an archive cannot write outside its tree.
 
-Every build is ``python -m cairn.cli build`` in its own process, read through its ``--json`` report.
+Every build is ``python -m cairn.cli build`` in its own process, read through its ``--json`` report. Every machine
+here is a trusted writer: it signs its records with one cache-writer key, which its trust list names
+(``WRITER``; the attacks on that signature are in ``test_cache_signing.py``).
 """
 
 from __future__ import annotations
@@ -22,16 +24,33 @@ import pytest
 
 from cairn.store.archive import Bound, DamagedArchive, PastBound, pack, unpack
 from support import ROOT, need_module, need_tool
+from support.cache import (
+    CACHE_BUCKET,
+    build,
+    build_command,
+    machine,
+    make_writer,
+    ran,
+    record_body,
+    signed_record,
+    writer_env,
+)
 from support.s3 import aws_env, point_at
 from support.servers import archive_release, moto_s3, serve_directory
 
 boto3 = need_module("boto3")
 moto_server = need_module("moto.server")
 
-BUCKET = "cairn-cache"
+BUCKET = CACHE_BUCKET
 PARTS = 3
 DELAY = {"seconds": 0.0}
 pytestmark = pytest.mark.s3
+
+
+@pytest.fixture(autouse=True, scope="module")
+def cache_writer(tmp_path_factory):
+    """One cache-writer key for the module's machines."""
+    return make_writer(tmp_path_factory.mktemp("cache-writer"))
 
 
 @pytest.fixture
@@ -56,31 +75,6 @@ def prefix() -> str:
     return f"run-{uuid.uuid4().hex[:8]}"
 
 
-def _machine(tmp_path: Path, name: str, s3: dict) -> dict:
-    """Another machine: its own working directory, HOME and store; the same bucket."""
-    home = tmp_path / name / "home"
-    home.mkdir(parents=True, exist_ok=True)
-    env = aws_env(s3["endpoint"], HOME=str(home), CAIRN_S3_RETRY_SECONDS="5")
-    env.pop("CAIRN_CACHE", None)
-    return {"cwd": tmp_path / name, "env": env, "store": tmp_path / name / "store"}
-
-
-def _command(machine: dict, manifest: Path, *extra: str) -> list[str]:
-    return [sys.executable, "-m", "cairn.cli", "build", str(manifest), "--store", str(machine["store"]), "--json",
-            "--jobs", "1", "--only", "assemble:sdk", *extra]
-
-
-def _build(machine: dict, manifest: Path, *extra: str) -> tuple[dict, str]:
-    proc = subprocess.run(_command(machine, manifest, *extra), cwd=machine["cwd"], env=machine["env"],
-                          capture_output=True, text=True, timeout=300)
-    assert proc.returncode == 0, proc.stderr + proc.stdout
-    return json.loads(proc.stdout), proc.stderr
-
-
-def _ran(report: dict) -> set[str]:
-    return {a for a, o in report["actions"].items() if o["status"] == "ran"}
-
-
 def _objects(s3: dict, prefix: str) -> dict[str, int]:
     """key (below the prefix) → number of versions the bucket holds of it."""
     out: dict[str, int] = {}
@@ -101,7 +95,7 @@ def _assert_every_record_has_its_tree(s3: dict, prefix: str) -> None:
     """Every record's tree is in the bucket, and so is every blob that tree names."""
     objects = _current(s3, prefix)
     for key in [k for k in objects if k.startswith("ac/")]:
-        record = json.loads(s3["client"].get_object(Bucket=BUCKET, Key=f"{prefix}/{key}")["Body"].read())
+        record = record_body(s3["client"].get_object(Bucket=BUCKET, Key=f"{prefix}/{key}")["Body"].read())
         tree = f"trees/{record['output']}.v2.tar.zst"
         assert tree in objects, f"{key} points at a tree the bucket lacks"
         for blob in _blobs_named(s3["client"].get_object(Bucket=BUCKET, Key=f"{prefix}/{tree}")["Body"].read()):
@@ -127,12 +121,12 @@ def _sdk_text(report: dict, name: str) -> str:
 
 def test_a_second_machine_runs_nothing_the_first_built(s3, manifest, prefix, tmp_path) -> None:
     cache = ["--cache", f"s3://{BUCKET}/{prefix}"]
-    first, _ = _build(_machine(tmp_path, "a", s3), manifest, *cache)
+    first, _ = build(machine(tmp_path, "a", s3), manifest, *cache)
     actions = set(first["actions"])
-    assert _ran(first) == actions and len(actions) == 2 * PARTS + 1
+    assert ran(first) == actions and len(actions) == 2 * PARTS + 1
     assert set(first["cache"]["uploaded"]) == actions
 
-    second, _ = _build(_machine(tmp_path, "b", s3), manifest, *cache)
+    second, _ = build(machine(tmp_path, "b", s3), manifest, *cache)
     assert second["counts"]["ran"] == 0 and second["counts"]["cached"] == len(actions)
     assert set(second["cache"]["fetched"]) == actions and second["cache"]["damaged"] == []
     assert str(tmp_path / "b" / "store") in second["sdk_tree"]
@@ -144,28 +138,28 @@ def test_a_second_machine_runs_nothing_the_first_built(s3, manifest, prefix, tmp
 
 
 def test_a_store_built_before_the_cache_existed_seeds_it(s3, manifest, prefix, tmp_path) -> None:
-    a = _machine(tmp_path, "a", s3)
-    _build(a, manifest)
+    a = machine(tmp_path, "a", s3)
+    build(a, manifest)
     assert _objects(s3, prefix) == {}
-    seeded, _ = _build(a, manifest, "--cache", f"s3://{BUCKET}/{prefix}")
+    seeded, _ = build(a, manifest, "--cache", f"s3://{BUCKET}/{prefix}")
     assert seeded["counts"]["ran"] == 0 and set(seeded["cache"]["uploaded"]) == set(seeded["actions"])
-    other, _ = _build(_machine(tmp_path, "b", s3), manifest, "--cache", f"s3://{BUCKET}/{prefix}")
+    other, _ = build(machine(tmp_path, "b", s3), manifest, "--cache", f"s3://{BUCKET}/{prefix}")
     assert other["counts"]["ran"] == 0
 
 
 def test_read_only_reads_the_cache_and_never_writes_it(s3, manifest, prefix, tmp_path) -> None:
     empty = f"{prefix}-empty"
-    alone, _ = _build(_machine(tmp_path, "pr1", s3), manifest, "--cache", f"s3://{BUCKET}/{empty}", "--cache-read-only")
-    assert _ran(alone) == set(alone["actions"]) and alone["cache"]["uploaded"] == []
+    alone, _ = build(machine(tmp_path, "pr1", s3), manifest, "--cache", f"s3://{BUCKET}/{empty}", "--cache-read-only")
+    assert ran(alone) == set(alone["actions"]) and alone["cache"]["uploaded"] == []
     assert _objects(s3, empty) == {}
 
-    _build(_machine(tmp_path, "a", s3), manifest, "--cache", f"s3://{BUCKET}/{prefix}")
+    build(machine(tmp_path, "a", s3), manifest, "--cache", f"s3://{BUCKET}/{prefix}")
     before = _objects(s3, prefix)
-    pr, _ = _build(_machine(tmp_path, "pr2", s3), manifest, "--cache", f"s3://{BUCKET}/{prefix}", "--cache-read-only")
+    pr, _ = build(machine(tmp_path, "pr2", s3), manifest, "--cache", f"s3://{BUCKET}/{prefix}", "--cache-read-only")
     assert pr["counts"]["ran"] == 0 and pr["cache"]["read_only"] is True
     assert _objects(s3, prefix) == before
-    pr3 = _machine(tmp_path, "pr3", s3)
-    plain = subprocess.run([c for c in _command(pr3, manifest, "--cache", f"s3://{BUCKET}/{prefix}", "--cache-read-only") if c != "--json"],
+    pr3 = machine(tmp_path, "pr3", s3)
+    plain = subprocess.run([c for c in build_command(pr3, manifest, "--cache", f"s3://{BUCKET}/{prefix}", "--cache-read-only") if c != "--json"],
                            cwd=pr3["cwd"], env=pr3["env"], capture_output=True, text=True, timeout=300)
     assert plain.returncode == 0, plain.stderr
     assert f"cache s3://{BUCKET}/{prefix} (read-only): {len(pr['actions'])} fetched, 0 uploaded" in plain.stdout
@@ -186,15 +180,15 @@ sys.exit(main(sys.argv[1:]))
 
 
 def test_a_build_killed_mid_upload_leaves_no_record_and_the_next_machine_rebuilds(s3, manifest, prefix, tmp_path) -> None:
-    a = _machine(tmp_path, "a", s3)
-    command = [sys.executable, "-c", _KILL_AT_FIRST_RECORD, *_command(a, manifest, "--cache", f"s3://{BUCKET}/{prefix}")[3:]]
+    a = machine(tmp_path, "a", s3)
+    command = [sys.executable, "-c", _KILL_AT_FIRST_RECORD, *build_command(a, manifest, "--cache", f"s3://{BUCKET}/{prefix}")[3:]]
     victim = subprocess.run(command, cwd=a["cwd"], env=a["env"], capture_output=True, text=True, timeout=300)
     assert victim.returncode == -9, victim.stderr
     left = _objects(s3, prefix)
     assert [k for k in left if k.startswith("trees/")] and not [k for k in left if k.startswith("ac/")]
 
-    b, _ = _build(_machine(tmp_path, "b", s3), manifest, "--cache", f"s3://{BUCKET}/{prefix}")
-    assert _ran(b) == set(b["actions"]) and b["cache"]["fetched"] == []
+    b, _ = build(machine(tmp_path, "b", s3), manifest, "--cache", f"s3://{BUCKET}/{prefix}")
+    assert ran(b) == set(b["actions"]) and b["cache"]["fetched"] == []
     assert _sdk_text(b, "part0.txt") == "payload 0\n"
     _assert_every_record_has_its_tree(s3, prefix)
 
@@ -215,14 +209,14 @@ sys.exit(main(sys.argv[1:]))
 
 
 def test_a_cache_that_goes_away_mid_build_is_reported_once_and_the_build_runs_locally(s3, manifest, prefix, tmp_path) -> None:
-    _build(_machine(tmp_path, "a", s3), manifest, "--cache", f"s3://{BUCKET}/{prefix}")
-    b = _machine(tmp_path, "b", s3)
+    build(machine(tmp_path, "a", s3), manifest, "--cache", f"s3://{BUCKET}/{prefix}")
+    b = machine(tmp_path, "b", s3)
     b["env"]["CAIRN_S3_RETRY_SECONDS"] = "1"
-    command = [sys.executable, "-c", _CACHE_GOES_AWAY, *_command(b, manifest, "--cache", f"s3://{BUCKET}/{prefix}")[3:]]
+    command = [sys.executable, "-c", _CACHE_GOES_AWAY, *build_command(b, manifest, "--cache", f"s3://{BUCKET}/{prefix}")[3:]]
     proc = subprocess.run(command, cwd=b["cwd"], env=b["env"], capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stderr
     report = json.loads(proc.stdout)
-    assert _ran(report) == set(report["actions"]) and _sdk_text(report, "part0.txt") == "payload 0\n"
+    assert ran(report) == set(report["actions"]) and _sdk_text(report, "part0.txt") == "payload 0\n"
     assert len(report["cache"]["failed"]) == 1 and report["cache"]["offline"]
     assert proc.stderr.count("giving up on") == 1
 
@@ -230,8 +224,8 @@ def test_a_cache_that_goes_away_mid_build_is_reported_once_and_the_build_runs_lo
 def test_a_racing_pair_leaves_one_record_per_action(s3, manifest, prefix, tmp_path) -> None:
     DELAY["seconds"] = 2.0  # every fetch takes 2 s, so both machines miss on the same actions and both run them
     try:
-        machines = [_machine(tmp_path, name, s3) for name in ("a", "b")]
-        procs = [subprocess.Popen(_command(m, manifest, "--cache", f"s3://{BUCKET}/{prefix}"), cwd=m["cwd"], env=m["env"],
+        machines = [machine(tmp_path, name, s3) for name in ("a", "b")]
+        procs = [subprocess.Popen(build_command(m, manifest, "--cache", f"s3://{BUCKET}/{prefix}"), cwd=m["cwd"], env=m["env"],
                                   stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for m in machines]
         outputs = [p.communicate(timeout=300) for p in procs]
     finally:
@@ -240,18 +234,18 @@ def test_a_racing_pair_leaves_one_record_per_action(s3, manifest, prefix, tmp_pa
     reports = [json.loads(out) for out, _ in outputs]
     raced = [a for r in reports for a in r["cache"]["raced"]]
     assert raced, "the two builds never raced on an action"
-    assert all(len(r["cache"]["uploaded"]) + len(r["cache"]["raced"]) == len(_ran(r)) for r in reports), [r["cache"] for r in reports]
+    assert all(len(r["cache"]["uploaded"]) + len(r["cache"]["raced"]) == len(ran(r)) for r in reports), [r["cache"] for r in reports]
     records = {k: n for k, n in _objects(s3, prefix).items() if k.startswith("ac/")}
     assert len(records) == 2 * PARTS + 1 and set(records.values()) == {1}, records  # never overwritten
     _assert_every_record_has_its_tree(s3, prefix)
-    third, _ = _build(_machine(tmp_path, "c", s3), manifest, "--cache", f"s3://{BUCKET}/{prefix}")
+    third, _ = build(machine(tmp_path, "c", s3), manifest, "--cache", f"s3://{BUCKET}/{prefix}")
     assert third["counts"]["ran"] == 0
 
 
 @pytest.mark.parametrize("damage", ["other files", "truncated"])
 def test_a_tampered_tree_is_reported_never_used_and_rebuilt(s3, manifest, prefix, tmp_path, damage) -> None:
     cache = ["--cache", f"s3://{BUCKET}/{prefix}"]
-    first, _ = _build(_machine(tmp_path, "a", s3), manifest, *cache)
+    first, _ = build(machine(tmp_path, "a", s3), manifest, *cache)
     digest = first["actions"]["assemble:sdk"]["output"]  # the one tree no other action also produces
     key = f"{prefix}/trees/{digest}.v2.tar.zst"
     original = s3["client"].get_object(Bucket=BUCKET, Key=key)["Body"].read()
@@ -264,13 +258,13 @@ def test_a_tampered_tree_is_reported_never_used_and_rebuilt(s3, manifest, prefix
         forged = pack(fake)
     s3["client"].put_object(Bucket=BUCKET, Key=key, Body=forged)
 
-    second, stderr = _build(_machine(tmp_path, "b", s3), manifest, *cache)
-    assert _ran(second) == {"assemble:sdk"}
+    second, stderr = build(machine(tmp_path, "b", s3), manifest, *cache)
+    assert ran(second) == {"assemble:sdk"}
     assert _sdk_text(second, "part2.txt") == "payload 2\n"
     assert len(second["cache"]["damaged"]) == 1 and "assemble:sdk" in second["cache"]["damaged"][0]
     assert f"trees/{digest}.v2.tar.zst failed verification" in stderr and "not used" in stderr
 
-    third, _ = _build(_machine(tmp_path, "c", s3), manifest, *cache)  # the rebuild put the right tree back
+    third, _ = build(machine(tmp_path, "c", s3), manifest, *cache)  # the rebuild put the right tree back
     assert third["counts"]["ran"] == 0 and third["cache"]["damaged"] == []
 
 
@@ -283,7 +277,7 @@ def test_a_whole_tree_an_earlier_version_stored_is_fetched(s3, manifest, prefix,
     import zstandard
 
     cache = ["--cache", f"s3://{BUCKET}/{prefix}"]
-    first, _ = _build(_machine(tmp_path, "a", s3), manifest, *cache)
+    first, _ = build(machine(tmp_path, "a", s3), manifest, *cache)
     digest = first["actions"]["assemble:sdk"]["output"]
     key = f"{prefix}/trees/{digest}.v2.tar.zst"
     archive = s3["client"].get_object(Bucket=BUCKET, Key=key)["Body"].read()
@@ -293,7 +287,7 @@ def test_a_whole_tree_an_earlier_version_stored_is_fetched(s3, manifest, prefix,
     s3["client"].put_object(Bucket=BUCKET, Key=f"{prefix}/trees/{digest}.{older}", Body=body)
     s3["client"].delete_object(Bucket=BUCKET, Key=key)
 
-    second, _ = _build(_machine(tmp_path, "b", s3), manifest, *cache)
+    second, _ = build(machine(tmp_path, "b", s3), manifest, *cache)
     assert second["counts"]["ran"] == 0 and second["cache"]["damaged"] == []
     assert "assemble:sdk" in second["cache"]["fetched"]
     assert _sdk_text(second, "part2.txt") == "payload 2\n"
@@ -301,23 +295,24 @@ def test_a_whole_tree_an_earlier_version_stored_is_fetched(s3, manifest, prefix,
 
 def test_a_damaged_record_is_reported_removed_and_written_again(s3, manifest, prefix, tmp_path) -> None:
     cache = ["--cache", f"s3://{BUCKET}/{prefix}"]
-    first, _ = _build(_machine(tmp_path, "a", s3), manifest, *cache)
+    first, _ = build(machine(tmp_path, "a", s3), manifest, *cache)
     key = Path(first["actions"]["assemble:sdk"]["log"]).stem  # logs/<action key>.log
-    s3["client"].put_object(Bucket=BUCKET, Key=f"{prefix}/ac/{key}.v2.json", Body=b'{"key": "not this one"}')
+    # signed by the trusted writer (a bug of its own): the signature verifies, the record does not
+    s3["client"].put_object(Bucket=BUCKET, Key=f"{prefix}/ac/{key}.v3.json", Body=signed_record({"key": "not this one"}))
 
-    second, stderr = _build(_machine(tmp_path, "b", s3), manifest, *cache)
-    assert _ran(second) == {"assemble:sdk"} and f"ac/{key}.v2.json is not a cache record" in stderr
-    record = json.loads(s3["client"].get_object(Bucket=BUCKET, Key=f"{prefix}/ac/{key}.v2.json")["Body"].read())
+    second, stderr = build(machine(tmp_path, "b", s3), manifest, *cache)
+    assert ran(second) == {"assemble:sdk"} and f"ac/{key}.v3.json is not a cache record" in stderr
+    record = record_body(s3["client"].get_object(Bucket=BUCKET, Key=f"{prefix}/ac/{key}.v3.json")["Body"].read())
     assert record["key"] == key and record["output"] == first["actions"]["assemble:sdk"]["output"]
 
 
 def test_bad_cache_arguments_get_one_line(s3, manifest, tmp_path) -> None:
-    m = _machine(tmp_path, "a", s3)
+    m = machine(tmp_path, "a", s3)
     cases = [(["--cache", "http://example.invalid/x"], "not an s3://bucket/prefix URL"),
              (["--cache-read-only"], "--cache-read-only needs --cache"),
              (["--cache", "s3://no-such-bucket/x"], "no-such-bucket")]
     for extra, expected in cases:
-        proc = subprocess.run(_command(m, manifest, *extra), cwd=m["cwd"], env=m["env"], capture_output=True, text=True, timeout=120)
+        proc = subprocess.run(build_command(m, manifest, *extra), cwd=m["cwd"], env=m["env"], capture_output=True, text=True, timeout=120)
         assert proc.returncode == 2, proc.stderr
         lines = proc.stderr.strip().splitlines()
         assert len(lines) == 1 and expected in lines[0] and "Traceback" not in proc.stderr, proc.stderr
@@ -437,12 +432,12 @@ def test_two_machines_share_the_default_release_sdk(s3, prefix, tmp_path, defaul
 
     reports = []
     for name, store in (("a", default_slice), ("b", tmp_path / "b" / "store")):
-        machine = _machine(tmp_path, name, s3)
-        machine["env"]["CAIRN_ROOT"] = str(ROOT)
+        box = machine(tmp_path, name, s3)
+        box["env"]["CAIRN_ROOT"] = str(ROOT)
         command = [sys.executable, "-m", "cairn.cli", "build", "--family", DEFAULT_SLICE_FAMILY, "--only", "assemble:sdk",
                    "--jobs", "2", "--store", str(store), "--json", "--cache", f"s3://{BUCKET}/{prefix}"]
         started = time.monotonic()
-        proc = subprocess.run(command, cwd=machine["cwd"], env=machine["env"], capture_output=True, text=True, timeout=1800)
+        proc = subprocess.run(command, cwd=box["cwd"], env=box["env"], capture_output=True, text=True, timeout=1800)
         assert proc.returncode == 0, proc.stderr[-2000:]
         reports.append(json.loads(proc.stdout))
         print(f"machine {name}: {reports[-1]['counts']} in {time.monotonic() - started:.1f} s")
@@ -488,7 +483,7 @@ def test_a_big_tree_goes_through_the_cache_without_being_held_in_memory(s3, pref
     anything near the tree's size (the archive and the blob are written to, and read from, files in the store's
     work area)."""
     size = 192 << 20
-    env = aws_env(s3["endpoint"], CAIRN_MULTIPART_THRESHOLD=str(64 << 20), CAIRN_MULTIPART_PART=str(8 << 20))
+    env = aws_env(s3["endpoint"], CAIRN_MULTIPART_THRESHOLD=str(64 << 20), CAIRN_MULTIPART_PART=str(8 << 20), **writer_env())
     url = f"s3://{BUCKET}/{prefix}"
     runs = {}
     for role in ("push", "fetch"):
@@ -524,6 +519,8 @@ def test_a_full_disk_is_this_machines_failure_not_the_caches(s3, prefix, tmp_pat
     from cairn.store.local import LocalStore
 
     point_at(monkeypatch, s3["endpoint"])
+    for name, value in writer_env().items():
+        monkeypatch.setenv(name, value)
     full = OSError(errno.ENOSPC, "No space left on device")
 
     def no_space(*_args, **_kwargs):
@@ -548,6 +545,8 @@ def test_a_full_disk_is_this_machines_failure_not_the_caches(s3, prefix, tmp_pat
 
 def _cache_env(monkeypatch, s3: dict) -> None:
     point_at(monkeypatch, s3["endpoint"])
+    for name, value in writer_env().items():
+        monkeypatch.setenv(name, value)
 
 
 def _tree_with(store, name: str, big: bytes) -> str:
@@ -765,7 +764,7 @@ def test_a_tree_bomb_in_the_bucket_stops_at_its_bound_with_one_line(s3, prefix, 
     (work / "name.txt").write_text("small")
     record = ActionRecord(key="c" * 64, action="index:small", output=first.commit(work))
     SharedCache(url).push(record, first)
-    stored = json.loads(s3["client"].get_object(Bucket=BUCKET, Key=f"{prefix}/ac/{record.key}.v2.json")["Body"].read())
+    stored = record_body(s3["client"].get_object(Bucket=BUCKET, Key=f"{prefix}/ac/{record.key}.v3.json")["Body"].read())
     assert (stored["entries"], stored["size"]) == (1, 5)
     tree = f"trees/{record.output}.v2.tar.zst"
     s3["client"].put_object(Bucket=BUCKET, Key=f"{prefix}/{tree}", Body=_tree_bomb(256 << 20))
@@ -779,7 +778,7 @@ def test_a_tree_bomb_in_the_bucket_stops_at_its_bound_with_one_line(s3, prefix, 
     assert "removed from the cache with its record" in lines[0], lines[0]
     assert not list((tmp_path / "victim" / "tmp").iterdir())
     left = _current(s3, prefix)
-    assert tree not in left and f"ac/{record.key}.v2.json" not in left
+    assert tree not in left and f"ac/{record.key}.v3.json" not in left
 
     SharedCache(url).push(record, first)  # the rebuild's push
     assert SharedCache(url).fetch(record.key, LocalStore(tmp_path / "third")) == record
@@ -804,7 +803,7 @@ def test_a_record_without_a_whole_bound_is_not_used(s3, prefix, tmp_path, monkey
     record = ActionRecord(key="d" * 64, action="index:small", output=first.commit(work))
     SharedCache(url).push(record, first)
     forged = {**json.loads(record.to_json()), **body}
-    s3["client"].put_object(Bucket=BUCKET, Key=f"{prefix}/ac/{record.key}.v2.json", Body=json.dumps(forged).encode())
+    s3["client"].put_object(Bucket=BUCKET, Key=f"{prefix}/ac/{record.key}.v3.json", Body=signed_record(forged))
     lines: list[str] = []
     assert SharedCache(url, read_only=True, warn=lines.append).fetch(record.key, LocalStore(tmp_path / "v")) is None
     assert len(lines) == 1 and "is not a cache record" in lines[0], lines

@@ -28,6 +28,17 @@ def running_test(item: pytest.Item) -> None:
     _RUNNING[:] = [item]
 
 
+def cache_writer_env(where: Path) -> dict[str, str]:
+    """A trusted cache writer's environment for ``cairn build --cache``: the writer key in ``where`` and the trust
+    list naming it (made by ``cairn.store.signing`` as ``cairn keys cache-writer`` does, once per ``where``)."""
+    from cairn.store.signing import add_to_trust, make_writer_key
+
+    if not (where / "cache-writer.pem").exists():
+        _key, entry = make_writer_key(where, "ed25519", "ci")
+        add_to_trust(where / "cache-writers.json", entry)
+    return {"CAIRN_CACHE_TRUST": str(where / "cache-writers.json"), "CAIRN_CACHE_SIGNING_KEY": str(where / "cache-writer.pem")}
+
+
 def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))

@@ -69,13 +69,15 @@ def run(args: argparse.Namespace) -> int:
             f"{len(cut)} shards over {len(plan.actions)} actions.")
     header = [made, "Regenerate it instead of editing it. Every action is pinned by commit SHA. Trusted refs only "
               "(main, v* tags): pull requests run pull-request.yml.",
-              "Needs: vars CAIRN_CACHE_BUCKET, CAIRN_S3_ENDPOINT, CAIRN_PUBLISH_TO; secrets (docs/ci.md):",
+              "Needs: vars CAIRN_CACHE_BUCKET, CAIRN_S3_ENDPOINT, CAIRN_PUBLISH_TO; the cache-writer trust list "
+              f"{github.CACHE_TRUST} (cairn keys cache-writer --trust); secrets (docs/ci.md):",
               *(f"  {name} ({f'environment {env}' if env else 'repository'}): {what}"
                 for name, (env, what) in github.SECRETS.items()),
               f"  {github.GATE_KEY_PREFIX}<GFX TARGET> (environment {github.GATE_ENV}): the GPU runner's key that signs verdicts"]
     pr_header = [made, "Regenerate it instead of editing it. Every action is pinned by commit SHA. Holds no write "
                  "credential and no key:", f"the cache is read with {', '.join(github.CACHE_READ)} (repository secrets, "
-                 "read-only); a fork's pull request builds without it."]
+                 "read-only); a fork's pull request builds without it.", f"Cache records are used only when signed by a key "
+                 f"{github.CACHE_TRUST} names."]
     text = yamlout.dump(data, comments, header)
     pr_text = yamlout.dump(pr_data, pr_comments, pr_header)
     if args.out:

@@ -15,8 +15,12 @@ write path still exposes every secret named in its file. So the two kinds of run
   (``--cache-read-only``; a fork's pull request gets no secret and builds without the cache), no compiler
   cache (sccache cannot read S3 without writing it), no publish, no keys.
 
-A cache record is trusted because of where it is: only the ``cairn-cache-write`` credential may write under the
-cache prefix (a bucket policy, ``docs/ci.md``), and only trusted refs can reach that credential. The root keys
+A cache record is trusted because a trusted writer signed it: the trusted refs' shard jobs sign every record they
+push with the cache-writer key (``CAIRN_CACHE_SIGNING_KEY``, a secret of the ``cairn-cache-write`` environment),
+and every job reads only records signed by a key of ``publish/cache-writers.json`` (public, in the repository;
+``cairn.store.signing``). Pull-request jobs hold that list and no key, so a record they could plant is never used.
+That only the ``cairn-cache-write`` credential may write under the cache prefix (a bucket policy) is defence in
+depth. The root keys
 never reach CI: the signing archive holds the online roles' keys, and the step that unpacks it fails if a root
 key is inside.
 
@@ -88,12 +92,15 @@ CACHE_WRITE = ("CAIRN_CACHE_WRITE_ACCESS_KEY_ID", "CAIRN_CACHE_WRITE_SECRET_ACCE
 COMPILER_CACHE = ("CAIRN_COMPILER_CACHE_ACCESS_KEY_ID", "CAIRN_COMPILER_CACHE_SECRET_ACCESS_KEY")
 PUBLISH = ("CAIRN_PUBLISH_ACCESS_KEY_ID", "CAIRN_PUBLISH_SECRET_ACCESS_KEY")
 REFRESH = ("CAIRN_REFRESH_ACCESS_KEY_ID", "CAIRN_REFRESH_SECRET_ACCESS_KEY")
+CACHE_SIGNING_KEY = "CAIRN_CACHE_SIGNING_KEY"  # the cache-writer key's PEM (cairn keys cache-writer)
+CACHE_TRUST = "publish/cache-writers.json"  # in the checkout: the public keys whose cache records every job uses
 SIGNING_KEYS = "CAIRN_SIGNING_KEYS"  # targets, online, provenance and image keys + public.json + root.json; no root key
 ONLINE_KEYS = "CAIRN_ONLINE_KEYS"  # online.pem + public.json + root.json
 SECRETS: dict[str, tuple[str, str]] = {
     **{name: ("", "read the action cache (GetObject, ListBucket on <bucket>/<prefix>/)") for name in CACHE_READ},
     **{name: (CACHE_WRITE_ENV, "write the action cache (PutObject, DeleteObject on <bucket>/<prefix>/)") for name in CACHE_WRITE},
     **{name: (CACHE_WRITE_ENV, "read and write the compiler cache only (<bucket>/<prefix>/compilers/)") for name in COMPILER_CACHE},
+    CACHE_SIGNING_KEY: (CACHE_WRITE_ENV, f"sign the action cache's records (its public entry is in {CACHE_TRUST})"),
     **{name: (RELEASE_ENV, "write the release repository (<publish bucket>/<prefix>/)") for name in PUBLISH},
     **{name: (ONLINE_ENV, "write the repository's metadata/ only") for name in REFRESH},
     SIGNING_KEYS: (RELEASE_ENV, "sign targets, snapshot, timestamp, provenance and images (no root key)"),
@@ -263,8 +270,9 @@ def _checkout_and_install() -> list[dict[str, Any]]:
     ]
 
 
-def _steps(build: str) -> list[dict[str, Any]]:
-    return [*_checkout_and_install(), {"name": "registry", "run": RUNNER_SETUP}, {"name": "build", "run": build}]
+def _steps(build: str, build_env: dict[str, str] | None = None) -> list[dict[str, Any]]:
+    step: dict[str, Any] = {"name": "build", **({"env": build_env} if build_env else {}), "run": build}
+    return [*_checkout_and_install(), {"name": "registry", "run": RUNNER_SETUP}, step]
 
 
 def _secret(name: str) -> str:
@@ -280,6 +288,11 @@ def _s3_env(access: tuple[str, str]) -> dict[str, str]:
     }
 
 
+def _cache_env(access: tuple[str, str]) -> dict[str, str]:
+    """A job that reads the action cache: its credential, and the cache writers whose records it trusts."""
+    return {**_s3_env(access), "CAIRN_CACHE_TRUST": CACHE_TRUST}
+
+
 def _shard_job(shard: Shard, ids: dict[str, str], settings: Settings, *, trusted: bool) -> dict[str, Any]:
     job: dict[str, Any] = {"name": shard.name, "runs-on": settings.runs_on}
     if shard.needs:
@@ -288,10 +301,12 @@ def _shard_job(shard: Shard, ids: dict[str, str], settings: Settings, *, trusted
         job["if"] = BUILD_IF
         job["environment"] = CACHE_WRITE_ENV
     job["timeout-minutes"] = shard.timeout_minutes()
-    job["env"] = {**_s3_env(CACHE_WRITE if trusted else CACHE_READ), **DOCKER_ENV}
+    job["env"] = {**_cache_env(CACHE_WRITE if trusted else CACHE_READ), **DOCKER_ENV}
     if trusted:  # the compiler cache's own credential: the one that enters the build container (sccache)
         job["env"].update({name: _secret(name) for name in COMPILER_CACHE})
-    job["steps"] = _steps(_cairn_build(shard.only, settings, mode="write" if trusted else "pull-request"))
+    # the cache-writer key, on the build step alone (cairn build drops it from the environment its actions see)
+    job["steps"] = _steps(_cairn_build(shard.only, settings, mode="write" if trusted else "pull-request"),
+                          {CACHE_SIGNING_KEY: _secret(CACHE_SIGNING_KEY)} if trusted else None)
     return job
 
 
@@ -300,7 +315,7 @@ def _publish_job(needs: list[str], settings: Settings) -> dict[str, Any]:
                            "environment": RELEASE_ENV,
                            "concurrency": {"group": "cairn-repository", "cancel-in-progress": False}}
     job["timeout-minutes"] = 60
-    job["env"] = {**_s3_env(CACHE_READ), **DOCKER_ENV, "CAIRN_PUBLISH_TO": "${{ vars.CAIRN_PUBLISH_TO }}"}
+    job["env"] = {**_cache_env(CACHE_READ), **DOCKER_ENV, "CAIRN_PUBLISH_TO": "${{ vars.CAIRN_PUBLISH_TO }}"}
     steps = _steps(_cairn_build([BUNDLE_ACTION], settings, mode="read"))
     steps.append({"name": "signing keys (online roles only)", "env": {SIGNING_KEYS: _secret(SIGNING_KEYS)},
                   "run": UNPACK_KEYS.replace("{name}", SIGNING_KEYS)})
@@ -326,7 +341,7 @@ def _gpu_gate_job(target: str, settings: Settings) -> dict[str, Any]:
               "with": {"name": f"gate-verdicts-{target}", "path": f"verdicts/{target}", "if-no-files-found": "error"}}]
     return {"name": f"gpu gates {target}", "runs-on": ["self-hosted", "linux", target], "needs": ["publish"],
             "if": PUBLISH_IF, "environment": GATE_ENV, "timeout-minutes": 120,
-            "env": {**_s3_env(CACHE_READ), **DOCKER_ENV}, "steps": steps}
+            "env": {**_cache_env(CACHE_READ), **DOCKER_ENV}, "steps": steps}
 
 
 def _refresh_job(settings: Settings) -> dict[str, Any]:

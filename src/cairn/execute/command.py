@@ -1,5 +1,5 @@
-"""``cairn build [MANIFEST] [--family F]... [--jobs N] [--store DIR] [--cache s3://B/P [--cache-read-only]]
-[--compiler-cache s3://B/P] [--json | --quiet | --verbose]``.
+"""``cairn build [MANIFEST] [--family F]... [--jobs N] [--store DIR] [--cache s3://B/P --cache-trust FILE
+[--cache-key PEM | --cache-read-only]] [--compiler-cache s3://B/P] [--json | --quiet | --verbose]``.
 
 Says which store it uses, runs the plan into it with one progress display (a rich bar on a terminal; logged,
 a line per action that ran or failed — a no-op build of 312 cached actions prints none of them; ``--verbose``
@@ -7,7 +7,8 @@ a line for every action, ``--quiet`` nothing), then a summary: the counts, failu
 actions grouped by reason, where the SDK tree is. ``last-build.json`` keeps, for each action, the seconds of
 the run that built it (a cached action its earlier run's), which ``cairn ci github --timings`` sizes shards by. Exit 0 when everything runnable succeeded, 1 if an action
 failed; blocked actions are listed with their reasons but do not fail the build. With ``--cache`` the
-local store gets a shared S3 action cache behind it (``cairn.store.shared``); with ``--compiler-cache`` the
+local store gets a shared S3 action cache behind it (``cairn.store.shared``), whose records are used only when
+signed by a writer key the trust list names (``cairn.store.signing``); with ``--compiler-cache`` the
 compiles of actions that do run go through sccache in S3 (``cairn.execute.compiler_cache``).
 """
 
@@ -54,6 +55,12 @@ def configure(parser: argparse.ArgumentParser) -> None:
                              "looked up before an action runs, written after it ran")
     parser.add_argument("--cache-read-only", action="store_true",
                         help="read the shared cache, never write it (for untrusted jobs such as pull requests)")
+    parser.add_argument("--cache-trust", metavar="FILE", type=Path, default=None,
+                        help="the cache-writer public keys whose records are used (a JSON list; default $CAIRN_CACHE_TRUST): "
+                             "a record not signed by one of them is not used, the action runs here")
+    parser.add_argument("--cache-key", metavar="PEM", type=Path, default=None,
+                        help="this machine's cache-writer key, which signs every record it pushes (default "
+                             "$CAIRN_CACHE_SIGNING_KEY: the PEM or its path; make one with cairn keys cache-writer)")
     parser.add_argument("--compiler-cache", metavar="s3://BUCKET/PREFIX", default=os.environ.get("CAIRN_COMPILER_CACHE") or None,
                         help="sccache in S3 for the compiles in the build image (endpoint as for --cache; default "
                              "$CAIRN_COMPILER_CACHE): speeds up actions that run, changes no output")
@@ -66,7 +73,10 @@ def run(args: argparse.Namespace, pipeline: Pipeline) -> int:
     manifest, registry = load(args.manifest)
     if args.cache_read_only and not args.cache:
         raise CairnError("--cache-read-only needs --cache s3://BUCKET/PREFIX (or $CAIRN_CACHE) — there is no cache to read")
-    cache = SharedCache(args.cache, read_only=args.cache_read_only) if args.cache else None
+    if (args.cache_trust or args.cache_key) and not args.cache:
+        raise CairnError(f"{'--cache-trust' if args.cache_trust else '--cache-key'} needs --cache s3://BUCKET/PREFIX (or $CAIRN_CACHE) "
+                         "— it is for the shared cache's records")
+    cache = _shared_cache(args) if args.cache else None
     compiler_cache = CompilerCache.from_url(args.compiler_cache) if args.compiler_cache else None
     plan = make_plan(manifest, registry, args.family, store=args.store, stages=pipeline.stages)
     mode = "json" if args.json else "quiet" if args.quiet else "verbose" if args.verbose else "normal"
@@ -109,6 +119,17 @@ def run(args: argparse.Namespace, pipeline: Pipeline) -> int:
     else:
         _print_summary(report, summary, quiet=args.quiet)
     return 0 if report.ok else 1
+
+
+def _shared_cache(args: argparse.Namespace) -> SharedCache:
+    """The shared cache with its trust list and, unless read-only, the writer key that signs what it pushes. The
+    key is then dropped from the environment: no action's tool (nor the build container) inherits it."""
+    from cairn.store.signing import KEY_ENV, load_trust, load_writer
+
+    trust = load_trust(args.cache_trust)
+    signer = None if args.cache_read_only else load_writer(args.cache_key)
+    os.environ.pop(KEY_ENV, None)
+    return SharedCache(args.cache, read_only=args.cache_read_only, trust=trust, signer=signer)
 
 
 def _earlier_seconds(path: Path) -> dict[tuple[str, str], float]:
@@ -206,7 +227,7 @@ def _print_summary(report: BuildReport, summary: dict, quiet: bool = False) -> N
     if cache:
         console.print(f"cache {cache['url']}{' (read-only)' if cache['read_only'] else ''}: {len(cache['fetched'])} fetched, "
                       f"{len(cache['uploaded'])} uploaded, {len(cache['raced'])} raced, {len(cache['damaged'])} damaged, "
-                      f"{len(cache['failed'])} failed; {_megabytes(cache['received_bytes'])} received, "
+                      f"{len(cache['untrusted'])} untrusted, {len(cache['failed'])} failed; {_megabytes(cache['received_bytes'])} received, "
                       f"{_megabytes(cache['sent_bytes'])} sent")
     if summary["sdk_tree"]:
         console.print(f"SDK tree: {escape(summary['sdk_tree'])}", soft_wrap=True)  # a path to copy: never broken

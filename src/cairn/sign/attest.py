@@ -7,23 +7,26 @@ the target, the status, the sha256 of the gate's log (the evidence) and the iden
 gfx target, driver, kernel, ROCm). Promote accepts it only when the signature verifies with a key the release's
 signed runner list (``cairn.sign.runners``) trusts for that gate and target.
 
-The envelope is DSSE (``payloadType`` ``application/vnd.in-toto+json``; the signature is over the pre-auth
-encoding ``PAE``, so no canonical JSON is needed; ``sig`` is base64, ``keyid`` an unauthenticated hint). Written
-here rather than through securesystemslib's ``dsse`` module because that one stores signatures in hex, which
-other DSSE readers do not accept. The keys are the ones Cairn's key set already uses (Ed25519 or ECDSA P-256
-through pyca ``cryptography``, wrapped as securesystemslib signers for their TUF key ids).
+The envelope is DSSE (``payloadType`` ``application/vnd.in-toto+json``), made and opened by ``cairn.dsse``, which
+the shared action cache's signed records use too (the store sits below ``cairn.sign``). The keys are the ones
+Cairn's key set already uses (Ed25519 or ECDSA P-256 through pyca ``cryptography``, wrapped as securesystemslib
+signers for their TUF key ids).
 """
 
 from __future__ import annotations
 
-import base64
-import binascii
 import json
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from securesystemslib.signer import Key, Signature, Signer
+from securesystemslib.signer import Key, Signer
+
+# the DSSE primitive, still importable from here (promote and the runner list use these names)
+from cairn.dsse import MAX_ENVELOPE as MAX_ENVELOPE
+from cairn.dsse import open_envelope as open_envelope
+from cairn.dsse import pae as pae
+from cairn.dsse import sign_envelope as sign_envelope
 
 PAYLOAD_TYPE = "application/vnd.in-toto+json"
 STATEMENT_TYPE = "https://in-toto.io/Statement/v1"
@@ -31,61 +34,6 @@ GATE_PREDICATE = "https://cairn.invalid/gate-verdict/v1"
 HOST_FIELDS = ("gpu_product", "gfx_target", "driver", "kernel", "rocm")
 VERDICT_FIELDS = ("gate", "target", "status")
 STATUSES = ("passed", "failed", "not-run")
-MAX_ENVELOPE = 1 << 20  # a verdict is a few hundred bytes; refuse to parse megabytes of anything else
-
-
-def pae(payload_type: str, body: bytes) -> bytes:
-    """DSSE's pre-authentication encoding: ``DSSEv1 SP LEN(type) SP type SP LEN(body) SP body`` (decimal lengths)."""
-    kind = payload_type.encode()
-    return b"DSSEv1 %d %s %d %s" % (len(kind), kind, len(body), body)
-
-
-def sign_envelope(payload: bytes, payload_type: str, signer: Signer) -> dict[str, Any]:
-    """One DSSE envelope over ``payload``, signed by ``signer`` (Ed25519 signatures are deterministic)."""
-    signature = signer.sign(pae(payload_type, payload))
-    return {"payloadType": payload_type, "payload": base64.b64encode(payload).decode(),
-            "signatures": [{"keyid": signature.keyid, "sig": base64.b64encode(bytes.fromhex(signature.signature)).decode()}]}
-
-
-def open_envelope(data: bytes, payload_type: str, keys: list[Key]) -> tuple[bytes, list[Key]]:
-    """The payload of a DSSE envelope and the keys among ``keys`` whose signatures over it verify (at least one).
-
-    Raises ValueError with the reason (not an envelope, another payload type, no signature by any of ``keys``);
-    callers name the file. Every signature is tried against every key: the ``keyid`` hint is not trusted.
-    """
-    if len(data) > MAX_ENVELOPE:
-        raise ValueError(f"{len(data)} bytes, more than any DSSE envelope of a verdict ({MAX_ENVELOPE})")
-    try:
-        doc = json.loads(data)
-    except (UnicodeDecodeError, ValueError) as exc:
-        raise ValueError(f"not JSON ({exc})") from None
-    if not isinstance(doc, dict) or not isinstance(doc.get("payload"), str) or not isinstance(doc.get("payloadType"), str) \
-            or not isinstance(doc.get("signatures"), list):
-        raise ValueError("not a DSSE envelope (payloadType, payload, signatures)")
-    if doc["payloadType"] != payload_type:
-        raise ValueError(f"payload type {doc['payloadType']!r}, not {payload_type}")
-    try:
-        payload = base64.b64decode(doc["payload"], validate=True)
-    except (binascii.Error, ValueError):
-        raise ValueError("payload is not base64") from None
-    message = pae(payload_type, payload)
-    verified: list[Key] = []
-    for entry in doc["signatures"]:
-        try:
-            raw = base64.b64decode(entry["sig"], validate=True)
-        except (binascii.Error, ValueError, TypeError, KeyError):
-            continue
-        for key in keys:
-            if key in verified:
-                continue
-            try:
-                key.verify_signature(Signature(key.keyid, raw.hex()), message)
-            except Exception:  # securesystemslib: UnverifiedSignatureError, VerificationError
-                continue
-            verified.append(key)
-    if not verified:
-        raise ValueError("no signature verifies with a trusted key" if keys else "no key is trusted to sign it")
-    return payload, verified
 
 
 @dataclass(frozen=True)
@@ -185,21 +133,12 @@ def read_verdict(data: bytes, keys: list[Key]) -> Verdict:
 
 def load_signer(path: Path) -> Signer:
     """A runner's private key (PKCS#8 PEM, Ed25519 or ECDSA P-256, as ``cairn keys runner`` writes it)."""
-    from cryptography.exceptions import UnsupportedAlgorithm
-    from cryptography.hazmat.primitives import serialization
-    from cryptography.hazmat.primitives.asymmetric import ec, ed25519
-    from securesystemslib.signer import CryptoSigner, SSlibKey
-
+    from cairn.dsse import load_signer as from_pem
     from cairn.errors import InputError
 
     fix = "pass the runner key cairn keys runner wrote (its .pem, not the .pub.json)"
     try:
-        private = serialization.load_pem_private_key(Path(path).read_bytes(), password=None)
+        pem = Path(path).read_bytes()
     except OSError as exc:
         raise InputError(path, f"cannot be read ({exc.strerror or exc})", fix) from None
-    except (ValueError, TypeError, UnsupportedAlgorithm) as exc:
-        raise InputError(path, f"not an unencrypted PKCS#8 PEM private key ({exc})", fix) from None
-    if not isinstance(private, ed25519.Ed25519PrivateKey) and not (
-            isinstance(private, ec.EllipticCurvePrivateKey) and isinstance(private.curve, ec.SECP256R1)):
-        raise InputError(path, f"a {type(private).__name__} key; runner keys are Ed25519 or ECDSA P-256", fix)
-    return CryptoSigner(private, SSlibKey.from_crypto(private.public_key()))  # type: ignore[arg-type]
+    return from_pem(pem, path, fix)

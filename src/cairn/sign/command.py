@@ -1,6 +1,7 @@
 """``cairn keys``: create the release key set and the public root it pins (``init``); replace the root keys
 (``rotate-root``); make a GPU runner's key (``runner``) and trust it for some gates (``trust-runner``: the
-signed runner list, ``cairn.sign.runners``)."""
+signed runner list, ``cairn.sign.runners``); make a shared action cache writer's key (``cache-writer``), whose
+public entry goes into the readers' trust list (``cairn.store.signing``)."""
 
 from __future__ import annotations
 
@@ -28,6 +29,16 @@ def configure(parser: argparse.ArgumentParser) -> None:
     trust.add_argument("--target", action="append", default=[], help="a gfx target it may vouch for (repeatable; default every target)")
     trust.add_argument("--name", default="", help="what to call it in reports (default: the file name)")
     trust.add_argument("--dir", type=Path, default=None, help="the key set (default ~/.config/cairn/keys or $CAIRN_KEYS)")
+    writer = sub.add_parser("cache-writer", help="make a shared action cache writer's signing key and print its trust-list entry",
+                            description="make a key that signs the shared action cache's records (cairn build --cache): "
+                                        "cache-writer.pem (mode 0600; give it only to trusted writers, e.g. as the CI secret "
+                                        "CAIRN_CACHE_SIGNING_KEY) and cache-writer.pub.json in DIR; prints the public entry "
+                                        "to add to the readers' trust list (--cache-trust)")
+    writer.add_argument("--dir", type=Path, required=True, help="where the key pair goes (refused if it already holds one)")
+    writer.add_argument("--name", default="", help="what to call the writer in reports (default: the directory's name)")
+    writer.add_argument("--type", dest="keytype", choices=("ed25519", "ecdsa"), default="ed25519", help="ed25519 (default) or ECDSA P-256")
+    writer.add_argument("--trust", type=Path, default=None, metavar="FILE",
+                        help="also add the entry to this trust list (made if absent), e.g. publish/cache-writers.json")
     rotate = sub.add_parser("rotate-root", help="replace the root keys: a new root version signed by the old root keys and the new ones",
                             description="replace the root keys: a new root version signed by the old root's threshold and the "
                                         "new keys, so clients that trust the old root follow to the new one")
@@ -49,6 +60,8 @@ def run(args: argparse.Namespace) -> int:
         return 0
     if args.keys_command == "trust-runner":
         return _trust_runner(args)
+    if args.keys_command == "cache-writer":
+        return _cache_writer(args)
     directory = args.dir or default_keys_dir()
     if args.root_out:
         output_place(args.root_out)  # before any key is made: a key set whose root went nowhere is half a job
@@ -85,6 +98,26 @@ def _trust_runner(args: argparse.Namespace) -> int:
     entry = next(r for r in runners.runners if r.key.keyid == public["keyid"])
     print(f"{directory / 'runners.json'} (version {runners.version}): {entry.name} may sign {', '.join(entry.gates)} "
           f"on {', '.join(entry.targets)}; the next publish or promote publishes it as keys/runners.json")
+    return 0
+
+
+def _cache_writer(args: argparse.Namespace) -> int:
+    import json
+    import sys
+
+    from cairn.store.signing import add_to_trust, load_trust, make_writer_key
+
+    if args.trust is not None and args.trust.exists():
+        load_trust(args.trust)  # before the key is made: a list that cannot take the entry stops here
+    private, entry = make_writer_key(args.dir, args.keytype, args.name or args.dir.resolve().name)
+    print(f"cache-writer key {entry['keyid'][:16]} written to {private} (mode 0600: give it only to trusted writers, "
+          f"as --cache-key or $CAIRN_CACHE_SIGNING_KEY)", file=sys.stderr)
+    if args.trust is not None:
+        count = add_to_trust(args.trust, entry)
+        print(f"{args.trust} now trusts {count} cache writer(s)", file=sys.stderr)
+    else:
+        print("add this entry to the readers' trust list (--cache-trust FILE, a JSON list):", file=sys.stderr)
+    print(json.dumps(entry, indent=1, sort_keys=True))
     return 0
 
 

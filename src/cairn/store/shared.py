@@ -5,11 +5,17 @@ Layout under ``s3://bucket/prefix`` (endpoint from ``$CAIRN_S3_ENDPOINT``, as fo
     trees/<digest>.v2.tar.zst  one output tree (``cairn.store.archive``), named by its tree digest, with every
                                file of at least ``BLOB_MIN`` bytes left out and named by its sha256 instead
     blobs/<sha256>.zst         such a file, zstd-compressed: stored once however many trees hold it
-    ac/<key>.v2.json           action record: key → output digest, the same JSON as the local ``ac/`` plus the
-                               ``Bound`` of the tree (its entries and bytes), which its archive may not unpack past
+    ac/<key>.v3.json           action record: key → output digest, the same JSON as the local ``ac/`` plus the
+                               ``Bound`` of the tree (its entries and bytes), which its archive may not unpack past,
+                               in a DSSE envelope signed by a cache writer's key (``cairn.store.signing``)
 
-Records of earlier versions (``ac/<key>.json``) name no bound, so they are never read: an archive they point at
-could unpack to any size (8 KB of zstd made 268 MB of zeros before the digest check could refuse it). Earlier
+A record is used only when its signature verifies with a key of the reader's trust list (``--cache-trust``): one
+with no signature, a bad one, or one by a key the list does not name is reported in one line ("cache: record
+ac/<key>.v3.json is signed by an untrusted key …: building instead"), counted as ``untrusted``, and the action
+runs locally; nothing it names is downloaded. A writer (not read-only) also deletes it, so its own signed record
+can take the key (records are never overwritten). Records of earlier versions are never read: ``ac/<key>.v2.json``
+is unsigned, and ``ac/<key>.json`` names no bound either, so an archive it points at could unpack to any size
+(8 KB of zstd made 268 MB of zeros before the digest check could refuse it). Earlier
 versions wrote whole trees, ``trees/<digest>.tar.zst`` and before that ``trees/<digest>.tar.gz``; both are
 still read. Why blobs: a release holds each wheel in its package, index and bundle trees, and each library in the
 SDK and in image trees. Archived whole, the default release's trees took the bucket several times the bytes of its
@@ -37,8 +43,11 @@ as pull requests) reads and never writes or deletes. The first request that fail
 retries) takes the cache offline for the rest of the build: it is reported once and every action then runs
 locally, instead of every lookup waiting out the same retries.
 
-What verification cannot catch: a writer with write access to the bucket who uploads a wrong tree together
-with a record naming its (correct) digest. The cache is only as trustworthy as the jobs allowed to write it.
+What the signature cannot catch: a holder of a trusted writer key who signs a wrong tree's record. The cache is
+as trustworthy as the machines holding those keys; write access to the bucket alone no longer suffices to poison
+it (the prefix's write policy is defence in depth, ``docs/ci.md``). Writing needs the writer's key: a cache opened
+for writing without one is refused before the build starts, and so is a key its own trust list does not name
+(readers would ignore everything it pushed).
 """
 
 from __future__ import annotations
@@ -56,7 +65,7 @@ from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, BinaryIO
+from typing import TYPE_CHECKING, Any, BinaryIO
 from urllib.parse import urlparse
 
 import zstandard
@@ -75,6 +84,11 @@ from cairn.store.archive import (
 from cairn.store.base import ActionRecord
 from cairn.store.local import LocalStore
 
+if TYPE_CHECKING:
+    from securesystemslib.signer import Signer
+
+    from cairn.store.signing import Trust
+
 _HEX64 = re.compile(r"[0-9a-f]{64}")
 UPLOADS_AT_ONCE = 2  # each packs one tree (zlib and hashing free the GIL) while the other one's bytes are sent
 # Files from this size on are blobs: below it, a request per file costs more than the bytes a repeat would
@@ -92,6 +106,7 @@ class CacheReport:
     uploaded: list[str] = field(default_factory=list)
     raced: list[str] = field(default_factory=list)
     damaged: list[str] = field(default_factory=list)
+    untrusted: list[str] = field(default_factory=list)  # records not used: unsigned, bad signature, untrusted key
     failed: list[str] = field(default_factory=list)
     offline: str = ""  # set at the first failed request: the rest of the build does without the cache
     sent_bytes: int = 0  # archives and blobs written to the bucket, as stored (compressed)
@@ -101,7 +116,7 @@ class CacheReport:
     def to_json(self) -> dict[str, object]:
         return {"url": self.url, "read_only": self.read_only, "fetched": sorted(self.fetched),
                 "uploaded": sorted(self.uploaded), "raced": sorted(self.raced), "damaged": self.damaged,
-                "failed": self.failed, "offline": self.offline or None, "sent_bytes": self.sent_bytes,
+                "untrusted": self.untrusted, "failed": self.failed, "offline": self.offline or None, "sent_bytes": self.sent_bytes,
                 "received_bytes": self.received_bytes, "linked_blobs": self.linked_blobs}
 
 
@@ -110,14 +125,28 @@ def _stderr(message: str) -> None:
 
 
 class SharedCache:
-    """The bucket side: fetch a record and its verified tree into a local store, push them from one."""
+    """The bucket side: fetch a record and its verified tree into a local store, push them from one.
 
-    def __init__(self, url: str, *, read_only: bool = False, warn: Callable[[str], None] = _stderr) -> None:
+    ``trust``: the cache writers whose records are used (default: the list ``$CAIRN_CACHE_TRUST`` names);
+    ``signer``: this writer's key (default: ``$CAIRN_CACHE_SIGNING_KEY``), needed unless ``read_only``."""
+
+    def __init__(self, url: str, *, read_only: bool = False, warn: Callable[[str], None] = _stderr,
+                 trust: Trust | None = None, signer: Signer | None = None) -> None:
         from cairn.remote.backend import s3_backend  # the one S3 wrapper
+        from cairn.store.signing import load_trust, load_writer
 
         parsed = urlparse(url)
         if parsed.scheme != "s3" or not parsed.netloc:
             raise CairnError(f"--cache {url}: not an s3://bucket/prefix URL — the shared cache lives in S3")
+        self.trust = trust if trust is not None else load_trust(None)
+        self.signer = None if read_only else signer if signer is not None else load_writer(None)
+        if not read_only and self.signer is None:
+            raise CairnError(f"--cache {url}: writing the cache needs a cache-writer key: --cache-key FILE or "
+                             "$CAIRN_CACHE_SIGNING_KEY (make one with cairn keys cache-writer) — or read it only with --cache-read-only")
+        if self.signer is not None and not self.trust.trusts(self.signer.public_key.keyid):
+            raise CairnError(f"--cache {url}: the cache-writer key {self.signer.public_key.keyid[:16]} is not in the trust "
+                             f"list {self.trust.source}, so no reader would use what it pushes — add its entry there "
+                             "(cairn keys cache-writer printed it) or sign with a key the list names")
         self.backend = s3_backend(parsed.netloc, parsed.path)
         self.read_only = read_only
         self.report = CacheReport(self.backend.url, read_only)
@@ -137,7 +166,7 @@ class SharedCache:
     # -- names ----------------------------------------------------------------------------------------------
     @staticmethod
     def record_key(key: str) -> str:
-        return f"ac/{key}.v2.json"
+        return f"ac/{key}.v3.json"
 
     @staticmethod
     def tree_key(digest: str) -> str:
@@ -165,7 +194,10 @@ class SharedCache:
             return None
         if data is None:
             return None
-        parsed = _parse_record(data, key)
+        payload = self._trusted(key, data)
+        if payload is None:
+            return None
+        parsed = _parse_record(payload, key)
         if parsed is None:  # no reader can use it: unless read-only, remove it so the rebuild can record the key
             removed = self._remove(self.record_key(key))
             self._note("damaged", f"{self.record_key(key)} is not a cache record for that key — not used{removed}; running the action")
@@ -319,22 +351,40 @@ class SharedCache:
             return ""
         return ", removed from the cache"
 
+    def _trusted(self, key: str, data: bytes) -> bytes | None:
+        """The payload of the record for ``key`` when a trusted writer signed it; else None, reported in one line
+        and (unless read-only) the record deleted, so this build's signed record can take the key."""
+        from cairn.dsse import Unverified
+        from cairn.store.signing import open_record, why_not
+
+        try:
+            return open_record(data, self.trust)
+        except Unverified as exc:
+            name = self.record_key(key)
+            removed = "; removed from the cache" if self._remove(name) else ""
+            self._note("untrusted", f"record {name} {why_not(exc, self.trust)}: building instead{removed}")
+            return None
+
     def has_record(self, key: str) -> bool:
+        """Whether the cache holds a trusted record for ``key`` (a local hit it lacks is uploaded: an untrusted
+        record there is reported and removed, and does not stop the trusted one)."""
         if self.report.offline:
             return True  # unknown: do not upload
         try:
-            return self.backend.head_sha256(self.record_key(key)) is not None
+            data = self.backend.get(self.record_key(key))
         except CairnError as exc:
             self._note("failed", f"lookup of {key[:12]} failed: {exc}")
             return True  # unknown: do not upload blindly
+        return data is not None and self._trusted(key, data) is not None
 
     # -- writing ----------------------------------------------------------------------------------------------
     def push(self, record: ActionRecord, local: LocalStore) -> None:
         """Upload the tree (unless the bucket has it), then the record; both conditional. Never raises: the
         local build is complete whatever the bucket says."""
         from cairn.remote.backend import RefusedOverwrite
+        from cairn.store.signing import sign_record
 
-        if self.read_only or self.report.offline:
+        if self.read_only or self.report.offline or self.signer is None:
             return
         try:
             name, tree = self.tree_key(record.output), local.tree(record.output)
@@ -342,18 +392,26 @@ class SharedCache:
                 self._put_tree(name, tree, local)
             bound = measure(tree)
             body = {**json.loads(record.to_json()), "entries": bound.entries, "size": bound.size}
+            signed = sign_record(body, self.signer)
             try:
-                wrote = self.backend.put(self.record_key(record.key), json.dumps(body, sort_keys=True, indent=1).encode(),
-                                         content_type="application/json", immutable=True)
+                wrote = self._put_record(record.key, signed)
             except RefusedOverwrite:
-                self._raced(record)
-                return
+                if not self._raced(record):
+                    return
+                try:  # the record there was untrusted and is deleted: ours takes the key
+                    wrote = self._put_record(record.key, signed)
+                except RefusedOverwrite:  # not deleted after all, or a third machine was quicker
+                    self._event("raced", record.action)
+                    return
             if wrote:
                 self._event("uploaded", record.action)
             else:
                 self._event("raced", record.action)  # the very same record was already there
         except (CairnError, OSError) as exc:  # OSError: writing the archive here (a full disk)
             self._note("failed", f"{record.action}: upload failed: {exc} — the local build is unaffected")
+
+    def _put_record(self, key: str, signed: bytes) -> bool:
+        return self.backend.put(self.record_key(key), signed, content_type="application/json", immutable=True)
 
     def push_later(self, record: ActionRecord, local: LocalStore) -> None:
         """``push`` in the background; the tree must stay in ``local`` until ``finish`` returns."""
@@ -416,16 +474,23 @@ class SharedCache:
         with self._lock:
             self._blobs_there.add(blob.sha256)
 
-    def _raced(self, record: ActionRecord) -> None:
-        """Another machine recorded this key first; its record stays. Say whether it agrees with ours."""
-        self._event("raced", record.action)
+    def _raced(self, record: ActionRecord) -> bool:
+        """Another machine recorded this key first: a trusted record stays, and whether it agrees with ours is
+        said. True when the record there was not trusted and is now removed (ours goes in its place)."""
         try:
-            parsed = _parse_record(self.backend.get(self.record_key(record.key)) or b"", record.key)
+            data = self.backend.get(self.record_key(record.key))
         except CairnError:
-            return
+            self._event("raced", record.action)
+            return False
+        payload = self._trusted(record.key, data) if data is not None else None
+        if data is not None and payload is None:
+            return not self.read_only
+        self._event("raced", record.action)
+        parsed = _parse_record(payload or b"", record.key)
         if parsed is not None and parsed[0].output != record.output:
             self._warn(f"{record.action}: another machine recorded output {parsed[0].output[:12]} for the same key, "
                        f"this one built {record.output[:12]} — the action is not reproducible")
+        return False
 
     # -- bookkeeping ------------------------------------------------------------------------------------------
     def _event(self, kind: str, action: str) -> None:

@@ -24,8 +24,8 @@ import zstandard
 
 from cairn.audit import audit_file
 from cairn.audit.split import split_file
-from conftest import need_tool, requires
-from fatbin_writer import bundle_for, ccob, write_linked_elf
+from support import need_tool, requires
+from support.fatbin_writer import bundle_for, ccob, write_linked_elf
 
 LLD = Path("/usr/lib/llvm-15/bin")
 LINKERS = ["bfd", "bfd+relr", pytest.param("lld", marks=requires((LLD / "ld.lld").exists(), "ld.lld (apt-get install lld-15)"))]

@@ -1,0 +1,73 @@
+"""The shared action cache's test machines: a trusted cache writer's key and trust list, and "machines" (their own
+working directory, HOME and store; one bucket) that run ``cairn build --json`` as separate processes."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+from support.s3 import aws_env
+
+CACHE_BUCKET = "cairn-cache"
+
+WRITER: dict[str, Path] = {}  # "key": the trusted writer's PEM, "trust": the trust list naming it
+
+
+def make_writer(where: Path) -> dict[str, Path]:
+    """A cache-writer key in ``where`` and the trust list that names it (as ``cairn keys cache-writer`` makes them),
+    now the machines' ``WRITER``."""
+    from cairn.store.signing import add_to_trust, make_writer_key
+
+    key, entry = make_writer_key(where / "writer", "ed25519", "ci")
+    add_to_trust(where / "cache-writers.json", entry)
+    WRITER.update(key=key, trust=where / "cache-writers.json")
+    return WRITER
+
+
+def writer_env() -> dict[str, str]:
+    """The environment of a trusted cache writer (readers need only the trust list, which it holds too)."""
+    return {"CAIRN_CACHE_TRUST": str(WRITER["trust"]), "CAIRN_CACHE_SIGNING_KEY": str(WRITER["key"])}
+
+
+def record_body(data: bytes) -> dict:
+    """The JSON a signed record (a DSSE envelope) carries."""
+    import base64
+
+    return json.loads(base64.b64decode(json.loads(data)["payload"]))
+
+
+def signed_record(body: dict) -> bytes:
+    """``body`` as the trusted writer signs a record."""
+    from cairn.dsse import load_signer
+    from cairn.store.signing import sign_record
+
+    return sign_record(body, load_signer(WRITER["key"].read_bytes(), WRITER["key"], ""))
+
+
+def machine(tmp_path: Path, name: str, s3: dict) -> dict:
+    """Another machine: its own working directory, HOME and store; the same bucket."""
+    home = tmp_path / name / "home"
+    home.mkdir(parents=True, exist_ok=True)
+    env = aws_env(s3["endpoint"], HOME=str(home), CAIRN_S3_RETRY_SECONDS="5", **writer_env())
+    env.pop("CAIRN_CACHE", None)
+    return {"cwd": tmp_path / name, "env": env, "store": tmp_path / name / "store"}
+
+
+def build_command(machine: dict, manifest: Path, *extra: str) -> list[str]:
+    return [sys.executable, "-m", "cairn.cli", "build", str(manifest), "--store", str(machine["store"]), "--json",
+            "--jobs", "1", "--only", "assemble:sdk", *extra]
+
+
+def build(machine: dict, manifest: Path, *extra: str) -> tuple[dict, str]:
+    proc = subprocess.run(build_command(machine, manifest, *extra), cwd=machine["cwd"], env=machine["env"],
+                          capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr + proc.stdout
+    return json.loads(proc.stdout), proc.stderr
+
+
+def ran(report: dict) -> set[str]:
+    return {a for a, o in report["actions"].items() if o["status"] == "ran"}
+
+
