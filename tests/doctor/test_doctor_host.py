@@ -17,9 +17,9 @@ import sys
 from dataclasses import replace
 from pathlib import Path
 
-import doctor_hosts as hosts
 import pytest
 
+import support.doctor_hosts as hosts
 from cairn.cli import COMMANDS, main
 from cairn.doctor import diagnose
 from cairn.doctor.read import read_snapshot
