@@ -66,10 +66,9 @@ def test_planning_asks_the_host_nothing(monkeypatch: pytest.MonkeyPatch, tmp_pat
 
     manifest, registry = load("default")
     archive: dict[str, dict[str, tuple[str, ...]]] = {}  # the archive still serves every pin
-    for component in manifest.components:
-        if component.source.kind == "deb" and component.source.get("suite"):
-            archive.setdefault(str(component.source.get("suite")), {})[str(component.source.get("package"))] = (
-                str(component.source.get("version")),)
+    for source in [*(c.source for c in manifest.components), *(g.source for g in manifest.grafts)]:
+        if source.kind == "deb" and source.get("suite"):
+            archive.setdefault(str(source.get("suite")), {})[str(source.get("package"))] = (str(source.get("version")),)
     host = Host(tools=frozenset({"git", "apt-get", "dpkg-deb", "hipcc", "cmake", "patchelf", "docker", "pip", "mmdebstrap"}),
                 docker_host="unix:///nowhere/docker.sock", registry="127.0.0.1:1", registry_id="fixed",
                 mmdebstrap_version="mmdebstrap 9.9", patchelf_version="patchelf 9.9", suite_versions=archive)
