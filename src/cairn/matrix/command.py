@@ -8,7 +8,8 @@ signed target), so a page is never rendered from a matrix that was modified afte
 
 The page's commands need two places a user fetches from: ``--registry`` (or ``$CAIRN_PUBLIC_REGISTRY``), the
 public registry that stands for a loopback registry in image references, and ``--base-url``, the repository
-root pip reads (default: the repository the matrix was read from, when pip can read that URL).
+root pip reads (default: the public URL the publish named, ``release.base_url``, else the repository the matrix
+was read from when it is served over http(s) — never a ``file://`` directory unless passed).
 """
 
 from __future__ import annotations
@@ -111,23 +112,27 @@ def public_registry(option: str | None) -> str | None:
     return check_registry(value, f"${REGISTRY_ENV}") if value else None
 
 
-def base_url(option: str | None, source: str) -> str | None:
-    """Where pip reads the repository: ``--base-url``, else the repository read from when pip can read it."""
+def base_url(option: str | None, source: str, published: str = "") -> str | None:
+    """Where pip reads the repository: ``--base-url``, else the public URL the publish named (``release.base_url``),
+    else the repository read from when it is served over http(s). Never, unasked, a ``file://`` directory: that
+    is this machine's disk, which a page meant for others must not name (``--base-url file://…`` for a local test)."""
     if option is not None:
         if not option.startswith(("https://", "http://", "file://")):
             raise CairnError(f"--base-url {option!r} is not an http(s):// or file:// URL — give the repository root pip reads")
         return option.rstrip("/") + "/"
+    if published:
+        return published
     repo, _ = locate(source)
-    return repo if repo.startswith(("https://", "http://", "file://")) else None
+    return repo if repo.startswith(("https://", "http://")) else None
 
 
 def run(args: argparse.Namespace) -> int:
     check_choice("--channel", args.channel, CHANNELS, "channel")
     source = args.source or str(Path(args.store) / "publish")
     registry = public_registry(args.registry)
-    base = base_url(args.base_url, source)
     signed = signed_targets(source, args.root)
     matrix = read_matrix(source, args.channel, signed)
+    base = base_url(args.base_url, source, matrix.release.base_url)
     if args.format == "json":
         text = matrix.to_json()
     elif args.format == "html":

@@ -165,6 +165,10 @@ class Release:
     manifest_sha256: str = ""
     required_gates: tuple[tuple[str, tuple[str, ...]], ...] = ()  # channel -> gates that must pass
     previous: Previous | None = None  # a channel's matrix, once the channel served an earlier release
+    # where users fetch from, as the publish named it (``cairn publish --public-url/--registry``): the repository
+    # root pip reads (the cells' index URLs hang off it) and the registry the images were pushed to; "" = unnamed
+    base_url: str = ""
+    registry: str = ""
 
 
 @dataclass(frozen=True)
@@ -187,6 +191,9 @@ class Matrix:
         }
         if self.release.previous is not None:
             release["previous"] = {"version": self.release.previous.version, "diff": self.release.previous.diff}
+        for key in ("base_url", "registry"):  # written only when named, so a matrix without them is unchanged
+            if getattr(self.release, key):
+                release[key] = getattr(self.release, key)
         return {"schema": self.schema, "release": release, "cells": [_cell_dict(c) for c in sorted(self.cells, key=lambda c: c.id)]}
 
     def to_json(self) -> str:
@@ -258,6 +265,8 @@ MATRIX = Table({
         "required_gates": Field("table", table=Table({ch: Field("strings") for ch in CHANNELS})),
         "previous": Field("table", table=Table({"version": _TEXT, "diff": _TEXT}, what="release.previous"),
                           doc="the release this channel served before, and where the diff from it is published"),
+        "base_url": Field("string", doc="the repository root users fetch from (http(s)://…/), as cairn publish named it"),
+        "registry": Field("string", doc="the registry the release's images were pushed to, as cairn publish named it"),
     })),
     "cells": Field("tables", table=CELL),
 }, what="matrix")
@@ -279,9 +288,18 @@ def from_dict(data: Any, where: str = "<matrix>", fix: str = FIX) -> Matrix:
         name=rel.string("name"), version=_version(rel, "version"), channel=rel.string("channel"),
         source_date_epoch=rel.integer("source_date_epoch"), manifest_sha256=rel.string("manifest_sha256"),
         required_gates=tuple((ch, gates.strings(ch)) for ch in sorted(gates)),
-        previous=_previous(rel),
+        previous=_previous(rel), base_url=_base_url(rel), registry=rel.string("registry"),
     )
     return Matrix(release, tuple(_cell(c) for c in top.tables("cells")))
+
+
+def _base_url(rel: json_reader.JsonSection) -> str:
+    """``release.base_url``: an http(s) URL ending in ``/`` — a ``file://`` URL names one machine's disk, never
+    a place users can fetch from."""
+    value = rel.string("base_url")
+    if value and not (value.startswith(("https://", "http://")) and value.endswith("/")):
+        raise rel.fail("base_url", f"is {value!r}, not an http(s):// URL ending in /", "publish again with --public-url https://…")
+    return value
 
 
 def _previous(rel: json_reader.JsonSection) -> Previous | None:
