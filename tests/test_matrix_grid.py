@@ -57,12 +57,15 @@ def test_columns_rows_and_the_best_status_of_a_square():
     cells = (cell("rocm-sdk"), cell("torch"), cell("llama-cpp-python"), cell("onnxruntime-rocm"),
              cell("vllm", python="3.11", channel="stable"), cell("vllm", python="3.12"))
     m = matrix(*cells)
-    assert grid.columns(m) == ["runtime", "smoke", "llama.cpp", "JAX", "PyTorch", "vLLM", "SGLang", "Ollama", "onnxruntime-rocm"]
+    # the columns are what users run; the SDK and the validation kernels are details of a target, never columns
+    assert grid.columns(m) == ["llama.cpp", "JAX", "PyTorch", "vLLM", "SGLang", "Ollama", "onnxruntime-rocm"]
+    assert grid.columns(matrix(cell(), cell("rocm-sdk"))) == ["llama.cpp", "JAX", "PyTorch", "vLLM", "SGLang", "Ollama"]
     rows = grid.rows(m, {"gfx942": ("MI300X", "MI300A")})
     assert [(r.product, r.gfx_target) for r in rows] == [("MI300X", "gfx942"), ("MI300A", "gfx942")]
     status = {sq.column: sq.status for sq in rows[0].squares}
-    assert status == {"runtime": "passed", "smoke": "absent", "llama.cpp": "passed", "JAX": "absent", "PyTorch": "passed",
+    assert status == {"llama.cpp": "passed", "JAX": "absent", "PyTorch": "passed",
                       "vLLM": "passed", "SGLang": "absent", "Ollama": "absent", "onnxruntime-rocm": "passed"}
+    assert {sq.column: sq.status for sq in rows[0].details} == {"runtime": "passed", "smoke": "absent"}
     vllm = next(sq for sq in rows[0].squares if sq.column == "vLLM")
     assert [e.status for e in vllm.entries] == ["passed", "held"]  # the cell a user can install first
     html = to_html(m, {"gfx942": ("MI300X", "MI300A")}, "ghcr.io/o", "https://cairn.invalid/r/")
@@ -83,7 +86,8 @@ def test_runtime_square_is_the_sdk_as_the_best_cell_ships_it():
     assert pip_command(runtime.cell, "https://cairn.invalid/r/") == (
         'pip install --index-url https://cairn.invalid/r/channels/dev/simple/gfx94X-dcgpu/ "rocm-sdk[gfx94x-dcgpu]==7.2.4.dev1"')
     [row] = grid.rows(m, {"gfx942": ("MI300X",)})
-    assert row.squares[0].column == "runtime" and row.squares[0].status == "partial"
+    assert row.details[0].column == "runtime" and row.details[0].status == "partial"
+    assert [(sq.column, sq.status) for sq in row.squares if sq.status != "absent"] == [("JAX", "held")]  # smoke: a detail
     blocked = cell("sglang", wheels=sdk, images=(), gates=(GateResult("static-coverage", "not-run", "no wheel"),))
     assert [(e.status, e.reasons[0]) for e in grid.runtime_entries([blocked], matrix(blocked))] == [
         ("held", "the SDK as the sglang 1.0 cell ships it: no gate ran with it")]

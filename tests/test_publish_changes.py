@@ -92,11 +92,14 @@ def test_the_next_release_on_a_channel_names_the_one_before_and_publishes_the_di
 
 def test_the_matrix_page_links_the_diff_and_shows_what_changed(published) -> None:
     repo = published["repo"]
-    proc = _cairn("matrix", "--from", str(repo), "--channel", "dev", "--format", "html",
+    proc = _cairn("matrix", "--from", str(repo), "--channel", "dev", "--format", "html", "--base-url", repo.as_uri(),
                   "--root", str(published["base"] / "pinned-root.json"))
     assert proc.returncode == 0, proc.stderr
     page = proc.stdout
     assert f'<a href="{repo.as_uri()}/{DIFF}">{DIFF}</a>' in page
+    unasked = _cairn("matrix", "--from", str(repo), "--channel", "dev", "--format", "html")  # a local directory: named by key only
+    assert unasked.returncode == 0 and f"<code>{DIFF}</code> (relative to the repository root)" in unasked.stdout
+    assert "file://" not in unasked.stdout
     assert f"Changes since {OLD}" in page
     assert "~ component hip-runtime: pin deb:libamdhip64-5=5.2.3-8 → deb:libamdhip64-5=5.2.4-1" in page
     assert "gate static-coverage passed → failed" in page
@@ -181,7 +184,8 @@ def test_the_page_in_headless_chromium_links_the_diff_it_names(published, tmp_pa
     from test_matrix_page import chromium, dom
 
     repo, page = published["repo"], tmp_path / "matrix.html"
-    proc = _cairn("matrix", "--from", str(repo), "--channel", "dev", "--format", "html", "--out", str(page))
+    proc = _cairn("matrix", "--from", str(repo), "--channel", "dev", "--format", "html", "--out", str(page),
+                  "--base-url", repo.as_uri())  # a local test repository: named only when asked
     assert proc.returncode == 0, proc.stderr
     html = dom(page, "", tmp_path)
     link = re.search(r'<div id="changes"><p>Changes since ([^,]+),[^<]*<a href="([^"]+)">', html)

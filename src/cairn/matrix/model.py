@@ -80,6 +80,7 @@ class WheelFile:
     url: str
     sha256: str
     size: int = 0
+    requires_python: str = ""  # the wheel's METADATA Requires-Python ("" when it states none)
 
 
 @dataclass(frozen=True)
@@ -208,7 +209,8 @@ def _cell_dict(c: Cell) -> dict[str, Any]:
         "products": list(c.products), "os": c.os, "python": c.python,
         "framework": {"name": c.framework.name, "version": c.framework.version},
         "index_url": c.index_url,
-        "wheels": [{"filename": w.filename, "url": w.url, "sha256": w.sha256, "size": w.size} for w in c.wheels],
+        "wheels": [{"filename": w.filename, "url": w.url, "sha256": w.sha256, "size": w.size,
+                    **({"requires_python": w.requires_python} if w.requires_python else {})} for w in c.wheels],
         "images": [{"reference": i.reference, "digest": i.digest} for i in c.images],
         "gates": [{"gate": g.gate, "status": g.status, "reason": g.reason} for g in c.gates],
         "partial": list(c.partial),
@@ -250,7 +252,7 @@ CELL = Table({
     "framework": Field("table", required=True, table=Table({"name": _TEXT, "version": _TEXT})),
     "index_url": Field("string"),
     "wheels": Field("tables", table=Table({
-        "filename": _TEXT, "url": _TEXT, "size": Field("integer"),
+        "filename": _TEXT, "url": _TEXT, "size": Field("integer"), "requires_python": Field("string"),
         "sha256": Field("string", required=True, pattern=_HEX64.pattern, doc="64 lower-case hex digits")})),
     "images": Field("tables", table=Table({
         "reference": _TEXT, "digest": Field("string", required=True, pattern=_DIGEST.pattern, doc="sha256:<64 hex>")})),
@@ -330,7 +332,8 @@ def _cell(c: json_reader.JsonSection) -> Cell:
         release=_version(c, "release"), channel=c.string("channel"), gfx_target=c.string("gfx_target"), family=c.string("family"),
         products=c.strings("products"), os=c.string("os"), python=c.string("python"),
         framework=Framework(fw.string("name"), fw.string("version")), index_url=c.string("index_url"),
-        wheels=tuple(WheelFile(w.string("filename"), w.string("url"), w.string("sha256"), w.integer("size")) for w in c.tables("wheels")),
+        wheels=tuple(WheelFile(w.string("filename"), w.string("url"), w.string("sha256"), w.integer("size"), w.string("requires_python"))
+                     for w in c.tables("wheels")),
         images=tuple(ImageRef(i.string("reference"), i.string("digest")) for i in c.tables("images")),
         gates=tuple(GateResult(g.string("gate"), g.string("status"), g.string("reason")) for g in c.tables("gates")),
         requirements=Requirements(rng("driver"), rng("kernel"), req.string("driver_name")),
