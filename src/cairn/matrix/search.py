@@ -141,3 +141,13 @@ def unserved_of(matrix: Any, products_by_target: Mapping[str, Sequence[str]]) ->
     served = {c.gfx_target for c in matrix.cells}
     return [u for u in unserved(served, matrix.release.version, registry, other_releases(registry), matrix.release.channel)
             if u.product in products_by_target.get(u.gfx_target, (u.product,))]
+
+
+def find(query: str, rows: Sequence[Any], unserved_items: Sequence[Unserved]) -> tuple[list[Any], list[Unserved]]:
+    """The rows (``cairn.matrix.grid.Row``) and unserved products a query finds, as the page's script finds them:
+    the normalized query is part of one of their search keys. An empty query finds nothing."""
+    q = normalize(query)
+    if not q:
+        return [], []
+    hit = lambda product, target: any(q in key for key in search_keys(product, target))  # noqa: E731
+    return ([r for r in rows if hit(r.product, r.gfx_target)], [u for u in unserved_items if hit(u.product, u.gfx_target)])
