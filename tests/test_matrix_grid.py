@@ -130,3 +130,26 @@ def test_pip_command_pins_the_meta_extra_and_the_framework_wheels():
         'pip install --index-url https://cairn.invalid/r/channels/dev/simple/gfx94X-dcgpu/ "rocm-sdk[device-gfx942]==7.2.4.dev1"')
     assert "rocm-sdk[gfx94x-dcgpu]" in str(pip_command(cell("jax", wheels=(*device, wheels[0])), "https://cairn.invalid/r/"))
     assert pip_command(cell(wheels=()), "https://cairn.invalid/r/") is None
+
+
+def test_a_cell_offers_its_own_image_and_the_sdk_detail_the_runtime_image():
+    """A framework cell lists the runtime image beside its own: its square pulls and runs its own (llama.cpp's with
+    the GPU devices, its port and a model volume), and the SDK's detail pulls the runtime image."""
+    import tomllib
+    from pathlib import Path
+
+    from cairn.matrix.commands import RUNTIME_REPO, pull_commands, run_commands
+
+    recipe = tomllib.loads((Path(__file__).resolve().parents[1] / "recipes" / "containers" / "runtime.toml").read_text())
+    assert recipe["image"]["repo"] == RUNTIME_REPO
+    sdk = ("rocm_sdk-7.2.4-py3-none-any.whl", "rocm_sdk_core-7.2.4-py3-none-linux_x86_64.whl")
+    llama = cell("llama-cpp-python", wheels=(*sdk, "llama_cpp_python-0.3.36+rocm.7.2.4-py3-none-manylinux_2_39_x86_64.whl"),
+                 images=("127.0.0.1:5000/cairn/rocm:7.2.4-gfx942", "127.0.0.1:5000/cairn/llama-cpp:7.2.4-gfx942"))
+    assert pull_commands(llama, "ghcr.io/o") == [f"docker pull ghcr.io/o/cairn/llama-cpp@{DIGEST}"]
+    assert run_commands(llama, "ghcr.io/o") == [
+        f'docker run --rm --device /dev/kfd --device /dev/dri -p 8080:8080 -v "$HOME/models:/models" ghcr.io/o/cairn/llama-cpp@{DIGEST} '
+        "-m /models/model.gguf"]
+    assert run_commands(llama, None) == []  # local only: nothing to run
+    [runtime] = grid.runtime_entries([llama], matrix(llama))
+    assert pull_commands(runtime.cell, "ghcr.io/o") == [f"docker pull ghcr.io/o/cairn/rocm@{DIGEST}"]
+    assert run_commands(runtime.cell, "ghcr.io/o") == [f"docker run --rm --device /dev/kfd --device /dev/dri -it ghcr.io/o/cairn/rocm@{DIGEST}"]

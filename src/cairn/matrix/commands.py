@@ -83,9 +83,34 @@ def local_image(image: ImageRef) -> str:
     return pinned[len(host) + 1:] if host else pinned
 
 
+RUNTIME_REPO = "cairn/rocm"  # the runtime image's repository (recipes/containers/runtime.toml; a test checks)
+
+
+def repository(image: ImageRef) -> str:
+    """An image's repository without its registry host and tag: ``127.0.0.1:5000/cairn/rocm:7.2.4-gfx1100`` →
+    ``cairn/rocm``."""
+    host = registry_host(image.reference)
+    path = image.reference[len(host) + 1:] if host else image.reference
+    return path.rsplit(":", 1)[0] if ":" in path.rsplit("/", 1)[-1] else path
+
+
+def is_runtime(image: ImageRef) -> bool:
+    """Whether an image is the release's runtime image (every framework image is built on it, and every cell of a
+    target lists it beside its framework's own)."""
+    repo = repository(image)
+    return repo == RUNTIME_REPO or repo.endswith("/" + RUNTIME_REPO)
+
+
+def own_images(cell: Cell) -> list[ImageRef]:
+    """The images a cell's commands name: its framework's own, not the runtime image it is built on (the SDK's
+    detail names that one); all of them when the cell has no other."""
+    own = [i for i in cell.images if not is_runtime(i)]
+    return own or list(cell.images)
+
+
 def pull_commands(cell: Cell, registry: str | None) -> list[str]:
-    """``docker pull`` by digest for every image of the cell a user can reach."""
-    return [f"docker pull {ref}" for ref in (public_image(i, registry) for i in cell.images) if ref]
+    """``docker pull`` by digest for every image of the cell's own a user can reach."""
+    return [f"docker pull {ref}" for ref in (public_image(i, registry) for i in own_images(cell)) if ref]
 
 
 # The GPU devices every ROCm container needs (KFD for compute, DRI render nodes), as AMD's container docs give them.
@@ -103,7 +128,7 @@ def run_commands(cell: Cell, registry: str | None) -> list[str]:
     engine, its port and a model volume: ``RUN``)."""
     options, arguments = RUN.get(canonicalize_name(cell.framework.name), ("-it", ""))
     return [" ".join(p for p in ("docker run --rm", GPU_DEVICES, options, ref, arguments) if p)
-            for ref in (public_image(i, registry) for i in cell.images) if ref]
+            for ref in (public_image(i, registry) for i in own_images(cell)) if ref]
 
 
 def python_range(cell: Cell) -> str:

@@ -26,7 +26,7 @@ from dataclasses import dataclass, replace
 
 from packaging.utils import canonicalize_name
 
-from cairn.matrix.commands import SDK, is_sdk, wheel_project
+from cairn.matrix.commands import SDK, is_runtime, is_sdk, wheel_project
 from cairn.matrix.model import Cell, Framework, Matrix
 
 STATUSES = ("passed", "partial", "held", "blocked")  # best first
@@ -127,7 +127,8 @@ def _built(cell: Cell) -> bool:
 
 def runtime_entries(cells: Sequence[Cell], matrix: Matrix) -> list[Entry]:
     """The SDK as the target's cells ship it, one entry per OS × Python: from the best built cell that lists the
-    ``rocm-sdk`` meta wheel, keeping only the SDK's wheels (no image: the cell's images are its framework's)."""
+    ``rocm-sdk`` meta wheel, keeping only the SDK's wheels and the runtime image (the cell's other images are its
+    framework's)."""
     groups: dict[tuple[str, str], list[Entry]] = {}
     for cell in cells:
         if any(wheel_project(w.filename)[0] == SDK for w in cell.wheels):
@@ -138,7 +139,8 @@ def runtime_entries(cells: Sequence[Cell], matrix: Matrix) -> list[Entry]:
         source = found[0]
         wheels = tuple(w for w in source.cell.wheels if is_sdk(wheel_project(w.filename)[0]))
         version = next(wheel_project(w.filename)[1] for w in wheels if wheel_project(w.filename)[0] == SDK)
-        sdk = replace(source.cell, framework=Framework(SDK, version), wheels=wheels, images=())
+        sdk = replace(source.cell, framework=Framework(SDK, version), wheels=wheels,
+                      images=tuple(i for i in source.cell.images if is_runtime(i)))
         shipped = f"the SDK as the {source.cell.framework.name} {source.cell.framework.version} cell ships it"
         if source.status == "blocked":  # nothing ran with the SDK: every cell listing it is blocked
             out.append(Entry(sdk, "held", (f"{shipped}: no gate ran with it", *source.reasons), source.cell.id))

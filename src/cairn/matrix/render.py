@@ -17,6 +17,7 @@ from collections.abc import Mapping, Sequence
 from cairn.matrix import grid, search
 from cairn.matrix.commands import (
     local_image,
+    own_images,
     pip_command,
     public_image,
     pull_commands,
@@ -123,7 +124,7 @@ def _commands(entry: grid.Entry, registry: str | None, base_url: str | None) -> 
     if entry.status not in ("passed", "partial"):
         return f"<p>No install command: this cell is not on the {_e(cell.channel)} channel.</p>"
     lines = pull_commands(cell, registry)
-    local = [local_image(i) for i in cell.images if public_image(i, registry) is None]
+    local = [local_image(i) for i in own_images(cell) if public_image(i, registry) is None]
     pip = pip_command(cell, base_url)
     out = "".join(f'<pre class="cmd pull"><code>{_e(cmd)}</code></pre>' for cmd in lines)
     out += "".join(f'<pre class="cmd run"><code>{_e(cmd)}</code></pre>' for cmd in run_commands(cell, registry))
