@@ -153,3 +153,9 @@ def test_a_cell_offers_its_own_image_and_the_sdk_detail_the_runtime_image():
     [runtime] = grid.runtime_entries([llama], matrix(llama))
     assert pull_commands(runtime.cell, "ghcr.io/o") == [f"docker pull ghcr.io/o/cairn/rocm@{DIGEST}"]
     assert run_commands(runtime.cell, "ghcr.io/o") == [f"docker run --rm --device /dev/kfd --device /dev/dri -it ghcr.io/o/cairn/rocm@{DIGEST}"]
+
+
+def test_an_engine_cell_says_its_partial_is_what_its_binaries_load():
+    llama = cell("llama-cpp-python", partial=("rocblas kernel files",))
+    assert grid.partial_text(llama) == "partial — no gfx942 code in: rocblas kernel files (libraries llama-cpp-python's own binaries load)"
+    assert grid.partial_text(cell(partial=("librccl.so.1",))) == "partial — no gfx942 code in: librccl.so.1"

@@ -97,9 +97,15 @@ def detail_label(title: str) -> str:
     return next((label for t, label, _ in DETAILS if t == title), title)
 
 
+ENGINES = ("llama-cpp-python",)  # cells whose partial list is what the engine's own ELFs load (cairn.publish.run)
+
+
 def partial_text(cell: Cell) -> str:
-    """One line for a partial cell: which shipped libraries have no code for its target."""
-    return f"partial — no {cell.gfx_target} code in: {', '.join(cell.partial)}"
+    """One line for a partial cell: which shipped libraries have no code for its target — for an engine, those
+    of them its own binaries load (the rest of its family's partial libraries do not concern it)."""
+    loads = (f" (libraries {cell.framework.name}'s own binaries load)"
+             if canonicalize_name(cell.framework.name) in ENGINES else "")
+    return f"partial — no {cell.gfx_target} code in: {', '.join(cell.partial)}{loads}"
 
 
 def entry(cell: Cell, matrix: Matrix) -> Entry:
