@@ -142,3 +142,20 @@ def test_publish_stages_and_signs_the_engine_cell_and_names_the_public_url_and_r
                  "--public-url", "ftp://x", tmp=tmp_path)
     assert bad.returncode != 0 and bad.stderr.count("\n") == 1 and "--public-url 'ftp://x' is not an http(s):// URL" in bad.stderr
     assert not (tmp_path / "repo3" / "channels").exists()
+
+
+def test_promote_names_the_public_url_and_registry_too(tmp_path: Path) -> None:
+    keys = init_keys(tmp_path / "keys")
+    (keys.directory / "root.json").write_bytes(make_root(keys).to_bytes(JSONSerializer(compact=False)))
+    bundle = write_sample_bundle(tmp_path / "bundle", version="5.6.2", families=("gfx1100",), engine=("gfx1100",))
+    repo = tmp_path / "repo"
+    staged = _cairn("publish", str(bundle), "--to", repo.as_uri(), "--keys", str(keys.directory), "--stage-only", tmp=tmp_path)
+    assert staged.returncode == 0, staged.stderr
+    promoted = _cairn("promote", "--version", "5.6.2", "--channel", "dev", "--to", repo.as_uri(), "--keys", str(keys.directory),
+                      "--public-url", PUBLIC_URL, "--registry", REGISTRY, tmp=tmp_path)
+    assert promoted.returncode == 0, promoted.stderr
+    text = (repo / "channels" / "dev" / "matrix.json").read_text()
+    matrix = json.loads(text)
+    assert (matrix["release"]["base_url"], matrix["release"]["registry"]) == (PUBLIC_URL, REGISTRY)
+    assert "file://" not in text and "127.0.0.1" not in text
+    assert {c["framework"]["name"] for c in matrix["cells"]} == {"cairn-smoke", "llama-cpp-python"}
