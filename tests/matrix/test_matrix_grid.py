@@ -57,12 +57,15 @@ def test_columns_rows_and_the_best_status_of_a_square():
     cells = (cell("rocm-sdk"), cell("torch"), cell("llama-cpp-python"), cell("onnxruntime-rocm"),
              cell("vllm", python="3.11", channel="stable"), cell("vllm", python="3.12"))
     m = matrix(*cells)
-    assert grid.columns(m) == ["runtime", "smoke", "llama.cpp", "JAX", "PyTorch", "vLLM", "SGLang", "Ollama", "onnxruntime-rocm"]
+    # the columns are what users run; the SDK and the validation kernels are details of a target, never columns
+    assert grid.columns(m) == ["llama.cpp", "JAX", "PyTorch", "vLLM", "SGLang", "Ollama", "onnxruntime-rocm"]
+    assert grid.columns(matrix(cell(), cell("rocm-sdk"))) == ["llama.cpp", "JAX", "PyTorch", "vLLM", "SGLang", "Ollama"]
     rows = grid.rows(m, {"gfx942": ("MI300X", "MI300A")})
     assert [(r.product, r.gfx_target) for r in rows] == [("MI300X", "gfx942"), ("MI300A", "gfx942")]
     status = {sq.column: sq.status for sq in rows[0].squares}
-    assert status == {"runtime": "passed", "smoke": "absent", "llama.cpp": "passed", "JAX": "absent", "PyTorch": "passed",
+    assert status == {"llama.cpp": "passed", "JAX": "absent", "PyTorch": "passed",
                       "vLLM": "passed", "SGLang": "absent", "Ollama": "absent", "onnxruntime-rocm": "passed"}
+    assert {sq.column: sq.status for sq in rows[0].details} == {"runtime": "passed", "smoke": "absent"}
     vllm = next(sq for sq in rows[0].squares if sq.column == "vLLM")
     assert [e.status for e in vllm.entries] == ["passed", "held"]  # the cell a user can install first
     html = to_html(m, {"gfx942": ("MI300X", "MI300A")}, "ghcr.io/o", "https://cairn.invalid/r/")
@@ -83,7 +86,8 @@ def test_runtime_square_is_the_sdk_as_the_best_cell_ships_it():
     assert pip_command(runtime.cell, "https://cairn.invalid/r/") == (
         'pip install --index-url https://cairn.invalid/r/channels/dev/simple/gfx94X-dcgpu/ "rocm-sdk[gfx94x-dcgpu]==7.2.4.dev1"')
     [row] = grid.rows(m, {"gfx942": ("MI300X",)})
-    assert row.squares[0].column == "runtime" and row.squares[0].status == "partial"
+    assert row.details[0].column == "runtime" and row.details[0].status == "partial"
+    assert [(sq.column, sq.status) for sq in row.squares if sq.status != "absent"] == [("JAX", "held")]  # smoke: a detail
     blocked = cell("sglang", wheels=sdk, images=(), gates=(GateResult("static-coverage", "not-run", "no wheel"),))
     assert [(e.status, e.reasons[0]) for e in grid.runtime_entries([blocked], matrix(blocked))] == [
         ("held", "the SDK as the sglang 1.0 cell ships it: no gate ran with it")]
@@ -126,3 +130,32 @@ def test_pip_command_pins_the_meta_extra_and_the_framework_wheels():
         'pip install --index-url https://cairn.invalid/r/channels/dev/simple/gfx94X-dcgpu/ "rocm-sdk[device-gfx942]==7.2.4.dev1"')
     assert "rocm-sdk[gfx94x-dcgpu]" in str(pip_command(cell("jax", wheels=(*device, wheels[0])), "https://cairn.invalid/r/"))
     assert pip_command(cell(wheels=()), "https://cairn.invalid/r/") is None
+
+
+def test_a_cell_offers_its_own_image_and_the_sdk_detail_the_runtime_image():
+    """A framework cell lists the runtime image beside its own: its square pulls and runs its own (llama.cpp's with
+    the GPU devices, its port and a model volume), and the SDK's detail pulls the runtime image."""
+    import tomllib
+    from pathlib import Path
+
+    from cairn.matrix.commands import RUNTIME_REPO, pull_commands, run_commands
+
+    recipe = tomllib.loads((Path(__file__).resolve().parents[1] / "recipes" / "containers" / "runtime.toml").read_text())
+    assert recipe["image"]["repo"] == RUNTIME_REPO
+    sdk = ("rocm_sdk-7.2.4-py3-none-any.whl", "rocm_sdk_core-7.2.4-py3-none-linux_x86_64.whl")
+    llama = cell("llama-cpp-python", wheels=(*sdk, "llama_cpp_python-0.3.36+rocm.7.2.4-py3-none-manylinux_2_39_x86_64.whl"),
+                 images=("127.0.0.1:5000/cairn/rocm:7.2.4-gfx942", "127.0.0.1:5000/cairn/llama-cpp:7.2.4-gfx942"))
+    assert pull_commands(llama, "ghcr.io/o") == [f"docker pull ghcr.io/o/cairn/llama-cpp@{DIGEST}"]
+    assert run_commands(llama, "ghcr.io/o") == [
+        f'docker run --rm --device /dev/kfd --device /dev/dri -p 8080:8080 -v "$HOME/models:/models" ghcr.io/o/cairn/llama-cpp@{DIGEST} '
+        "-m /models/model.gguf"]
+    assert run_commands(llama, None) == []  # local only: nothing to run
+    [runtime] = grid.runtime_entries([llama], matrix(llama))
+    assert pull_commands(runtime.cell, "ghcr.io/o") == [f"docker pull ghcr.io/o/cairn/rocm@{DIGEST}"]
+    assert run_commands(runtime.cell, "ghcr.io/o") == [f"docker run --rm --device /dev/kfd --device /dev/dri -it ghcr.io/o/cairn/rocm@{DIGEST}"]
+
+
+def test_an_engine_cell_says_its_partial_is_what_its_binaries_load():
+    llama = cell("llama-cpp-python", partial=("rocblas kernel files",))
+    assert grid.partial_text(llama) == "partial — no gfx942 code in: rocblas kernel files (libraries llama-cpp-python's own binaries load)"
+    assert grid.partial_text(cell(partial=("librccl.so.1",))) == "partial — no gfx942 code in: librccl.so.1"

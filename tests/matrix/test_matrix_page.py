@@ -1,7 +1,8 @@
 """The matrix page in a real browser (headless Chromium): a grid of GPU products × engines/frameworks whose
-filter by product or gfx target works, preset through the URL; each square's status, reasons and commands;
-image references on the public registry, never a loopback one; the Markdown table and ``cairn matrix`` read
-a signed matrix."""
+filter by product or gfx target works, preset through the URL; each square's status, reasons and commands (the
+llama.cpp engine's cell with its own pull, run and pip commands; the SDK and the validation kernels as details of
+a target); image references on the public registry, never a loopback one; the Markdown table and ``cairn
+matrix`` read a signed matrix."""
 
 from __future__ import annotations
 
@@ -24,9 +25,8 @@ from cairn.publish.sample import write_sample_bundle
 from cairn.remote.backend import FileBackend
 from cairn.sign.keys import init_keys, make_root
 from support import ROOT
-from support.browser import chromium, dom
+from support.browser import ROW, chromium, dom, shown
 
-ROW = re.compile(r'<tr class="row" data-target="([^"]+)" data-product="([^"]*)"( hidden="")?>')
 FAMILIES = ("gfx1030", "gfx908", "gfx90a", "gfx1100")
 PUBLIC = "registry.cairn.invalid/team"
 LOOPBACK = re.compile(r"127\.0\.0\.1|localhost|\[::1\]")
@@ -39,7 +39,9 @@ def repo(tmp_path_factory):
     root = make_root(keys)
     (base / "root.json").write_bytes(root.to_bytes(JSONSerializer(compact=False)))
     gates = {"gfx1030": {"static-coverage": "passed", "gpu": "not-run"}, "gfx908": {"static-coverage": "failed"}}
-    publish(load_bundle(write_sample_bundle(base / "bundle", families=FAMILIES, gates=gates)), FileBackend(base / "repo"), keys, root)
+    bundle = write_sample_bundle(base / "bundle", families=FAMILIES, gates=gates, engine=("gfx1100",),
+                                 partial={"gfx1100": ["libhipsparselt.so.0", "librccl.so.1"]})
+    publish(load_bundle(bundle), FileBackend(base / "repo"), keys, root)
     return base
 
 
@@ -55,10 +57,6 @@ def page(repo):
     return path
 
 
-def shown(html: str) -> list[tuple[str, str]]:
-    return sorted((target, product) for target, product, hidden in ROW.findall(html) if not hidden)
-
-
 def row_html(html: str, product: str) -> str:
     match = re.search(r'<tr class="row"[^>]*data-product="' + re.escape(product) + r'"[^>]*>(.*?)</tr>', html, re.S)
     assert match, product
@@ -70,8 +68,12 @@ def row_html(html: str, product: str) -> str:
     ("#q=gfx1030", [("gfx1030", p) for p in sorted(["Radeon RX 6800 / XT", "Radeon RX 6900 XT", "Radeon PRO W6800", "Radeon PRO V620"])]),
     ("#q=radeon%20rx%206900", [("gfx1030", "Radeon RX 6900 XT")]),  # case-insensitive, URL-encoded
     ("?product=MI210", [("gfx90a", "MI210")]),                    # the product drop-down, preset from the query
-    ("#q=MI300X", []),                                             # a GPU this release does not ship for
+    ("#q=MI300X", []),                                             # a GPU this release does not ship for: listed apart
     ("#q=MI100", []),                                              # held (failed gate): not offered on the channel
+    ("#q=7900XTX", [("gfx1100", "Radeon RX 7900 XTX / XT")]),     # as people type it: no spaces …
+    ("#q=7900%20xtx", [("gfx1100", "Radeon RX 7900 XTX / XT")]),  # … lower case
+    ("#q=RX%206800%20XT", [("gfx1030", "Radeon RX 6800 / XT")]),  # "6800 / XT" is the 6800 XT too
+    ("#q=W7900", [("gfx1100", "Radeon PRO W7900 / W7800")]),
 ])
 def test_filter_in_headless_chromium(page, tmp_path, fragment, expected):
     html = dom(page, fragment, tmp_path)
@@ -80,25 +82,42 @@ def test_filter_in_headless_chromium(page, tmp_path, fragment, expected):
     count = re.search(r'<span id="count" data-shown="(\d+)">([^<]+)</span>', html)
     assert count and count[2] == f"{len(expected)} of 9 GPUs shown"
     none_hidden = re.search(r'<p id="none"( hidden="")?>', html)
-    assert none_hidden and bool(none_hidden[1]) == bool(expected)
-    assert ('<details open="">' in html) == (len(expected) == 1)  # squares open by themselves only for a single GPU
+    other = re.search(r'<div id="other" data-shown="(\d+)"( hidden="")?>', html)
+    assert none_hidden and bool(none_hidden[1])  # every query here names a GPU Cairn knows: never "nothing matches"
+    assert other and (other[1] != "0") == (not expected) and bool(other[2]) == bool(expected)
+    opened = bool(re.search(r'<details[^>]* open=""', html))
+    assert opened == (len(expected) == 1)  # squares (and target details) open by themselves only for a single GPU
 
 
 def test_7900_xtx_finds_the_gfx1100_row_with_its_commands(page, repo, tmp_path):
-    """The question people ask: "7900 XTX" → the gfx1100 row, smoke passed, with the pull and pip commands."""
+    """The question people ask: "7900 XTX" → the gfx1100 row: llama.cpp passed, with the pull, run and pip commands
+    of its own cell; the validation kernels (smoke) are a detail of the target, with theirs."""
     html = dom(page, "#q=7900%20XTX", tmp_path)
     assert shown(html) == [("gfx1100", "Radeon RX 7900 XTX / XT")]
     row = row_html(html, "Radeon RX 7900 XTX / XT")
     assert "<b>gfx1100</b>" in row
-    squares = dict(re.findall(r'data-column="([^"]+)" data-status="([^"]+)"', row))
-    assert squares == {"runtime": "absent", "smoke": "passed", "llama.cpp": "absent", "JAX": "absent", "PyTorch": "absent",
-                       "vLLM": "absent", "SGLang": "absent", "Ollama": "absent"}
-    digest = next(i.digest for c in read(repo, "channels/dev/matrix.json").cells if c.gfx_target == "gfx1100" for i in c.images)
-    assert f"<code>docker pull {PUBLIC}/cairn/smoke@{digest}</code>" in row
+    squares = dict(re.findall(r'<td class="sq[^"]*" data-column="([^"]+)" data-status="([^"]+)"', row))
+    assert squares == {"llama.cpp": "passed", "JAX": "absent", "PyTorch": "absent", "vLLM": "absent", "SGLang": "absent", "Ollama": "absent"}
+    details = dict(re.findall(r'<div class="detail[^"]*" data-column="([^"]+)" data-status="([^"]+)"', row))
+    assert details == {"runtime": "absent", "smoke": "partial"}  # ours: inside the target's cell, not a column
+    cells = {c.framework.name: c for c in read(repo, "channels/dev/matrix.json").cells if c.gfx_target == "gfx1100"}
+    assert sorted(cells) == ["cairn-smoke", "llama-cpp-python"]
+    smoke, llama = cells["cairn-smoke"].images[0].digest, cells["llama-cpp-python"].images[0].digest
+    assert f"<code>docker pull {PUBLIC}/cairn/smoke@{smoke}</code>" in row
     index = (repo / "repo").as_uri() + "/channels/dev/simple/gfx1100/"
     assert f'<code>pip install --index-url {index} "cairn-smoke==5.2.3"</code>' in row  # the DOM as serialised: quotes as typed
-    # the one GPU left has its squares open: the commands are on screen without a click
-    assert re.search(r'<td class="sq st-passed" data-column="smoke" data-status="passed"><details open=""><summary>passed</summary>', row)
+    engine = re.search(r'<td class="sq st-passed" data-column="llama.cpp" data-status="passed"><details open="">(.*?)</td>', row, re.S)
+    assert engine, row  # the one GPU left has its squares open: the commands are on screen without a click
+    square = engine[1]
+    assert f"<code>docker pull {PUBLIC}/cairn/llama-cpp@{llama}</code>" in square
+    assert (f'<code>docker run --rm --device /dev/kfd --device /dev/dri -p 8080:8080 -v "$HOME/models:/models" '
+            f'{PUBLIC}/cairn/llama-cpp@{llama} -m /models/model.gguf</code>') in square
+    assert f'<code>pip install --index-url {index} "llama-cpp-python==0.3.36+rocm.5.2.3"</code>' in square
+    assert "cairn-smoke" not in square and "cairn/smoke" not in square  # the engine's wheel rides in no other cell
+    assert "Python Requires-Python &gt;=3.11 (py3 wheel)" in square  # the wheel's own range, not the image's 3.11
+    # llama.cpp loads neither hipSPARSELt nor RCCL: the partial libraries of its family are not its partial
+    assert "partial" not in square and "librccl" not in square
+    assert "partial — no gfx1100 code in: libhipsparselt.so.0, librccl.so.1" in row  # the validation kernels' detail
 
     shot = tmp_path / "matrix-7900xtx.png"  # the test's artefact: what a user sees after searching
     proc = chromium(tmp_path, f"--screenshot={shot}", "--window-size=1400,900", page.as_uri() + "#q=7900%20XTX")
@@ -117,6 +136,13 @@ def test_pip_command_on_the_page_installs(page, repo, tmp_path):
                          capture_output=True, text=True, timeout=300)
     assert out.returncode == 0, out.stderr[-2000:]
     assert (tmp_path / "t" / "cairn_smoke" / "lib" / "payload-gfx1100.bin").is_file()
+    engine = re.search(r'<pre class="cmd pip"><code>(pip install [^<]*llama-cpp-python[^<]*)</code>', page.read_text())
+    assert engine and "/simple/gfx1100/" in engine[1]  # from the target's own index
+    argv = shlex.split(engine[1].replace("&quot;", '"'))
+    out = subprocess.run([sys.executable, "-m", *argv, "--no-cache-dir", "--disable-pip-version-check", "--target", str(tmp_path / "e")],
+                         capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert (tmp_path / "e" / "llama_cpp" / "lib" / "libggml-hip-gfx1100.bin").is_file()
 
 
 def test_no_loopback_address_when_a_registry_is_configured(page, repo):
@@ -159,7 +185,8 @@ def test_page_is_self_contained_and_deterministic(page, repo):
 def test_markdown_lists_every_cell(repo):
     text = to_markdown(read(repo, "channels/dev/matrix.json"))
     rows = [line for line in text.splitlines() if line.startswith("| gfx")]
-    assert [r.split(" | ")[0] for r in rows] == ["| gfx target", "| gfx1030", "| gfx1100", "| gfx90a"]
+    assert [r.split(" | ")[0] for r in rows] == ["| gfx target", "| gfx1030", "| gfx1100", "| gfx1100", "| gfx90a"]
+    assert "| gfx1100 | Radeon RX 7900 XTX / XT, Radeon PRO W7900 / W7800 | debian-12 | Requires-Python >=3.11 (py3 wheel) | llama-cpp-python" in text
     assert "gpu: ⏸ not run (gpu not-run on gfx1030)" in text
 
 
@@ -192,7 +219,9 @@ def test_cairn_matrix_registry_option_and_env(repo, tmp_path):
     assert by_env.returncode == 0, by_env.stderr
     page = (tmp_path / "env.html").read_text()
     assert "docker pull ghcr.io/cairn-rocm/cairn/smoke@sha256:" in page and not LOOPBACK.search(page)
-    assert f"--index-url {(repo / 'repo').as_uri()}/channels/dev/simple/gfx90a/" in page  # the repository read from
+    # a repository read from this machine's disk is never named on the page unasked: no file:// URL, the index by key
+    assert "file://" not in page and "pip install" not in page
+    assert "Wheels on the index <code>channels/dev/simple/gfx90a/</code> (relative to the repository root)." in page
     by_option = subprocess.run([*cmd, "--registry", PUBLIC, "--base-url", "https://cairn.invalid/r"], capture_output=True, text=True,
                                timeout=120, env={**env, "CAIRN_PUBLIC_REGISTRY": "ghcr.io/cairn-rocm"})
     assert by_option.returncode == 0, by_option.stderr

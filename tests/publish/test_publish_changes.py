@@ -87,10 +87,14 @@ def test_the_next_release_on_a_channel_names_the_one_before_and_publishes_the_di
 
 def test_the_matrix_page_links_the_diff_and_shows_what_changed(published) -> None:
     repo = published["repo"]
-    proc = cairn("matrix", "--from", str(repo), "--channel", "dev", "--format", "html", "--root", str(published["base"] / "pinned-root.json"), timeout=120)
+    proc = cairn("matrix", "--from", str(repo), "--channel", "dev", "--format", "html", "--base-url", repo.as_uri(),
+                 "--root", str(published["base"] / "pinned-root.json"), timeout=120)
     assert proc.returncode == 0, proc.stderr
     page = proc.stdout
     assert f'<a href="{repo.as_uri()}/{DIFF}">{DIFF}</a>' in page
+    unasked = cairn("matrix", "--from", str(repo), "--channel", "dev", "--format", "html")  # a local directory: named by key only
+    assert unasked.returncode == 0 and f"<code>{DIFF}</code> (relative to the repository root)" in unasked.stdout
+    assert "file://" not in unasked.stdout
     assert f"Changes since {OLD}" in page
     assert "~ component hip-runtime: pin deb:libamdhip64-5=5.2.3-8 → deb:libamdhip64-5=5.2.4-1" in page
     assert "gate static-coverage passed → failed" in page
@@ -175,7 +179,8 @@ def test_the_page_in_headless_chromium_links_the_diff_it_names(published, tmp_pa
     from support.browser import chromium, dom
 
     repo, page = published["repo"], tmp_path / "matrix.html"
-    proc = cairn("matrix", "--from", str(repo), "--channel", "dev", "--format", "html", "--out", str(page), timeout=120)
+    proc = cairn("matrix", "--from", str(repo), "--channel", "dev", "--format", "html", "--out", str(page),
+                 "--base-url", repo.as_uri(), timeout=120)  # a local test repository: named only when asked
     assert proc.returncode == 0, proc.stderr
     html = dom(page, "", tmp_path)
     link = re.search(r'<div id="changes"><p>Changes since ([^,]+),[^<]*<a href="([^"]+)">', html)

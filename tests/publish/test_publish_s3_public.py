@@ -20,6 +20,7 @@ from pathlib import Path
 
 import pytest
 
+from cairn.matrix.build import Published
 from cairn.matrix.bundle import load_bundle
 from cairn.names import hashed_name
 from cairn.publish.publisher import publish
@@ -117,7 +118,12 @@ def test_missing_project_is_404_and_nothing_outside_the_prefix_is_readable(publi
 
 
 def test_pip_and_uv_install_from_the_channel_index_anonymously(published, tmp_path):
-    index = published["base"] + "channels/dev/simple/gfx90a/"
+    # the index the channel's matrix names: under the HTTP form of --to, the default --public-url (no file://)
+    _, _, body = anonymous(published["base"] + "channels/dev/matrix.json")
+    matrix = json.loads(body)
+    assert matrix["release"]["base_url"] == published["base"] and b"file://" not in body
+    (index,) = {c["index_url"] for c in matrix["cells"]}
+    assert index == published["base"] + "channels/dev/simple/gfx90a/"
     environ = no_credentials(published["env"])
     environ = {k: v for k, v in environ.items() if not k.startswith(("PIP_", "UV_"))} | {"UV_CACHE_DIR": str(tmp_path / "uv-cache")}
     pip = [sys.executable, "-m", "pip", "install", "--isolated", "--no-cache-dir", "--no-deps", "--index-url", index]
@@ -189,7 +195,9 @@ def test_a_full_republish_reads_the_policy_once_and_leaves_it_alone(published, s
     backend = S3Backend(BUCKET, "public", s3["endpoint"])
     sent: list[tuple[str, str]] = []
     backend.client.observers.append(lambda method, path, _headers: sent.append((method, path)))
-    report = publish(load_bundle(published["bundle"]), backend, load_keys(keys), load_root(keys / "root.json"))
+    # the public URL `cairn publish` named for it by default: the HTTP form of --to (docs/publishing.md)
+    where = Published(f"{s3['endpoint']}/{BUCKET}/public/")
+    report = publish(load_bundle(published["bundle"]), backend, load_keys(keys), load_root(keys / "root.json"), where=where)
     assert report.uploaded == 0
     assert [request for request in sent if "?policy" in request[1]] == [("GET", f"/{BUCKET}?policy=")]
     assert s3["client"].get_bucket_policy(Bucket=BUCKET)["Policy"] == before

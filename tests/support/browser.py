@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import subprocess
 from pathlib import Path
 
@@ -20,3 +21,12 @@ def dom(page: Path, fragment: str, tmp_path: Path) -> str:
     assert proc.returncode == 0, proc.stderr[-2000:]
     return proc.stdout
 
+
+
+# a GPU's row on the matrix page: its target, its product and whether the filter hides it
+ROW = re.compile(r'<tr class="row" data-target="([^"]+)" data-product="([^"]*)" data-search="[^"]*"( hidden="")?>')
+
+
+def shown(html: str) -> list[tuple[str, str]]:
+    """(target, product) of every row the page's filter left visible, sorted."""
+    return sorted((target, product) for target, product, hidden in ROW.findall(html) if not hidden)

@@ -142,9 +142,11 @@ def test_the_family_that_builds_llama_cpp_python_mirrors_its_requirements_for_ev
     other = actions["index:gfx1151"]
     assert not any("typing_extensions" in d or "cp311" in d for d in other.deps)
     assert [c["python"] for c in other.inputs["claims"]] == ["3.14"]
-    # its wheels go with the engine's wheel, to every cell of the family, not to one framework's cells
+    # its wheels go with the engine's wheel, to the engine's own cells; a file a framework mirrors too (numpy cp314
+    # for JAX) stays in every cell of the family, so neither loses it (tests/test_matrix_engine_cells.py)
     frameworks = actions["bundle:release"].inputs["wheel_frameworks"]
-    assert "mirror:typing_extensions-4.16.0-py3-none-any.whl" not in frameworks
+    assert frameworks["mirror:typing_extensions-4.16.0-py3-none-any.whl"] == "llama-cpp-python"
+    assert "mirror:numpy-2.4.6-cp314-cp314-manylinux_2_27_x86_64.manylinux_2_28_x86_64.whl" not in frameworks
 
 
 @pytest.mark.parametrize(("edit", "said"), [

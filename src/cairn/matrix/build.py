@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import posixpath
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -87,13 +88,16 @@ def record_gates(stage: dict[str, Any], gates: dict[str, Any], results: list[tup
 
 
 def build_matrix(stage: dict[str, Any], cells: list[dict[str, Any]], gates: dict[str, Any], channel: str,
-                 index_prefix: str, previous: model.Previous | None = None) -> model.Matrix:
+                 index_prefix: str, previous: model.Previous | None = None, where: Published | None = None) -> model.Matrix:
     """The matrix of ``cells`` (staged cells, possibly with wheels left off) as ``channel`` shows them.
 
     ``index_prefix`` is where the pip index of these cells is (``staging/<version>`` or ``channels/<channel>``);
     every gate a channel of the release requires is listed for every cell, ``not-run`` where it has no result.
     ``previous``: a channel's matrix names the release the channel served before (``cairn.publish.changes``).
+    ``where``: the public repository URL and registry the publish named; with a URL the cells' index URLs are
+    absolute under it, with a registry an image pushed to a loopback one is named on it (what a user pulls).
     """
+    where = where or Published()
     rel = stage["release"]
     out = []
     for c in cells:
@@ -106,15 +110,41 @@ def build_matrix(stage: dict[str, Any], cells: list[dict[str, Any]], gates: dict
         out.append(model.Cell(
             release=rel["version"], channel=channel, gfx_target=c["gfx_target"], family=c["family"], products=tuple(c["products"]),
             os=c["os"], python=c["python"], framework=model.Framework(c["framework"]["name"], c["framework"]["version"]),
-            index_url=f"{index_prefix}/simple/{index}/",
-            wheels=tuple(model.WheelFile(posixpath.basename(k), k, stage["files"][k]["sha256"], stage["files"][k]["size"]) for k in wheels),
-            images=tuple(model.ImageRef(i["reference"], i["digest"]) for i in c["images"]),
+            index_url=f"{where.base_url}{index_prefix}/simple/{index}/",
+            wheels=tuple(model.WheelFile(posixpath.basename(k), k, stage["files"][k]["sha256"], stage["files"][k]["size"],
+                                         stage["files"][k].get("requires_python", "")) for k in wheels),
+            images=tuple(_public(model.ImageRef(i["reference"], i["digest"]), where.registry) for i in c["images"]),
             gates=tuple(gate_list), partial=tuple(c.get("partial", ())),
             requirements=model.Requirements(model.VersionRange(**req["driver"]), model.VersionRange(**req["kernel"]), req["driver_name"]),
         ))
     release = model.Release(rel["name"], rel["version"], channel, rel["source_date_epoch"], rel.get("manifest_sha256", ""),
-                            tuple((ch, tuple(g)) for ch, g in sorted(rel["required_gates"].items())), previous)
+                            tuple((ch, tuple(g)) for ch, g in sorted(rel["required_gates"].items())), previous,
+                            where.base_url, where.registry)
     return model.Matrix(release, tuple(out))
+
+
+@dataclass(frozen=True)
+class Published:
+    """Where users fetch a published release from (``cairn publish``/``promote`` ``--public-url``, ``--registry``):
+    the repository root over HTTP (``https://…/``, "" when there is none to name) and the registry the images were
+    pushed to ("" = as the build pushed them)."""
+
+    base_url: str = ""
+    registry: str = ""
+
+
+def _public(image: model.ImageRef, registry: str) -> model.ImageRef:
+    """The image as published: a reference on a loopback registry (the build host's own) is named on ``registry``
+    — the same digest, so its signature and every gate verdict still name these bytes."""
+    from cairn.matrix.commands import public_image
+
+    if not registry:
+        return image
+    ref = public_image(model.ImageRef(image.reference, image.digest), registry)
+    if ref is None or ref == image.pinned:
+        return image
+    tag = image.reference.rsplit(":", 1)[1] if model._has_tag(image.reference) else ""
+    return model.ImageRef(ref.split("@", 1)[0] + (f":{tag}" if tag else ""), image.digest)
 
 
 def page_of(stage: dict[str, Any], cell: dict[str, Any]) -> tuple[str, list[str]]:

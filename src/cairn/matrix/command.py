@@ -8,7 +8,8 @@ signed target), so a page is never rendered from a matrix that was modified afte
 
 The page's commands need two places a user fetches from: ``--registry`` (or ``$CAIRN_PUBLIC_REGISTRY``), the
 public registry that stands for a loopback registry in image references, and ``--base-url``, the repository
-root pip reads (default: the repository the matrix was read from, when pip can read that URL).
+root pip reads (default: the public URL the publish named, ``release.base_url``, else the repository the matrix
+was read from when it is served over http(s) — never a ``file://`` directory unless passed).
 """
 
 from __future__ import annotations
@@ -38,6 +39,9 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--out", type=Path, default=None, help="write here instead of printing")
     parser.add_argument("--registry", default=None,
                         help=f"public registry (host[:port][/namespace]) shown for loopback image references (default ${REGISTRY_ENV})")
+    parser.add_argument("--find", default=None, metavar="GPU",
+                        help="print what the release offers for a GPU as people type it (\"7900XTX\", \"RX 9070 XT\", gfx1100), "
+                             "as the page's search finds it; exit 1 when nothing matches")
     parser.add_argument("--base-url", default=None,
                         help="repository root URL pip reads the cells' indexes from (default: the --from repository if http(s)/file)")
 
@@ -111,23 +115,51 @@ def public_registry(option: str | None) -> str | None:
     return check_registry(value, f"${REGISTRY_ENV}") if value else None
 
 
-def base_url(option: str | None, source: str) -> str | None:
-    """Where pip reads the repository: ``--base-url``, else the repository read from when pip can read it."""
+def base_url(option: str | None, source: str, published: str = "") -> str | None:
+    """Where pip reads the repository: ``--base-url``, else the public URL the publish named (``release.base_url``),
+    else the repository read from when it is served over http(s). Never, unasked, a ``file://`` directory: that
+    is this machine's disk, which a page meant for others must not name (``--base-url file://…`` for a local test)."""
     if option is not None:
         if not option.startswith(("https://", "http://", "file://")):
             raise CairnError(f"--base-url {option!r} is not an http(s):// or file:// URL — give the repository root pip reads")
         return option.rstrip("/") + "/"
+    if published:
+        return published
     repo, _ = locate(source)
-    return repo if repo.startswith(("https://", "http://", "file://")) else None
+    return repo if repo.startswith(("https://", "http://")) else None
+
+
+def _find(query: str, matrix) -> int:  # type: ignore[no-untyped-def]
+    """``--find``: one line per GPU found — its target, every column's status and the target's details — or, for
+    a GPU the release does not serve, why and what to use instead (``cairn.matrix.search``)."""
+    from cairn.matrix import grid, search
+
+    products = registry_products()
+    rows, unserved = search.find(query, grid.rows(matrix, products), search.unserved_of(matrix, products))
+    rel = matrix.release
+    for row in rows:
+        squares = [f"{sq.column} {sq.status}" for sq in row.squares if sq.status != "absent"]
+        details = [f"{grid.detail_label(sq.column)} {sq.status}" for sq in row.details if sq.status != "absent"]
+        print(f"{row.product or '(unknown product)'} — {row.gfx_target} ({row.family}), release {rel.version} on {rel.channel}: "
+              + ("; ".join(squares) or "no engine or framework") + (f" [{', '.join(details)}]" if details else ""))
+    for item in unserved:
+        print(f"{item.product} — {item.gfx_target}: {item.says}")
+    if not rows and not unserved:
+        print(f"no GPU product or gfx target known to Cairn matches {query!r} — try the product name (\"7900 XTX\") "
+              "or the gfx target rocminfo shows", file=sys.stderr)
+        return 1
+    return 0
 
 
 def run(args: argparse.Namespace) -> int:
     check_choice("--channel", args.channel, CHANNELS, "channel")
     source = args.source or str(Path(args.store) / "publish")
     registry = public_registry(args.registry)
-    base = base_url(args.base_url, source)
     signed = signed_targets(source, args.root)
     matrix = read_matrix(source, args.channel, signed)
+    base = base_url(args.base_url, source, matrix.release.base_url)
+    if args.find is not None:
+        return _find(args.find, matrix)
     if args.format == "json":
         text = matrix.to_json()
     elif args.format == "html":

@@ -83,9 +83,65 @@ def local_image(image: ImageRef) -> str:
     return pinned[len(host) + 1:] if host else pinned
 
 
+RUNTIME_REPO = "cairn/rocm"  # the runtime image's repository (recipes/containers/runtime.toml; a test checks)
+
+
+def repository(image: ImageRef) -> str:
+    """An image's repository without its registry host and tag: ``127.0.0.1:5000/cairn/rocm:7.2.4-gfx1100`` →
+    ``cairn/rocm``."""
+    host = registry_host(image.reference)
+    path = image.reference[len(host) + 1:] if host else image.reference
+    return path.rsplit(":", 1)[0] if ":" in path.rsplit("/", 1)[-1] else path
+
+
+def is_runtime(image: ImageRef) -> bool:
+    """Whether an image is the release's runtime image (every framework image is built on it, and every cell of a
+    target lists it beside its framework's own)."""
+    repo = repository(image)
+    return repo == RUNTIME_REPO or repo.endswith("/" + RUNTIME_REPO)
+
+
+def own_images(cell: Cell) -> list[ImageRef]:
+    """The images a cell's commands name: its framework's own, not the runtime image it is built on (the SDK's
+    detail names that one); all of them when the cell has no other."""
+    own = [i for i in cell.images if not is_runtime(i)]
+    return own or list(cell.images)
+
+
 def pull_commands(cell: Cell, registry: str | None) -> list[str]:
-    """``docker pull`` by digest for every image of the cell a user can reach."""
-    return [f"docker pull {ref}" for ref in (public_image(i, registry) for i in cell.images) if ref]
+    """``docker pull`` by digest for every image of the cell's own a user can reach."""
+    return [f"docker pull {ref}" for ref in (public_image(i, registry) for i in own_images(cell)) if ref]
+
+
+# The GPU devices every ROCm container needs (KFD for compute, DRI render nodes), as AMD's container docs give them.
+GPU_DEVICES = "--device /dev/kfd --device /dev/dri"
+# How a framework's image is run, by canonical framework name: (docker options, arguments to the entrypoint). An
+# engine serving a model publishes its port and mounts the model directory; anything else opens a shell.
+RUN: dict[str, tuple[str, str]] = {
+    # llama-server is the image's entrypoint, listening on 0.0.0.0:8080 (recipes/containers/llama-cpp.toml)
+    "llama-cpp-python": ('-p 8080:8080 -v "$HOME/models:/models"', "-m /models/model.gguf"),
+}
+
+
+def run_commands(cell: Cell, registry: str | None) -> list[str]:
+    """``docker run`` of every image of the cell a user can reach, by digest, with the GPU devices (and, for an
+    engine, its port and a model volume: ``RUN``)."""
+    options, arguments = RUN.get(canonicalize_name(cell.framework.name), ("-it", ""))
+    return [" ".join(p for p in ("docker run --rm", GPU_DEVICES, options, ref, arguments) if p)
+            for ref in (public_image(i, registry) for i in own_images(cell)) if ref]
+
+
+def python_range(cell: Cell) -> str:
+    """The Pythons the cell's own wheels install on, as the wheels say (``Requires-Python`` and the interpreter
+    tags of their file names), not the Python of the cell's image: "" when the cell lists no wheel of its own."""
+    name = canonicalize_name(cell.framework.name)
+    own = [w for w in cell.wheels if wheel_project(w.filename)[0] == name] or \
+          [w for w in cell.wheels if wheel_project(w.filename)[0] and not is_sdk(wheel_project(w.filename)[0])]
+    if not own:
+        return ""
+    specs = sorted({w.requires_python for w in own if w.requires_python})
+    tags = sorted({t.interpreter for w in own for t in parse_wheel_filename(w.filename)[3]})
+    return f"Requires-Python {', '.join(specs) or 'not stated'} ({', '.join(tags)} wheel{'s' if len(own) > 1 else ''})"
 
 
 def pip_command(cell: Cell, base_url: str | None) -> str | None:

@@ -11,10 +11,12 @@ from anywhere else:
 - ``partial``: its required gates passed but the audit named shipped libraries without code for its target;
 - ``passed``: every required gate passed.
 
-A framework with no cell for a target is "not in this release". The SDK (the runtime column) has cells of its
-own only in a release that ships no framework for a family; otherwise every cell of the family lists the SDK's
-wheels, and the runtime square shows the SDK as shipped with the best of those cells, with that cell's status
-(its gates ran with this SDK) and its id (``Entry.via``).
+A framework with no cell for a target is "not in this release". The columns are what users run (engines and
+frameworks, ``COLUMNS``); the SDK (``runtime``) and Cairn's validation kernels (``smoke``) are ours, and a row
+shows them as details of its target (``DETAILS``, ``Row.details``), not as columns people read first. The SDK has
+cells of its own only in a release that ships no framework for a family; otherwise every cell of the family lists
+the SDK's wheels, and the runtime square shows the SDK as shipped with the best of those cells, with that cell's
+status (its gates ran with this SDK) and its id (``Entry.via``).
 """
 
 from __future__ import annotations
@@ -24,15 +26,19 @@ from dataclasses import dataclass, replace
 
 from packaging.utils import canonicalize_name
 
-from cairn.matrix.commands import SDK, is_sdk, wheel_project
+from cairn.matrix.commands import SDK, is_runtime, is_sdk, wheel_project
 from cairn.matrix.model import Cell, Framework, Matrix
 
 STATUSES = ("passed", "partial", "held", "blocked")  # best first
 RUNTIME = "runtime"
+SMOKE = "smoke"
+# A target's details (ours, not what users run): title → (label, the framework names whose cells it shows).
+DETAILS: tuple[tuple[str, str, tuple[str, ...]], ...] = (
+    (RUNTIME, "SDK", (SDK,)),
+    (SMOKE, "validation kernels", ("cairn-smoke",)),
+)
 # Column title → the framework names (canonical) whose cells it shows. A framework not listed gets a column of its own.
 COLUMNS: tuple[tuple[str, tuple[str, ...]], ...] = (
-    (RUNTIME, (SDK,)),
-    ("smoke", ("cairn-smoke",)),
     ("llama.cpp", ("llama-cpp", "llama-cpp-python")),
     ("JAX", ("jax",)),
     ("PyTorch", ("pytorch", "torch")),
@@ -68,25 +74,38 @@ class Row:
     product: str  # "" when the registry names no product for the target
     gfx_target: str
     family: str
-    squares: tuple[Square, ...]
+    squares: tuple[Square, ...]  # one per column (``columns``)
+    details: tuple[Square, ...] = ()  # one per ``DETAILS`` entry: the SDK and the validation kernels of the target
 
 
 def column_of(framework: str) -> str:
-    """The column a framework's cells go in (its own name when it is none of the known ones)."""
+    """The column (or detail) a framework's cells go in (its own name when it is none of the known ones)."""
     name = canonicalize_name(framework)  # llama.cpp → llama-cpp, PyTorch → pytorch
-    return next((title for title, names in COLUMNS if name in names), framework)
+    known = [*((title, names) for title, _, names in DETAILS), *COLUMNS]
+    return next((title for title, names in known if name in names), framework)
 
 
 def columns(matrix: Matrix) -> list[str]:
-    """The fixed engine/framework columns, then any other framework the matrix ships, by name."""
+    """The fixed engine/framework columns, then any other framework the matrix ships, by name (never a detail)."""
     fixed = [title for title, _ in COLUMNS]
-    extra = sorted({column_of(c.framework.name) for c in matrix.cells} - set(fixed))
+    extra = sorted({column_of(c.framework.name) for c in matrix.cells} - set(fixed) - {title for title, _, _ in DETAILS})
     return fixed + extra
 
 
+def detail_label(title: str) -> str:
+    """What a detail square is called on the page (``runtime`` → ``SDK``)."""
+    return next((label for t, label, _ in DETAILS if t == title), title)
+
+
+ENGINES = ("llama-cpp-python",)  # cells whose partial list is what the engine's own ELFs load (cairn.publish.run)
+
+
 def partial_text(cell: Cell) -> str:
-    """One line for a partial cell: which shipped libraries have no code for its target."""
-    return f"partial — no {cell.gfx_target} code in: {', '.join(cell.partial)}"
+    """One line for a partial cell: which shipped libraries have no code for its target — for an engine, those
+    of them its own binaries load (the rest of its family's partial libraries do not concern it)."""
+    loads = (f" (libraries {cell.framework.name}'s own binaries load)"
+             if canonicalize_name(cell.framework.name) in ENGINES else "")
+    return f"partial — no {cell.gfx_target} code in: {', '.join(cell.partial)}{loads}"
 
 
 def entry(cell: Cell, matrix: Matrix) -> Entry:
@@ -114,7 +133,8 @@ def _built(cell: Cell) -> bool:
 
 def runtime_entries(cells: Sequence[Cell], matrix: Matrix) -> list[Entry]:
     """The SDK as the target's cells ship it, one entry per OS × Python: from the best built cell that lists the
-    ``rocm-sdk`` meta wheel, keeping only the SDK's wheels (no image: the cell's images are its framework's)."""
+    ``rocm-sdk`` meta wheel, keeping only the SDK's wheels and the runtime image (the cell's other images are its
+    framework's)."""
     groups: dict[tuple[str, str], list[Entry]] = {}
     for cell in cells:
         if any(wheel_project(w.filename)[0] == SDK for w in cell.wheels):
@@ -125,7 +145,8 @@ def runtime_entries(cells: Sequence[Cell], matrix: Matrix) -> list[Entry]:
         source = found[0]
         wheels = tuple(w for w in source.cell.wheels if is_sdk(wheel_project(w.filename)[0]))
         version = next(wheel_project(w.filename)[1] for w in wheels if wheel_project(w.filename)[0] == SDK)
-        sdk = replace(source.cell, framework=Framework(SDK, version), wheels=wheels, images=())
+        sdk = replace(source.cell, framework=Framework(SDK, version), wheels=wheels,
+                      images=tuple(i for i in source.cell.images if is_runtime(i)))
         shipped = f"the SDK as the {source.cell.framework.name} {source.cell.framework.version} cell ships it"
         if source.status == "blocked":  # nothing ran with the SDK: every cell listing it is blocked
             out.append(Entry(sdk, "held", (f"{shipped}: no gate ran with it", *source.reasons), source.cell.id))
@@ -143,14 +164,17 @@ def rows(matrix: Matrix, products_by_target: Mapping[str, Sequence[str]]) -> lis
         by_target.setdefault(cell.gfx_target, []).append(cell)
     out = []
     for target, cells in sorted(by_target.items()):
-        squares = []
-        for title in titles:
-            entries = [entry(c, matrix) for c in cells if column_of(c.framework.name) == title]
-            if title == RUNTIME and not entries:
-                entries = runtime_entries(cells, matrix)
-            entries.sort(key=lambda e: (STATUSES.index(e.status), e.cell.id))
-            squares.append(Square(title, tuple(entries)))
+        squares = [_square(title, cells, matrix) for title in titles]
+        details = [_square(title, cells, matrix) for title, _, _ in DETAILS]
         products = list(products_by_target.get(target, ())) or sorted({p for c in cells for p in c.products}) or [""]
         family = ", ".join(sorted({c.family for c in cells}))
-        out += [Row(product, target, family, tuple(squares)) for product in products]
+        out += [Row(product, target, family, tuple(squares), tuple(details)) for product in products]
     return out
+
+
+def _square(title: str, cells: Sequence[Cell], matrix: Matrix) -> Square:
+    entries = [entry(c, matrix) for c in cells if column_of(c.framework.name) == title]
+    if title == RUNTIME and not entries:
+        entries = runtime_entries(cells, matrix)
+    entries.sort(key=lambda e: (STATUSES.index(e.status), e.cell.id))
+    return Square(title, tuple(entries))

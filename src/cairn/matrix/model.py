@@ -80,6 +80,7 @@ class WheelFile:
     url: str
     sha256: str
     size: int = 0
+    requires_python: str = ""  # the wheel's METADATA Requires-Python ("" when it states none)
 
 
 @dataclass(frozen=True)
@@ -165,6 +166,10 @@ class Release:
     manifest_sha256: str = ""
     required_gates: tuple[tuple[str, tuple[str, ...]], ...] = ()  # channel -> gates that must pass
     previous: Previous | None = None  # a channel's matrix, once the channel served an earlier release
+    # where users fetch from, as the publish named it (``cairn publish --public-url/--registry``): the repository
+    # root pip reads (the cells' index URLs hang off it) and the registry the images were pushed to; "" = unnamed
+    base_url: str = ""
+    registry: str = ""
 
 
 @dataclass(frozen=True)
@@ -187,6 +192,9 @@ class Matrix:
         }
         if self.release.previous is not None:
             release["previous"] = {"version": self.release.previous.version, "diff": self.release.previous.diff}
+        for key in ("base_url", "registry"):  # written only when named, so a matrix without them is unchanged
+            if getattr(self.release, key):
+                release[key] = getattr(self.release, key)
         return {"schema": self.schema, "release": release, "cells": [_cell_dict(c) for c in sorted(self.cells, key=lambda c: c.id)]}
 
     def to_json(self) -> str:
@@ -201,7 +209,8 @@ def _cell_dict(c: Cell) -> dict[str, Any]:
         "products": list(c.products), "os": c.os, "python": c.python,
         "framework": {"name": c.framework.name, "version": c.framework.version},
         "index_url": c.index_url,
-        "wheels": [{"filename": w.filename, "url": w.url, "sha256": w.sha256, "size": w.size} for w in c.wheels],
+        "wheels": [{"filename": w.filename, "url": w.url, "sha256": w.sha256, "size": w.size,
+                    **({"requires_python": w.requires_python} if w.requires_python else {})} for w in c.wheels],
         "images": [{"reference": i.reference, "digest": i.digest} for i in c.images],
         "gates": [{"gate": g.gate, "status": g.status, "reason": g.reason} for g in c.gates],
         "partial": list(c.partial),
@@ -243,7 +252,7 @@ CELL = Table({
     "framework": Field("table", required=True, table=Table({"name": _TEXT, "version": _TEXT})),
     "index_url": Field("string"),
     "wheels": Field("tables", table=Table({
-        "filename": _TEXT, "url": _TEXT, "size": Field("integer"),
+        "filename": _TEXT, "url": _TEXT, "size": Field("integer"), "requires_python": Field("string"),
         "sha256": Field("string", required=True, pattern=_HEX64.pattern, doc="64 lower-case hex digits")})),
     "images": Field("tables", table=Table({
         "reference": _TEXT, "digest": Field("string", required=True, pattern=_DIGEST.pattern, doc="sha256:<64 hex>")})),
@@ -258,6 +267,8 @@ MATRIX = Table({
         "required_gates": Field("table", table=Table({ch: Field("strings") for ch in CHANNELS})),
         "previous": Field("table", table=Table({"version": _TEXT, "diff": _TEXT}, what="release.previous"),
                           doc="the release this channel served before, and where the diff from it is published"),
+        "base_url": Field("string", doc="the repository root users fetch from (http(s)://…/), as cairn publish named it"),
+        "registry": Field("string", doc="the registry the release's images were pushed to, as cairn publish named it"),
     })),
     "cells": Field("tables", table=CELL),
 }, what="matrix")
@@ -279,9 +290,18 @@ def from_dict(data: Any, where: str = "<matrix>", fix: str = FIX) -> Matrix:
         name=rel.string("name"), version=_version(rel, "version"), channel=rel.string("channel"),
         source_date_epoch=rel.integer("source_date_epoch"), manifest_sha256=rel.string("manifest_sha256"),
         required_gates=tuple((ch, gates.strings(ch)) for ch in sorted(gates)),
-        previous=_previous(rel),
+        previous=_previous(rel), base_url=_base_url(rel), registry=rel.string("registry"),
     )
     return Matrix(release, tuple(_cell(c) for c in top.tables("cells")))
+
+
+def _base_url(rel: json_reader.JsonSection) -> str:
+    """``release.base_url``: an http(s) URL ending in ``/`` — a ``file://`` URL names one machine's disk, never
+    a place users can fetch from."""
+    value = rel.string("base_url")
+    if value and not (value.startswith(("https://", "http://")) and value.endswith("/")):
+        raise rel.fail("base_url", f"is {value!r}, not an http(s):// URL ending in /", "publish again with --public-url https://…")
+    return value
 
 
 def _previous(rel: json_reader.JsonSection) -> Previous | None:
@@ -312,7 +332,8 @@ def _cell(c: json_reader.JsonSection) -> Cell:
         release=_version(c, "release"), channel=c.string("channel"), gfx_target=c.string("gfx_target"), family=c.string("family"),
         products=c.strings("products"), os=c.string("os"), python=c.string("python"),
         framework=Framework(fw.string("name"), fw.string("version")), index_url=c.string("index_url"),
-        wheels=tuple(WheelFile(w.string("filename"), w.string("url"), w.string("sha256"), w.integer("size")) for w in c.tables("wheels")),
+        wheels=tuple(WheelFile(w.string("filename"), w.string("url"), w.string("sha256"), w.integer("size"), w.string("requires_python"))
+                     for w in c.tables("wheels")),
         images=tuple(ImageRef(i.string("reference"), i.string("digest")) for i in c.tables("images")),
         gates=tuple(GateResult(g.string("gate"), g.string("status"), g.string("reason")) for g in c.tables("gates")),
         requirements=Requirements(rng("driver"), rng("kernel"), req.string("driver_name")),

@@ -14,8 +14,16 @@ from __future__ import annotations
 import html
 from collections.abc import Mapping, Sequence
 
-from cairn.matrix import grid
-from cairn.matrix.commands import local_image, pip_command, public_image, pull_commands
+from cairn.matrix import grid, search
+from cairn.matrix.commands import (
+    local_image,
+    own_images,
+    pip_command,
+    public_image,
+    pull_commands,
+    python_range,
+    run_commands,
+)
 from cairn.matrix.model import Cell, ImageRef, Matrix
 
 STATUS_MARK = {"passed": "✅ passed", "failed": "❌ failed", "not-run": "⏸ not run"}  # Markdown renderers have emoji
@@ -38,27 +46,38 @@ td.sq{min-width:7em;max-width:28em}summary{cursor:pointer;font-weight:bold}
 .entry{border-top:1px dashed #bbb;margin-top:4px;padding-top:4px}.entry:first-of-type{border-top:0}
 #controls{margin:1em 0}#controls input,#controls select{font-size:14px;padding:3px}
 .legend span{padding:1px 6px;margin-right:6px;border:1px solid #ccc}
+details.target-details{margin-top:4px;font-size:12px}.detail{margin-top:4px;padding:2px 4px}
+#other li[hidden]{display:none}
 """
 
 _SCRIPT = """
 (function(){
   var input=document.getElementById('q'), select=document.getElementById('product');
   var rows=Array.prototype.slice.call(document.querySelectorAll('tbody tr.row'));
-  var count=document.getElementById('count'), none=document.getElementById('none');
+  var others=Array.prototype.slice.call(document.querySelectorAll('#other li'));
+  var count=document.getElementById('count'), none=document.getElementById('none'), other=document.getElementById('other');
+  // as cairn.matrix.search.normalize: lower case, letters and digits only ("7900 XTX" = "7900xtx")
+  function norm(s){return s.toLowerCase().replace(/[^a-z0-9]+/g,'');}
+  function found(el,q){return el.getAttribute('data-search').split(' ').some(function(k){return k.indexOf(q)>=0;});}
   function apply(){
-    var q=input.value.trim().toLowerCase(), p=select.value, shown=0;
+    var q=norm(input.value), p=select.value, shown=0, elsewhere=0;
     rows.forEach(function(row){
       var product=row.getAttribute('data-product');
-      var hay=(row.getAttribute('data-target')+' '+product).toLowerCase();
-      var ok=(!q || hay.indexOf(q)>=0) && (!p || product===p);
+      var ok=(!q || found(row,q)) && (!p || product===p);
       if(ok){row.removeAttribute('hidden');shown++;}else{row.setAttribute('hidden','');}
     });
-    if(shown===1){  // one GPU left: show its squares' reasons and commands without a click
-      rows.filter(function(r){return !r.hasAttribute('hidden');})[0].querySelectorAll('td.sq > details').forEach(function(d){d.open=true;});
+    others.forEach(function(li){  // a GPU the release does not serve: listed only when searched for, with why
+      var ok=(q || p) && (!q || found(li,q)) && (!p || li.getAttribute('data-product')===p);
+      if(ok){li.removeAttribute('hidden');elsewhere++;}else{li.setAttribute('hidden','');}
+    });
+    other.hidden=elsewhere===0;
+    other.setAttribute('data-shown',String(elsewhere));
+    if(shown===1){  // one GPU left: show its squares' (and its target's details') reasons and commands without a click
+      rows.filter(function(r){return !r.hasAttribute('hidden');})[0].querySelectorAll('td.sq > details, details.target-details').forEach(function(d){d.open=true;});
     }
     count.textContent=shown+' of '+rows.length+' GPUs shown';
     count.setAttribute('data-shown',String(shown));
-    none.hidden=shown>0;
+    none.hidden=shown+elsewhere>0;
   }
   function fromUrl(){
     var m=/[#?&]q=([^&]*)/.exec(location.hash+'&'+location.search), p=/[#?&]product=([^&]*)/.exec(location.hash+'&'+location.search);
@@ -105,9 +124,10 @@ def _commands(entry: grid.Entry, registry: str | None, base_url: str | None) -> 
     if entry.status not in ("passed", "partial"):
         return f"<p>No install command: this cell is not on the {_e(cell.channel)} channel.</p>"
     lines = pull_commands(cell, registry)
-    local = [local_image(i) for i in cell.images if public_image(i, registry) is None]
+    local = [local_image(i) for i in own_images(cell) if public_image(i, registry) is None]
     pip = pip_command(cell, base_url)
     out = "".join(f'<pre class="cmd pull"><code>{_e(cmd)}</code></pre>' for cmd in lines)
+    out += "".join(f'<pre class="cmd run"><code>{_e(cmd)}</code></pre>' for cmd in run_commands(cell, registry))
     if local:
         out += ("<p>Published to a local registry only (no public registry configured): "
                 + ", ".join(f"<code>{_e(ref)}</code>" for ref in local) + "</p>")
@@ -122,8 +142,9 @@ def _entry(entry: grid.Entry, registry: str | None, base_url: str | None) -> str
     cell = entry.cell
     req = cell.requirements
     reasons = "".join(f"<li>{_e(r)}</li>" for r in entry.reasons)
+    python = python_range(cell) or cell.python  # what the wheels install on, not the image's Python
     return (f'<div class="entry" data-cell="{_e(entry.via or cell.id)}" data-status="{entry.status}">'
-            f"<b>{_e(cell.framework.name)} {_e(cell.framework.version)}</b> · Python {_e(cell.python)} · {_e(cell.os)} · "
+            f"<b>{_e(cell.framework.name)} {_e(cell.framework.version)}</b> · Python {_e(python)} · {_e(cell.os)} · "
             f'<span class="st-{entry.status}">{entry.status}</span>'
             f"<ul>{reasons}</ul>{_commands(entry, registry, base_url)}"
             f"<details><summary>gates</summary>{_gate_lines(cell)}</details>"
@@ -140,11 +161,34 @@ def _square(square: grid.Square, registry: str | None, base_url: str | None) -> 
             f"<details><summary>{status}{more}</summary>{entries}</details></td>")
 
 
+def _detail(square: grid.Square, registry: str | None, base_url: str | None) -> str:
+    """One of a target's details (the SDK, the validation kernels): its status and entries, as a square has."""
+    label = grid.detail_label(square.column)
+    if square.status == "absent":
+        return f'<div class="detail st-absent" data-column="{_e(square.column)}" data-status="absent">{_e(label)}: {ABSENT}</div>'
+    entries = "".join(_entry(e, registry, base_url) for e in square.entries)
+    return (f'<div class="detail st-{square.status}" data-column="{_e(square.column)}" data-status="{square.status}">'
+            f"<b>{_e(label)}</b>: {square.status}{entries}</div>")
+
+
 def _row(row: grid.Row, registry: str | None, base_url: str | None) -> str:
     squares = "".join(_square(sq, registry, base_url) for sq in row.squares)
-    return (f'<tr class="row" data-target="{_e(row.gfx_target)}" data-product="{_e(row.product)}">'
+    details = "".join(_detail(sq, registry, base_url) for sq in row.details)
+    what = ", ".join(grid.detail_label(sq.column) for sq in row.details)
+    more = (f'<details class="target-details"><summary>{_e(what)}</summary>{details}</details>' if details else "")
+    keys = " ".join(search.search_keys(row.product, row.gfx_target))
+    return (f'<tr class="row" data-target="{_e(row.gfx_target)}" data-product="{_e(row.product)}" data-search="{_e(keys)}">'
             f"<th>{_e(row.product) or '<em>unknown product</em>'}</th>"
-            f"<td><b>{_e(row.gfx_target)}</b><br><small>{_e(row.family)}</small></td>{squares}</tr>")
+            f"<td><b>{_e(row.gfx_target)}</b><br><small>{_e(row.family)}</small>{more}</td>{squares}</tr>")
+
+
+def _unserved(items: Sequence[search.Unserved], release: str) -> str:
+    """The GPUs the release has no cell for, each with why and what to use instead; hidden until searched for."""
+    lis = "".join(f'<li data-target="{_e(u.gfx_target)}" data-product="{_e(u.product)}" '
+                  f'data-search="{_e(" ".join(search.search_keys(u.product, u.gfx_target)))}" hidden>'
+                  f"<b>{_e(u.product)}</b> ({_e(u.gfx_target)}): {_e(u.says)}</li>" for u in items)
+    return (f'<div id="other" data-shown="0" hidden><p>Not in release {_e(release)}:</p><ul>{lis}</ul></div>\n'
+            if items else '<div id="other" data-shown="0" hidden><ul></ul></div>\n')
 
 
 def _changes_html(matrix: Matrix, base_url: str | None, changes: Sequence[str]) -> str:
@@ -161,13 +205,16 @@ def _changes_html(matrix: Matrix, base_url: str | None, changes: Sequence[str]) 
 
 
 def to_html(matrix: Matrix, products_by_target: Mapping[str, Sequence[str]], registry: str | None = None,
-            base_url: str | None = None, changes: Sequence[str] = ()) -> str:
+            base_url: str | None = None, changes: Sequence[str] = (), unserved: Sequence[search.Unserved] | None = None) -> str:
     """The whole page: header, filter controls, the grid (one row per product of every target shipped).
 
     ``registry`` is the public registry loopback image references are shown on (``commands.public_image``);
     ``base_url`` is the repository root the cells' relative index URLs hang off (no pip command without one);
-    ``changes``: the text of the diff from the channel's previous release (``release.previous``), when read.
+    ``changes``: the text of the diff from the channel's previous release (``release.previous``), when read;
+    ``unserved``: the products the release has no cell for, with what to use instead (default: from the target
+    registry and the release manifests, ``search.unserved_of``).
     """
+    unserved = search.unserved_of(matrix, products_by_target) if unserved is None else unserved
     rel = matrix.release
     catalog = product_targets(products_by_target)
     options = "".join(f'<option value="{_e(p)}">{_e(p)} ({", ".join(ts)})</option>' for p, ts in catalog.items())
@@ -185,10 +232,11 @@ def to_html(matrix: Matrix, products_by_target: Mapping[str, Sequence[str]], reg
         f"Required gates per channel — {_e(required)}. Click a square for why, and the commands to install it.</p>\n"
         f"{_changes_html(matrix, base_url, changes)}"
         f'<p class="legend">{legend}</p>\n'
-        '<div id="controls"><label>GPU product or gfx target: <input id="q" type="search" placeholder="e.g. 7900 XTX or gfx1100"></label> '
+        '<div id="controls"><label>GPU product or gfx target: <input id="q" type="search" placeholder="e.g. 7900 XTX, RX 9070 XT or gfx1100"></label> '
         f'<label>Product: <select id="product"><option value="">any</option>{options}</select></label> '
         f'<span id="count" data-shown="{len(rows)}">{len(rows)} of {len(rows)} GPUs shown</span></div>\n'
-        f'<p id="none" hidden>No GPU on this page matches: release {_e(rel.version)} offers nothing for it on the {_e(rel.channel)} channel.</p>\n'
+        f'<p id="none" hidden>No GPU product or gfx target known to Cairn matches that (try the product name, e.g. '
+        f'"7900 XTX", or the gfx target of rocminfo).</p>\n{_unserved(unserved, rel.version)}'
         f'<table id="grid">\n<thead><tr><th>GPU</th><th>gfx target</th>{heads}</tr></thead>\n'
         f"<tbody>\n{body}\n</tbody>\n</table>\n"
         f"<script>{_SCRIPT}</script>\n</body>\n</html>\n"
@@ -223,6 +271,6 @@ def to_markdown(matrix: Matrix, registry: str | None = None, changes: Sequence[s
                                  + [f"{g.gate}: {STATUS_MARK.get(g.status, g.status)}" + (f" ({g.reason})" if g.reason else "") for g in c.gates]) or "—"
         req = c.requirements
         reqs = f"{req.driver_name} {req.driver}; kernel {req.kernel}"
-        lines.append("| " + " | ".join(_md(x) for x in (c.gfx_target, ", ".join(c.products) or "—", c.os, c.python,
+        lines.append("| " + " | ".join(_md(x) for x in (c.gfx_target, ", ".join(c.products) or "—", c.os, python_range(c) or c.python,
                                                           f"{c.framework.name} {c.framework.version}", wheels, images, gate_marks, reqs)) + " |")
     return "\n".join(lines) + "\n"

@@ -21,6 +21,7 @@ from typing import Any
 from cairn.diff.compare import compare
 from cairn.diff.views import staged_view
 from cairn.errors import CairnError
+from cairn.matrix.build import Published
 from cairn.matrix.model import Previous, diff_key, parse_matrix
 from cairn.publish.indexes import promotion
 from cairn.publish.objects import JSON, Obj, json_bytes
@@ -28,11 +29,12 @@ from cairn.publish.report import Report
 from cairn.publish.upload import Run
 
 
-def channel_objects(run: Run, channel: str, record: dict[str, Any], gates: dict[str, Any], report: Report) -> list[Obj]:
+def channel_objects(run: Run, channel: str, record: dict[str, Any], gates: dict[str, Any], report: Report,
+                    where: Published | None = None) -> list[Obj]:
     """What a promotion writes for ``channel``: the diff from the release it served before (if any), then its
     pages and matrix (``indexes.promotion``), the matrix naming that release."""
     previous, diff = since_previous(run, channel, record, gates)
-    return [*diff, *promotion(record, gates, channel, report, previous)]
+    return [*diff, *promotion(record, gates, channel, report, previous, where)]
 
 
 def since_previous(run: Run, channel: str, record: dict[str, Any], gates: dict[str, Any]) -> tuple[Previous | None, list[Obj]]:

@@ -68,9 +68,48 @@ def add_common_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--no-public-read", dest="public_read", action="store_false",
                         help="S3: leave the bucket policy alone (by default anyone may read the repository over HTTP, as pip "
                              "and uv do); for an index served by something with its own access to the bucket, e.g. a CDN")
+    parser.add_argument("--public-url", default=None, metavar="URL",
+                        help="the repository root users fetch from over HTTP(S), which the matrices name (default: the "
+                             "HTTP form of an s3:// --to; a file:// --to names none)")
+    parser.add_argument("--registry", default=None, metavar="NAME",
+                        help="the registry the release's images were pushed to (host[:port][/namespace]), which the matrices "
+                             "name for images the build pushed to a loopback registry (default $CAIRN_PUBLIC_REGISTRY)")
     parser.add_argument("--public-bucket", action="store_true",
                         help="S3 with no prefix (s3://bucket): let anyone read every object of the bucket; without it "
                              "such a publish is refused, since the grant would cover whatever else the bucket holds")
+
+
+def public_url(option: str | None, to: str) -> str:
+    """The repository root the matrices name (``release.base_url``): ``--public-url``, else the HTTP form of an
+    ``s3://`` destination (the endpoint of ``$CAIRN_S3_ENDPOINT``, path-style; AWS's virtual-hosted host for the
+    region), else "" — a ``file://`` directory is one machine's disk, and never named as where users fetch from."""
+    from urllib.parse import urlparse
+
+    if option is not None:
+        if not option.startswith(("https://", "http://")) or not urlparse(option).netloc:
+            raise CairnError(f"--public-url {option!r} is not an http(s):// URL — give the repository root users fetch from, "
+                             "e.g. https://bucket.s3.us-east-1.amazonaws.com/cairn/")
+        return option.rstrip("/") + "/"
+    parsed = urlparse(to)
+    if parsed.scheme != "s3" or not parsed.netloc:
+        return ""
+    from cairn.remote.s3http import find_endpoint, find_region
+
+    bucket, prefix = parsed.netloc, parsed.path.strip("/")
+    tail = f"{prefix}/" if prefix else ""
+    endpoint = find_endpoint()
+    if endpoint:
+        return f"{endpoint.rstrip('/')}/{bucket}/{tail}"
+    host = f"{bucket}.s3.{find_region()}.amazonaws.com" if "." not in bucket else f"s3.{find_region()}.amazonaws.com/{bucket}"
+    return f"https://{host}/{tail}"
+
+
+def published_where(args: argparse.Namespace, to: str):  # type: ignore[no-untyped-def]
+    """``cairn.matrix.build.Published`` of the options (the URL and registry checked: one line each)."""
+    from cairn.matrix.build import Published
+    from cairn.matrix.command import public_registry
+
+    return Published(public_url(args.public_url, to), public_registry(args.registry) or "")
 
 
 def check_public_scope(args: argparse.Namespace, to: str) -> None:
@@ -154,11 +193,12 @@ def run(args: argparse.Namespace) -> int:
     to = args.to or default_destination(args.store)
     check_public_scope(args, to)
     keys_dir = _keys_dir(args)
+    where = published_where(args, to)
     from cairn.publish.prefetch import Prefetch
 
     prefetch = Prefetch(bundle_dir)  # the files are read and hashed while the rest starts (cairn.publish.prefetch)
     done = fastpath.already_published(to, bundle_dir, args.channel, args.stage_only, args.root or keys_dir / "root.json", keys_dir,
-                                      args.public_read)
+                                      args.public_read, where.base_url, where.registry)
     if done is not None:
         _dev_note(args, keys_dir, False)
         print_report(done, args.json)
@@ -188,6 +228,6 @@ def run(args: argparse.Namespace) -> int:
 
         keys, root = keys_and_root(args)
         report = publish(bundle, backend, keys, root, channel=args.channel, stage_only=args.stage_only,
-                         public_read=args.public_read, log=log, early=early)
+                         public_read=args.public_read, log=log, early=early, where=where)
     print_report(report.to_dict(), args.json)
     return 0

@@ -53,8 +53,9 @@ TIMEOUT = 10
 
 
 def fingerprint(bundle_dir: Path, channel: str, stage_only: bool, root_signed: dict[str, Any], keys_public: dict[str, Any],
-                public_read: bool = True) -> str:
-    """What a publish's output depends on, as one sha256 (cheap: reads bundle.json and gates/, not the artifacts)."""
+                public_read: bool = True, public_url: str = "", registry: str = "") -> str:
+    """What a publish's output depends on, as one sha256 (cheap: reads bundle.json and gates/, not the artifacts);
+    the public URL and registry the matrices name count too (added only when named: older records still match)."""
     h = hashlib.sha256()
 
     def add(label: str, data: bytes) -> None:
@@ -68,6 +69,8 @@ def fingerprint(bundle_dir: Path, channel: str, stage_only: bool, root_signed: d
     add("channel", f"{channel} stage_only={bool(stage_only)} public_read={bool(public_read)}".encode())
     add("root", _canonical(root_signed))
     add("keys", _canonical(keys_public))
+    if public_url or registry:
+        add("published", f"{public_url}\0{registry}".encode())
     return h.hexdigest()
 
 
@@ -131,14 +134,14 @@ def canonical_json(value: Any) -> str:
 
 
 def already_published(url: str, bundle_dir: Path, channel: str | None, stage_only: bool, root_path: Path,
-                      keys_dir: Path, public_read: bool = True) -> dict[str, Any] | None:
+                      keys_dir: Path, public_read: bool = True, public_url: str = "", registry: str = "") -> dict[str, Any] | None:
     """The report of the committed publish this one would repeat exactly, or None (then publish for real)."""
     try:
         bundle = json.loads((Path(bundle_dir) / "bundle.json").read_bytes())
         channel = channel or bundle["release"]["channel"]
         root_signed = json.loads(Path(root_path).read_bytes())["signed"]
         keys_public = json.loads((Path(keys_dir) / "public.json").read_bytes())
-        mine = fingerprint(bundle_dir, channel, stage_only, root_signed, keys_public, public_read)
+        mine = fingerprint(bundle_dir, channel, stage_only, root_signed, keys_public, public_read, public_url, registry)
         get = _getter(url)
         if get is None:
             return None

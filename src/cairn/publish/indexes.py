@@ -10,7 +10,7 @@ import posixpath
 from typing import Any
 from urllib.parse import quote
 
-from cairn.matrix.build import build_matrix, cell_gates, cell_id, family_wheels, page_of
+from cairn.matrix.build import Published, build_matrix, cell_gates, cell_id, family_wheels, page_of
 from cairn.matrix.model import Previous
 from cairn.publish import pages
 from cairn.publish.objects import JSON, Obj
@@ -20,7 +20,7 @@ from cairn.wheels import variants
 
 
 def promotion(stage: dict[str, Any], gates: dict[str, Any], channel: str, report: Report,
-              previous: Previous | None = None) -> list[Obj]:
+              previous: Previous | None = None, where: Published | None = None) -> list[Obj]:
     """The channel's pages and matrix: the cells whose required gates passed (``report`` says which were held);
     ``previous``: the release the channel served before, which its matrix names (``cairn.publish.changes``)."""
     required = stage["release"]["required_gates"].get(channel, [])
@@ -41,13 +41,14 @@ def promotion(stage: dict[str, Any], gates: dict[str, Any], channel: str, report
     # a wheel of a cell that *failed* a required gate is held everywhere: a channel never serves bytes a required
     # gate rejected; a wheel of a cell whose gate did not run is served only through the cells that passed
     shown = [{**c, "wheels": [w for w in c["wheels"] if w not in failing]} for c in passing]
-    return index_objects(f"channels/{channel}", stage, shown, gates, channel, previous)
+    return index_objects(f"channels/{channel}", stage, shown, gates, channel, previous, where)
 
 
 def index_objects(prefix: str, stage: dict[str, Any], cells: list[dict[str, Any]], gates: dict[str, Any], channel: str,
-                  previous: Previous | None = None) -> list[Obj]:
-    """The pip index of ``cells`` under ``prefix`` (project pages, then family root pages) and its ``matrix.json``."""
-    matrix = build_matrix(stage, cells, gates, channel, index_prefix=prefix, previous=previous)
+                  previous: Previous | None = None, where: Published | None = None) -> list[Obj]:
+    """The pip index of ``cells`` under ``prefix`` (project pages, then family root pages) and its ``matrix.json``
+    (naming ``where`` users fetch from: ``build_matrix``)."""
+    matrix = build_matrix(stage, cells, gates, channel, index_prefix=prefix, previous=previous, where=where)
     return [*_pages(prefix, stage, cells), Obj(f"{prefix}/matrix.json", matrix.to_json().encode(), JSON, False)]
 
 

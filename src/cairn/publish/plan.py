@@ -76,20 +76,25 @@ def extend_plan(context: StageContext) -> None:
     actions[ACTION_ID] = Action(ACTION_ID, "bundle", inputs, tuple(sorted(deps)))
 
 
+_OWN_CELLS = ("hip-extension", "engine")  # package parts whose project has cells of its own (cairn.wheels.plan)
+
+
 def _pinned_deb(action: Action) -> bool:
     """A fetch of a .deb pinned by sha256: its bytes are published as the release's source mirror."""
     return action.kind == "fetch" and "sha256" in action.inputs.get("source", {}).get("deb", {})
 
 
 def _frameworks(context: StageContext, deps: list[str]) -> dict[str, list[list[str]]]:
-    """Per family, the (project, version) pairs its cells ship: every HIP extension packaged for the family,
-    and every manifest framework whose wheel (built or mirrored) this host can produce."""
+    """Per family, the (project, version) pairs its cells ship: every HIP extension and every engine packaged
+    for the family (llama-cpp-python: a cell of its own per target, so its wheel, image, signature and gates are
+    the engine's, not folded into another framework's cell), and every manifest framework whose wheel (built or
+    mirrored) this host can produce."""
     actions = context.actions
     runnable = set(deps)
     out: dict[str, list[list[str]]] = {}
     for fam in context.families:
         found = {(a.inputs["project"], a.inputs.get("build_version", "")) for a in actions.values()
-                 if a.kind == "package" and a.family == fam and a.id in runnable and a.inputs.get("part") == "hip-extension"}
+                 if a.kind == "package" and a.family == fam and a.id in runnable and a.inputs.get("part") in _OWN_CELLS}
         for framework in context.manifest.frameworks:
             produced = [a for a in actions.values() if a.id in runnable and a.component == framework.recipe
                         and a.family in ("", fam) and a.kind == "package"]
@@ -119,18 +124,39 @@ def _blocked_frameworks(context: StageContext, shipped: dict[str, list[list[str]
 def _wheel_frameworks(context: StageContext, deps: list[str]) -> dict[str, str]:
     """Package/mirror action → the framework whose cells its wheels belong to (absent = every cell: the SDK)."""
     out: dict[str, str] = {}
+    shared = _framework_files(context)
     for action in context.actions.values():
         if action.id not in deps or action.kind not in ("package", "mirror"):
             continue
         part = action.inputs.get("part")
         if action.kind == "mirror" and action.inputs.get("required_by"):
-            continue  # an engine's run-time requirement: it goes wherever the engine's wheel goes (cairn.wheels.plan)
-        if action.kind == "package" and part == "hip-extension":
+            # an engine's run-time requirement goes with the engine's cells; a file a framework mirrors too (numpy
+            # for JAX, one action: cairn.wheels.plan) stays in every cell, so neither loses it
+            if action.inputs.get("filename") not in shared:
+                out[action.id] = action.inputs["required_by"]
+            continue
+        if action.kind == "package" and part in _OWN_CELLS:
             out[action.id] = action.inputs["project"]
         elif (action.kind == "package" and part == "framework") or action.kind == "mirror":
             recipe = action.inputs.get("recipe") or action.component
             out[action.id] = next((f.name for f in context.manifest.frameworks if f.recipe == recipe), recipe)
     return dict(sorted(out.items()))
+
+
+def _framework_files(context: StageContext) -> set[str]:
+    """The wheel files the manifest's mirrored frameworks pin (what their own recipes mirror)."""
+    from cairn.errors import CairnError
+    from cairn.model.wheel_recipes import load_recipe
+
+    found: set[str] = set()
+    for framework in context.manifest.frameworks:
+        try:
+            recipe = load_recipe(framework.recipe)
+        except CairnError:
+            continue  # the wheels stage refused it already, with its own line
+        if recipe.kind == "mirror":
+            found.update(item.filename for item in recipe.mirror_files(framework.version))
+    return found
 
 
 def _image_frameworks(context: StageContext) -> dict[str, str]:

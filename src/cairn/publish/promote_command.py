@@ -16,6 +16,7 @@ from cairn.publish.command import (
     keys_and_root,
     open_destination,
     print_report,
+    published_where,
 )
 
 
@@ -48,10 +49,11 @@ def run(args: argparse.Namespace) -> int:
     to = args.to or default_destination(args.store)
     check_version_names(args.version, args.as_version)
     check_public_scope(args, to)
+    where = published_where(args, to)
     results = [(path, _read_gate_result(path)) for path in args.gates]
     keys, root = keys_and_root(args)
     backend = open_destination(args, to)
     report = promote(backend, keys, root, args.version, args.channel or "dev", as_version=args.as_version, gate_results=results,
-                     public_read=args.public_read, log=(lambda _: None) if args.json else print)
+                     public_read=args.public_read, log=(lambda _: None) if args.json else print, where=where)
     print_report(report.to_dict(), args.json)
     return 0

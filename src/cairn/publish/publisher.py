@@ -36,7 +36,7 @@ from tuf.api.metadata import Metadata, Root
 # isort: on
 
 from cairn.errors import CairnError
-from cairn.matrix.build import cell_id, record_gates
+from cairn.matrix.build import Published, cell_id, record_gates
 from cairn.matrix.bundle import Bundle
 from cairn.matrix.model import CHANNELS
 from cairn.names import name_problem
@@ -55,7 +55,7 @@ from cairn.sign.session import SigningSession
 
 def publish(bundle: Bundle, backend: Backend, keys: KeySet, root: Metadata[Root], *, channel: str | None = None,
             stage_only: bool = False, public_read: bool = True, log: Log = lambda _: None,
-            early: EarlyBlobs | None = None) -> Report:
+            early: EarlyBlobs | None = None, where: Published | None = None) -> Report:
     """Stage ``bundle`` and (unless ``stage_only``) promote it to ``channel``; returns what happened.
 
     First the bucket policy (S3): anyone may read the repository (``public_read=False``: the bucket is left as
@@ -67,7 +67,8 @@ def publish(bundle: Bundle, backend: Backend, keys: KeySet, root: Metadata[Root]
     (2) the plain names of the record, gates, project pages and matrices, which link the blobs of (1), and the
     diff from the release the channel served before (``cairn.publish.changes``); (3) the family root pages,
     which link the project pages; then the signed metadata, timestamp last. Image signatures
-    are pushed to their registry meanwhile.
+    are pushed to their registry meanwhile. ``where``: the public repository URL and image registry the
+    matrices name (``cairn.matrix.build.Published``; ``cairn publish --public-url/--registry``).
     """
     channel = channel or bundle.channel
     if channel not in CHANNELS:
@@ -89,22 +90,24 @@ def publish(bundle: Bundle, backend: Backend, keys: KeySet, root: Metadata[Root]
         gates = json.loads(next(o.data for o in staged if o.key.endswith("/gates.json")))
         report = Report(backend.url, bundle.version, channel)
         indexes = [record, *[o for o in staged if not o.immutable],
-                   *index_objects(f"staging/{bundle.version}", stage, stage["cells"], gates, channel)]
+                   *index_objects(f"staging/{bundle.version}", stage, stage["cells"], gates, channel, where=where)]
         if not stage_only:
-            indexes += channel_objects(run, channel, stage, gates, report)
+            indexes += channel_objects(run, channel, stage, gates, report, where)
         run.upload_in_order([o for o in staged if o.immutable], indexes)
         report.images = images.result()
-    run.commit(report, publish_fingerprint(bundle, channel, stage_only, signing, public_read))
+    run.commit(report, publish_fingerprint(bundle, channel, stage_only, signing, public_read, where))
     return report
 
 
-def publish_fingerprint(bundle: Bundle, channel: str, stage_only: bool, signing: SigningSession, public_read: bool = True) -> str:
+def publish_fingerprint(bundle: Bundle, channel: str, stage_only: bool, signing: SigningSession, public_read: bool = True,
+                        where: Published | None = None) -> str:
     """The fingerprint ``cairn publish``'s fast path compares (``fastpath.fingerprint``); "" without public.json."""
     pinned = signing.pinned()
     if pinned is None:
         return ""
     root_signed, public = pinned
-    return fastpath.fingerprint(bundle.root, channel, stage_only, root_signed, public, public_read)
+    where = where or Published()
+    return fastpath.fingerprint(bundle.root, channel, stage_only, root_signed, public, public_read, where.base_url, where.registry)
 
 
 def check_version_names(version: str, as_version: str = "") -> None:
@@ -119,7 +122,7 @@ def check_version_names(version: str, as_version: str = "") -> None:
 
 def promote(backend: Backend, keys: KeySet, root: Metadata[Root], version: str, channel: str, *,
             as_version: str = "", gate_results: list[tuple[Path, bytes]] | None = None,
-            public_read: bool = True, log: Log = lambda _: None) -> Report:
+            public_read: bool = True, log: Log = lambda _: None, where: Published | None = None) -> Report:
     """Move ``channel`` to staged ``version`` (only cells whose required gates passed); re-signs, never rebuilds.
 
     ``gate_results`` are gate verdicts reported after staging — the GPU gate run on a GPU host — as (file, bytes)
@@ -155,7 +158,7 @@ def promote(backend: Backend, keys: KeySet, root: Metadata[Root], version: str, 
         version = as_version
     report = Report(backend.url, version, channel)
     try:
-        indexes += channel_objects(run, channel, stage, gates, report)
+        indexes += channel_objects(run, channel, stage, gates, report, where)
     except (KeyError, TypeError, ValueError, AttributeError) as exc:  # a signed record of another shape: one line
         raise CairnError(f"{backend.url}/staging/{version}/release.json: a staged record this cairn cannot promote "
                          f"({type(exc).__name__}: {exc}) — stage the release again with this cairn") from None

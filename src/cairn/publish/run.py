@@ -76,11 +76,12 @@ def run_bundle(ctx: ActionContext) -> None:
         for target in targets:
             for python in rel["python"]:
                 for project, version in frameworks:
+                    needs = _engine_needs(ctx, project, fam)
                     cells.append({"gfx_target": target, "family": fam, "os": rel["base_os"], "python": python,
                                   "framework": project, "framework_version": version,
                                   "images": [{"reference": i["reference"], "digest": i["digest"]} for i in images.get(target, [])
                                              if inputs["image_frameworks"].get(i["image"], "") in ("", project)],
-                                  "partial": partial.get(target, []),
+                                  "partial": [p for p in partial.get(target, []) if needs is None or _needed(p, needs)],
                                   "requirements": inputs["requirements"]})
     write_bundle_json(out, {
         "release": {k: rel[k] for k in ("name", "version", "channel", "source_date_epoch", "manifest_sha256", "required_gates")},
@@ -141,6 +142,26 @@ def _partial(ctx: ActionContext, family: str) -> dict[str, list[str]]:
         return {}
     partial = WheelReport.read(tree, f"rebuild it: cairn build --only {libraries}").partial()
     return {t: sorted(partial_name(p) for p in paths) for t, paths in sorted(partial.items())}
+
+
+def _engine_needs(ctx: ActionContext, project: str, family: str) -> set[str] | None:
+    """The sonames an engine's own ELFs list as DT_NEEDED (its package's report, ``cairn.wheels.engine``), or
+    None for anything else — a framework or an engine packaged before the report recorded them: such a cell keeps
+    every partial library of its family, since nothing says which of them it loads."""
+    tree = ctx.deps.get(f"package:{project}@{family}")
+    if tree is None or not (tree / "report.json").is_file():
+        return None
+    report = json.loads((tree / "report.json").read_text())
+    return set(report["needed"]) if report.get("part") == "engine" and "needed" in report else None
+
+
+def _needed(partial: str, needs: set[str]) -> bool:
+    """Whether a partial entry (``librccl.so.1``, ``rocblas kernel files``: ``partial_name``) is a library the
+    engine loads: its soname among the engine's DT_NEEDED, or, for kernel files, their library's."""
+    if partial.endswith(" kernel files"):
+        owner = partial.removesuffix(" kernel files").lower()
+        return any(n.lower().startswith(f"lib{owner}.so") for n in needs)
+    return partial in needs
 
 
 def _wheel_recipes(ctx: ActionContext) -> dict[str, str]:

@@ -18,12 +18,12 @@ from cairn.matrix.bundle import write_bundle_json
 EPOCH_ZIP = (2023, 11, 14, 22, 13, 20)
 
 
-def write_wheel(directory: Path, name: str, version: str, tag: str, files: dict[str, bytes]) -> Path:
+def write_wheel(directory: Path, name: str, version: str, tag: str, files: dict[str, bytes], requires_python: str = ">=3.9") -> Path:
     """A valid wheel with ``files`` plus METADATA, WHEEL and RECORD."""
     dist = f"{name.replace('-', '_')}-{version}"
     members = dict(files)
     members[f"{dist}.dist-info/METADATA"] = (f"Metadata-Version: 2.1\nName: {name}\nVersion: {version}\n"
-                                            "Requires-Python: >=3.9\nSummary: cairn sample\n\n").encode()
+                                            f"Requires-Python: {requires_python}\nSummary: cairn sample\n\n").encode()
     members[f"{dist}.dist-info/WHEEL"] = f"Wheel-Version: 1.0\nGenerator: cairn\nRoot-Is-Purelib: false\nTag: {tag}\n".encode()
     record = []
     for path, data in sorted(members.items()):
@@ -45,8 +45,14 @@ def write_wheel(directory: Path, name: str, version: str, tag: str, files: dict[
 def write_sample_bundle(root: Path, *, version: str = "5.2.3", channel: str = "dev", families: tuple[str, ...] | None = None,
                         gates: dict[str, dict[str, str]] | None = None, payload_bytes: int = 2048,
                         wheels_per_family: int = 1, seed: str = "",
-                        images: dict[str, tuple[str, str]] | None = None) -> Path:
+                        images: dict[str, tuple[str, str]] | None = None, engine: tuple[str, ...] = (),
+                        partial: dict[str, list[str]] | None = None) -> Path:
     """A bundle with one cell per family. ``gates[gfx][gate] = status`` (default: static-coverage passed).
+
+    ``engine``: the families that also ship the llama.cpp engine, as a build does — a cell of its own
+    (``llama-cpp-python``: its wheel, its ``cairn/llama-cpp`` image and that image's gates, ``gates[gfx]`` as
+    well), the smoke wheel then belonging to the smoke cell alone. ``partial[gfx]``: the libraries each cell of
+    the family names as partial (``smoke``) — for the engine's cell, those of them its binaries load.
 
     ``payload_bytes`` of incompressible data go into each wheel; ``seed`` changes every byte (a new build).
     ``images[family] = (reference, digest)`` names a real pushed image instead of a made-up one.
@@ -86,15 +92,38 @@ def write_sample_bundle(root: Path, *, version: str = "5.2.3", channel: str = "d
         reference = f"127.0.0.1:5000/cairn/smoke:{version}-{family}"
         if images and family in images:
             reference, digest = images[family]
+        requirements = {"driver": {"minimum": "5.18", "below": "", "note": "ROCm 5.2 KFD ABI"},
+                        "kernel": {"minimum": "5.15", "below": "", "note": ""}}
         cells.append({"gfx_target": family, "family": family, "os": "debian-12", "python": "3.11",
                       "framework": "cairn-smoke", "framework_version": "0.1.0",
                       "images": [{"reference": reference, "digest": digest}],
-                      "requirements": {"driver": {"minimum": "5.18", "below": "", "note": "ROCm 5.2 KFD ABI"},
-                                       "kernel": {"minimum": "5.15", "below": "", "note": ""}}})
-        for gate, status in (gates or {}).get(family, {"static-coverage": "passed"}).items():
+                      "partial": list((partial or {}).get(family, [])), "requirements": requirements})
+        results = (gates or {}).get(family, {"static-coverage": "passed"})
+        for gate, status in results.items():
             (root / "gates" / f"{family}-{gate}.json").write_text(json.dumps({
                 "image_digest": digest, "gate": gate, "status": status,
                 "reason": "" if status == "passed" else f"{gate} {status} on {family}", "evidence": {"sample": True}}, indent=1))
+        if family in engine:
+            for artifact in artifacts:
+                if artifact["path"] in names:
+                    artifact["framework"] = "cairn-smoke"
+            wheel = write_wheel(root / "files" / "wheels", "llama-cpp-python", f"0.3.36+rocm.{version}", "py3-none-linux_x86_64",
+                                {"llama_cpp/__init__.py": b"__version__ = '0.3.36'\n",
+                                 f"llama_cpp/lib/libggml-hip-{family}.bin": hashlib.shake_256(f"{seed}llama{family}".encode()).digest(64)},
+                                requires_python=">=3.11")
+            os.replace(wheel, root / "files" / "wheels" / family / wheel.name)
+            artifacts.append({"path": f"wheels/{family}/{wheel.name}", "kind": "wheel", "family": family, "cells": [family],
+                              "recipe": f"package:llama-cpp-python@{family}", "framework": "llama-cpp-python"})
+            engine_digest = "sha256:" + hashlib.sha256(f"{seed}llama-image-{family}".encode()).hexdigest()
+            cells.append({"gfx_target": family, "family": family, "os": "debian-12", "python": "3.11",
+                          "framework": "llama-cpp-python", "framework_version": f"0.3.36+rocm.{version}",
+                          "images": [{"reference": f"127.0.0.1:5000/cairn/llama-cpp:{version}-{family}", "digest": engine_digest}],
+                          "partial": [p for p in (partial or {}).get(family, []) if "rocblas" in p or "hipblas" in p],
+                          "requirements": requirements})
+            for gate, status in results.items():
+                (root / "gates" / f"{family}-llama-{gate}.json").write_text(json.dumps({
+                    "image_digest": engine_digest, "gate": gate, "status": status,
+                    "reason": "" if status == "passed" else f"{gate} {status} on {family}", "evidence": {"sample": True}}, indent=1))
     write_bundle_json(root, {
         "release": {"name": "cairn-default", "version": version, "channel": channel, "source_date_epoch": 1700000000,
                     "manifest_sha256": hashlib.sha256(b"sample manifest").hexdigest(),

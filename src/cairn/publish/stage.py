@@ -45,13 +45,19 @@ def stage_objects(bundle: Bundle, signing: SigningSession, blobs: list[Blob]) ->
 
     cells = []
     gates: dict[str, dict[str, dict[str, str]]] = {}
+    # one record per distinct image of a target, numbered in the order the cells name them: cells of a target share
+    # its runtime image, and each framework or engine cell (smoke, llama.cpp) adds its own
+    image_keys: dict[tuple[str, str, str], str] = {}
     for cell in bundle.cells:
         images = []
-        for n, image in enumerate(cell.images):
-            key = f"images/{bundle.version}/{cell.gfx_target}-{n}.json"
-            body = json_bytes({"reference": image.reference, "digest": image.digest})
-            objs.append(Obj(key, body, JSON, True, custom={"image": {"reference": image.reference, "digest": image.digest}}))
-            attest(key, image.reference, image.digest.removeprefix("sha256:"))
+        for image in cell.images:
+            key = image_keys.get((cell.gfx_target, image.reference, image.digest), "")
+            if not key:
+                n = sum(1 for target, _, _ in image_keys if target == cell.gfx_target)
+                key = image_keys[(cell.gfx_target, image.reference, image.digest)] = f"images/{bundle.version}/{cell.gfx_target}-{n}.json"
+                body = json_bytes({"reference": image.reference, "digest": image.digest})
+                objs.append(Obj(key, body, JSON, True, custom={"image": {"reference": image.reference, "digest": image.digest}}))
+                attest(key, image.reference, image.digest.removeprefix("sha256:"))
             images.append({"reference": image.reference, "digest": image.digest, "key": key})
         products = list(registry.targets[cell.gfx_target].products) if registry and cell.gfx_target in registry.targets else []
         cells.append({

@@ -171,7 +171,11 @@ def run_engine_wheel(ctx: ActionContext) -> None:
     # the engine's own tools, for the family's image: linked against this wheel's libraries where pip puts them
     tools = stage_tools(built / "bin", ctx.out / "tools", library_names(built / "lib"), inputs["tools_rpath"], ctx.log) \
         if (built / "bin").is_dir() else []
+    # what the engine's own ELFs load from elsewhere (the SDK's libraries, the system's): the matrix says a library
+    # the audit found partial matters to the engine's cells only when one of these is it (cairn.publish.run)
+    own = set(by_name) | {i.soname for i in infos if i.soname}
+    needed = sorted({n for i in [*infos, *(t for t in (elf.inspect(p) for p in tools) if t)] for n in i.needed} - own)
     write_report(ctx.out, [wheel], {"part": "engine", "tools": [t.name for t in tools], "project": inputs["project"], "family": ctx.action.family,
-                                    "targets": list(inputs["targets"]), "libraries": sorted(by_name),
+                                    "targets": list(inputs["targets"]), "libraries": sorted(by_name), "needed": needed,
                                     "platform": {"tag": tag.tag, "reason": tag.reason,
                                                  "system_libraries": list(tag.external)}})
