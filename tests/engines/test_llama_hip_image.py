@@ -1,6 +1,8 @@
-"""llama.cpp compiled with HIP for ONE family (gfx110X-dgpu → gfx11-generic), packaged and gated for real.
+"""llama.cpp compiled with HIP, packaged and gated for real, for two families: Strix Halo (gfx1151, its exact
+target) from the default slice every test run builds, and — under ``nox -s engines`` (``engine_build``) — gfx110X-dgpu
+(gfx11-generic, one compile for three GPUs), whose own tests check the generic code object and the per-target index.
 
-``cairn build`` runs the whole chain into one store: the build image (mmdebstrap), llama.cpp from the pinned
+For gfx110X-dgpu ``cairn build`` runs the whole chain into one store: the build image (mmdebstrap), llama.cpp from the pinned
 sdist in it, the llama-cpp-python wheel and the family's index, the runtime and llama-cpp images for gfx1100,
 the tiny-model artifact and the three gates. One compile of ggml's HIP backend for one target is the budget
 a test may spend (docs/engines.md has the measured times); ``CAIRN_LLAMA_TEST_STORE`` may name a store that
@@ -30,6 +32,7 @@ import time
 import urllib.request
 import uuid
 import zipfile
+from dataclasses import dataclass
 from pathlib import Path
 
 import gguf
@@ -40,16 +43,49 @@ from cairn.gates.container import NO_GPU, host_has_gpu, run_in_image
 from cairn.gates.llama import llama_gate
 from cairn.gates.plan import IN_CONTAINER
 from cairn.gates.static import static_gate
-from support import ROOT, need_module, need_tool
+from support import DEFAULT_SLICE_FAMILY, ROOT, SLICE_RECORD, need_module, need_tool
 
 MANIFEST = ROOT / "manifests" / "releases" / "default.toml"
 FAMILY, TARGET = "gfx110X-dgpu", "gfx1100"
 GATES = [f"gate:{g}:llama-cpp@{TARGET}" for g in ("static-coverage", "in-container", "gpu")]
-pytestmark = [pytest.mark.slow, pytest.mark.docker, pytest.mark.registry, pytest.mark.hipcc, pytest.mark.engine_build]
+pytestmark = [pytest.mark.slow, pytest.mark.docker, pytest.mark.registry, pytest.mark.hipcc]
+
+
+@dataclass(frozen=True)
+class Built:
+    """A store holding one family's llama.cpp build, its images and gates, and the actions that made them."""
+
+    store: Path
+    actions: dict
+    family: str
+    target: str
+
+    def tree(self, action: str) -> Path:
+        return self.store / "trees" / self.actions[action]["output"]
+
+    def gate(self, action: str) -> dict:
+        return json.loads(next(self.tree(action).glob("*.json")).read_text())
+
+    def push(self, image: str = "llama-cpp") -> dict:
+        return json.loads((self.tree(f"push:{image}@{self.target}") / "push.json").read_text())
+
+
+@pytest.fixture(scope="module", params=[
+    pytest.param("gfx1151", id="gfx1151"),
+    pytest.param("gfx1100", id="gfx1100", marks=pytest.mark.engine_build),
+])
+def built(request: pytest.FixtureRequest) -> Built:
+    """The llama.cpp image of a target: gfx1151's from the default slice, gfx1100's from its own build."""
+    if request.param == "gfx1151":
+        store = request.getfixturevalue("default_slice")
+        actions = json.loads((store / SLICE_RECORD).read_text())["actions"]
+        return Built(store, actions, DEFAULT_SLICE_FAMILY, "gfx1151")
+    store, actions = request.getfixturevalue("built_gfx110x")
+    return Built(store, actions, FAMILY, TARGET)
 
 
 @pytest.fixture(scope="module")
-def built(services: object, tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict]:
+def built_gfx110x(services: object, tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict]:
     need_tool("mmdebstrap")
     need_tool("patchelf")
     store = Path(os.environ.get("CAIRN_LLAMA_TEST_STORE") or tmp_path_factory.mktemp("llama-store"))
@@ -69,9 +105,10 @@ def _gate(store: Path, actions: dict, action: str) -> dict:
     return json.loads(next(_tree(store, actions, action).glob("*.json")).read_text())
 
 
-def test_the_family_index_serves_a_llama_cpp_python_wheel_with_device_code_for_every_member(built: tuple[Path, dict],
+@pytest.mark.engine_build
+def test_the_family_index_serves_a_llama_cpp_python_wheel_with_device_code_for_every_member(built_gfx110x: tuple[Path, dict],
                                                                                                tmp_path: Path) -> None:
-    store, actions = built
+    store, actions = built_gfx110x
     index = _tree(store, actions, f"index:{FAMILY}") / FAMILY
     files = json.loads((index / "simple" / "llama-cpp-python" / "index.v1.json").read_text())["files"]
     (wheel,) = [f["filename"] for f in files]
@@ -88,7 +125,8 @@ def test_the_family_index_serves_a_llama_cpp_python_wheel_with_device_code_for_e
     assert not report.coverage("gfx1201").covered
 
 
-def test_from_the_targets_own_index_pip_installs_llama_cpp_python_with_gfx1100_code_alone(built: tuple[Path, dict],
+@pytest.mark.engine_build
+def test_from_the_targets_own_index_pip_installs_llama_cpp_python_with_gfx1100_code_alone(built_gfx110x: tuple[Path, dict],
                                                                                              tmp_path: Path) -> None:
     """What a 7900 XTX user gets from ``simple/gfx1100/``: the wheels the publisher lists there (the family index's,
     with ``rocm-sdk <release>+gfx1100`` in place of the plain meta wheel and of the family's libraries wheel) —
@@ -97,7 +135,7 @@ def test_from_the_targets_own_index_pip_installs_llama_cpp_python_with_gfx1100_c
     device code holds gfx1100's and no other target's, and libggml-hip its gfx11-generic build."""
     from cairn.wheels.index import write_index
 
-    store, actions = built
+    store, actions = built_gfx110x
     family_files = _tree(store, actions, f"index:{FAMILY}") / FAMILY / "files"
     plain = [w for w in family_files.glob("*.whl") if not w.name.startswith(("rocm_sdk-", "rocm_sdk_libraries_", "rocm_sdk_device_"))
              and "-gfx" not in w.name.removesuffix(".whl").rsplit("-", 1)[-1]]
@@ -127,9 +165,8 @@ def test_from_the_targets_own_index_pip_installs_llama_cpp_python_with_gfx1100_c
         assert {"gfx11-generic"} in devices.values() and {TARGET} in devices.values(), tool
 
 
-def test_the_in_container_gate_ran_llama_server_and_matched_the_reference(built: tuple[Path, dict]) -> None:
-    store, actions = built
-    result = _gate(store, actions, f"gate:in-container:llama-cpp@{TARGET}")
+def test_the_in_container_gate_ran_llama_server_and_matched_the_reference(built: Built) -> None:
+    result = built.gate(f"gate:in-container:llama-cpp@{built.target}")
     assert result["status"] == "passed", result["reason"]
     assert result["reason"].startswith("llama-server on CPU matched the NumPy reference for F32, Q8_0")
     for quant in ("F32", "Q8_0"):
@@ -139,9 +176,8 @@ def test_the_in_container_gate_ran_llama_server_and_matched_the_reference(built:
         assert result["evidence"]["engine"][quant]["openai"]["finish_reason"] == "length"
 
 
-def test_the_in_container_gate_loaded_ggmls_hip_backend_and_it_found_no_device(built: tuple[Path, dict]) -> None:
-    store, actions = built
-    result = _gate(store, actions, f"gate:in-container:llama-cpp@{TARGET}")
+def test_the_in_container_gate_loaded_ggmls_hip_backend_and_it_found_no_device(built: Built) -> None:
+    result = built.gate(f"gate:in-container:llama-cpp@{built.target}")
     check = result["evidence"]["cairn-llama --backend-check --expect no-device"]
     assert check["exit"] == 0, check
     report = check["report"]
@@ -150,11 +186,10 @@ def test_the_in_container_gate_loaded_ggmls_hip_backend_and_it_found_no_device(b
     assert "(build 11312, commit 0c1e57098)" in report["version"]
 
 
-def test_the_static_gate_passed_and_the_gpu_gate_says_why_it_did_not_run(built: tuple[Path, dict]) -> None:
-    store, actions = built
-    static = _gate(store, actions, f"gate:static-coverage:llama-cpp@{TARGET}")
+def test_the_static_gate_passed_and_the_gpu_gate_says_why_it_did_not_run(built: Built) -> None:
+    static = built.gate(f"gate:static-coverage:llama-cpp@{built.target}")
     assert static["status"] == "passed", static["reason"]
-    gpu = _gate(store, actions, f"gate:gpu:llama-cpp@{TARGET}")
+    gpu = built.gate(f"gate:gpu:llama-cpp@{built.target}")
     if not host_has_gpu():
         assert (gpu["status"], gpu["reason"]) == ("not-run", NO_GPU)
 
@@ -166,14 +201,13 @@ def _host_address() -> str:
         return str(probe.getsockname()[0])
 
 
-def test_docker_run_with_only_a_model_serves_the_openai_api_on_port_8080(built: tuple[Path, dict]) -> None:
+def test_docker_run_with_only_a_model_serves_the_openai_api_on_port_8080(built: Built) -> None:
     """``docker run … -v models:/models IMAGE -m /models/<tiny>.gguf``: nothing else — no command, no --host,
     no --port. The engine here has no bridge, so --network host stands for ``-p 8080:8080``."""
     from cairn.services import engine_host, registry_address
 
-    store, actions = built
-    push = json.loads((_tree(store, actions, f"push:llama-cpp@{TARGET}") / "push.json").read_text())
-    models = _tree(store, actions, "model:tiny-llama")
+    push = built.push()
+    models = built.tree("model:tiny-llama")
     entry = next(e for e in json.loads((models / "gate-inputs.json").read_text()) if e["quant"] == "F32")
     reference = json.loads((models / entry["reference"]).read_text())
     address = _host_address()
@@ -208,9 +242,8 @@ def test_docker_run_with_only_a_model_serves_the_openai_api_on_port_8080(built: 
     assert "0.0.0.0:8080" in logs.stdout + logs.stderr  # the server says where it listens
 
 
-def test_import_llama_cpp_the_tools_and_the_version_work_in_the_image(built: tuple[Path, dict]) -> None:
-    store, actions = built
-    push = json.loads((_tree(store, actions, f"push:llama-cpp@{TARGET}") / "push.json").read_text())
+def test_import_llama_cpp_the_tools_and_the_version_work_in_the_image(built: Built) -> None:
+    push = built.push()
     with open(os.devnull, "w") as log:
         code, output = run_in_image(push["reference"], ["python3", "-c", "import llama_cpp, typing_extensions, numpy, jinja2; "
                                                         "print('llama_cpp', llama_cpp.__version__)"], gpu=False, log=log)
@@ -222,15 +255,14 @@ def test_import_llama_cpp_the_tools_and_the_version_work_in_the_image(built: tup
         assert "compare with CPU backend for correctness" in output, output[-1500:]
 
 
-def test_the_images_labels_name_its_target_rocm_source_and_base(built: tuple[Path, dict]) -> None:
+def test_the_images_labels_name_its_target_rocm_source_and_base(built: Built) -> None:
     from cairn.formats.oci import read_image
 
-    store, actions = built
-    tree = _tree(store, actions, f"image:llama-cpp@{TARGET}")
+    tree = built.tree(f"image:llama-cpp@{built.target}")
     _, config, _ = read_image(tree / "oci")
     labels = config["config"]["Labels"]
-    runtime = json.loads((_tree(store, actions, f"push:runtime@{TARGET}") / "push.json").read_text())
-    assert labels["dev.cairn.gfx-target"] == TARGET and labels["dev.cairn.rocm-version"] == "7.2.4"
+    runtime = built.push("runtime")
+    assert labels["dev.cairn.gfx-target"] == built.target and labels["dev.cairn.rocm-version"] == "7.2.4"
     assert labels["dev.cairn.source-digest"] == "sha256:832db0699007f1be95a7e41ef12e88926b02ba836461e36a36372db2760c1a2e"
     assert labels["dev.cairn.source-name"] == "llama_cpp_python-0.3.36.tar.gz"
     assert labels["dev.cairn.llama.cpp-build"] == "b11312-0c1e57098"
@@ -240,7 +272,7 @@ def test_the_images_labels_name_its_target_rocm_source_and_base(built: tuple[Pat
 
 
 def test_an_image_whose_libggml_hip_needs_a_missing_library_fails_the_in_container_gate_naming_it(
-        built: tuple[Path, dict], tmp_path: Path) -> None:
+        built: Built, tmp_path: Path) -> None:
     """The wrong build: libggml-hip.so from the family's wheel, its hipBLAS dependency renamed to a soname the
     image does not have (as a build against another hipBLAS would), put into the gfx1100 image through Cairn's
     own image build and pushed. llama.cpp would abort or fall back; the gate fails naming the library."""
@@ -249,8 +281,7 @@ def test_an_image_whose_libggml_hip_needs_a_missing_library_fails_the_in_contain
     from cairn.services import registry_address
     from cairn.services.registry_push import push as push_image
 
-    store, actions = built
-    index = _tree(store, actions, f"index:{FAMILY}") / FAMILY / "files"
+    index = built.tree(f"index:{built.family}") / built.family / "files"
     (wheel,) = index.glob("llama_cpp_python-*.whl")
     context = tmp_path / "context"
     context.mkdir()
@@ -260,28 +291,27 @@ def test_an_image_whose_libggml_hip_needs_a_missing_library_fails_the_in_contain
                             capture_output=True, text=True).stdout.split()
     (hipblas,) = [n for n in needed if n.startswith("libhipblas.so")]
     subprocess.run(["patchelf", "--replace-needed", hipblas, "libhipblas.so.99", str(context / "libggml-hip.so")], check=True)
-    push = json.loads((_tree(store, actions, f"push:llama-cpp@{TARGET}") / "push.json").read_text())
+    push = built.push()
     dockerfile = (f"ARG REGISTRY\nFROM ${{REGISTRY}}/{push['reference']}\n"
                   "COPY libggml-hip.so /usr/local/lib/python3.14/dist-packages/llama_cpp/lib/libggml-hip.so\n")
     out = tmp_path / "wrong"
     out.mkdir()
     with open(tmp_path / "log", "w") as log:
-        build_image(out=out, context=context, dockerfile=dockerfile, parent_tree=_tree(store, actions, f"image:llama-cpp@{TARGET}"),
+        build_image(out=out, context=context, dockerfile=dockerfile, parent_tree=built.tree(f"image:llama-cpp@{built.target}"),
                     parent_ref=push["reference"], epoch=1761811681, labels={}, tags=["missing-hipblas"],
                     record={"name": "llama-cpp-missing-hipblas", "repo": "cairn-test/llama-cpp-missing-hipblas",
-                            "target": TARGET}, log=log)
+                            "target": built.target}, log=log)
         registry, _ = registry_address()
         wrong = push_image(out, registry, log)
-        status, reason, _ = container_gate(wrong["reference"], IN_CONTAINER["llama-cpp"], gpu=False, log=log)
+        status, reason, _ = container_gate(wrong.reference, IN_CONTAINER["llama-cpp"], gpu=False, log=log)
     assert status == "failed"
     assert reason.startswith("cairn-llama --backend-check --expect no-device exited 1: libggml-hip.so cannot load: "
                              "libhipblas.so.99 not found"), reason
 
 
-def test_docker_run_of_the_image_with_a_gguf_model_answers(built: tuple[Path, dict]) -> None:
-    store, actions = built
-    push = json.loads((_tree(store, actions, f"push:llama-cpp@{TARGET}") / "push.json").read_text())
-    models = _tree(store, actions, "model:tiny-llama")
+def test_docker_run_of_the_image_with_a_gguf_model_answers(built: Built) -> None:
+    push = built.push()
+    models = built.tree("model:tiny-llama")
     entry = json.loads((models / "gate-inputs.json").read_text())[0]
     with open(os.devnull, "w") as log:
         code, output = run_in_image(push["reference"], ["llama-simple", "-m", f"/gate/{entry['path']}", "-n", "8",
@@ -291,14 +321,15 @@ def test_docker_run_of_the_image_with_a_gguf_model_answers(built: tuple[Path, di
     assert "The quick brown fox" in output
 
 
-def test_an_image_whose_ggml_carries_only_gfx12_code_fails_the_static_gate_naming_it(built: tuple[Path, dict],
+@pytest.mark.engine_build
+def test_an_image_whose_ggml_carries_only_gfx12_code_fails_the_static_gate_naming_it(built_gfx110x: tuple[Path, dict],
                                                                                      tmp_path: Path) -> None:
     """The wrong build: libggml-hip.so compiled for gfx12-generic (with the build image's hipcc) put into the
     gfx1100 image in place of the right one, through Cairn's own image build."""
     from cairn.containers.image import build_image
     from cairn.services import engine_host, registry_address
 
-    store, actions = built
+    store, actions = built_gfx110x
     registry, _ = registry_address()
     toolchain = json.loads((_tree(store, actions, "push:toolchain") / "push.json").read_text())
     context = tmp_path / "context"
@@ -327,10 +358,9 @@ def test_an_image_whose_ggml_carries_only_gfx12_code_fails_the_static_gate_namin
 
 
 def test_a_corrupted_weight_tensor_fails_the_in_container_gate_naming_the_first_differing_position(
-        built: tuple[Path, dict], tmp_path: Path) -> None:
-    store, actions = built
-    push = json.loads((_tree(store, actions, f"push:llama-cpp@{TARGET}") / "push.json").read_text())
-    models = _tree(store, actions, "model:tiny-llama")
+        built: Built, tmp_path: Path) -> None:
+    push = built.push()
+    models = built.tree("model:tiny-llama")
     entry = next(e for e in json.loads((models / "gate-inputs.json").read_text()) if e["quant"] == "F32")
     inputs = tmp_path / "inputs"
     inputs.mkdir()
