@@ -41,11 +41,13 @@ def run(
     check: bool = True,
     input_text: str | None = None,
     timeout: float | None = None,
+    die_with_parent: bool = False,
 ) -> subprocess.CompletedProcess[str]:
     """Run ``cmd`` with ``env`` layered over a clean copy of the environment.
 
     Output is captured; when ``log`` is given the command line (``+ cmd``), the environment overrides and
     the output are appended to it. A non-zero exit raises ActionFailed with the tail of the output.
+    ``die_with_parent``: the command gets SIGTERM when this process dies, however it dies (see ``spawn``).
     """
     argv = [os.fspath(part) for part in cmd]
     full_env = dict(os.environ)
@@ -67,6 +69,7 @@ def run(
             text=True,
             errors="replace",
             timeout=timeout,
+            preexec_fn=_term_with_parent if die_with_parent else None,
         )
     except FileNotFoundError as exc:
         raise ToolMissing(f"'{argv[0]}' is not installed — install it and retry") from exc

@@ -44,5 +44,8 @@ def _docker_run(docker: str, image: str, script: str, plain: Mapping[str, str], 
     env_args = [arg for key in sorted(plain) for arg in ("-e", f"{key}={plain[key]}")]
     env_args += [arg for key in named for arg in ("-e", key)]
     where = ["-w", workdir] if workdir else []
-    run([docker, "run", "--rm", "--network", "none", *env_args, *mounts, *where, image, "sh", "-c", script],
-        env=client_env, log=log, timeout=timeout)
+    # --init and die_with_parent: when cairn dies (Ctrl-C, SIGTERM, a killed CI job), the docker client gets
+    # SIGTERM and forwards it to the container's init, which ends the script, and the container goes with it —
+    # a compile must not keep two cores busy for an hour after the build that started it is gone
+    run([docker, "run", "--rm", "--init", "--network", "none", *env_args, *mounts, *where, image, "sh", "-c", script],
+        env=client_env, log=log, timeout=timeout, die_with_parent=True)
