@@ -250,3 +250,24 @@ def test_the_default_slice_installs_as_its_user_does(default_slice: Path, tmp_pa
     assert [(r["image"], r["target"], r["status"]) for r in rows] == [("wheels", "gfx1151", result["status"])]
     if today:
         assert judged.returncode == 1
+
+
+def test_the_verdict_reaches_the_matrix_page(tmp_path: Path) -> None:
+    """The bundle's record of the gate (no image digest: matched to every cell of its target) is the cell's
+    user-install result in the staged matrix, and the page shows it with its reason."""
+    from cairn.matrix.model import load_matrix
+    from cairn.matrix.render import to_markdown
+    from cairn.userinstall.gate import staged_matrix
+    from cairn.userinstall.run import publish_scratch
+
+    bundle = _bundle(tmp_path / "bundle", [("cairn-answer", "py3-none-linux_x86_64", {"cairn_answer/__init__.py": b""})])
+    reason = "debian-13 (glibc 2.41): `pip install …`: load libx.so (cairn-answer): libfmt.so.11: cannot open shared object file"
+    (bundle / "gates" / "user-install--wheels@gfx1151.json").write_text(json.dumps({
+        "gate": "user-install", "status": "failed", "reason": reason, "image_digest": "", "gfx_target": "gfx1151",
+        "framework": "", "evidence": {}}))
+    publish_scratch(bundle, tmp_path / "repo", io.StringIO())
+    matrix = load_matrix(staged_matrix(tmp_path / "repo"))
+    (cell,) = matrix.cells
+    assert (cell.gate("user-install").status, cell.gate("user-install").reason) == ("failed", reason)
+    assert "user-install" in dict(matrix.release.required_gates)["nightly"]
+    assert "libfmt.so.11: cannot open shared object file" in to_markdown(matrix)
