@@ -17,6 +17,7 @@ from __future__ import annotations
 import dataclasses
 
 from cairn import digest
+from cairn.gates.summary import TARGET_WIDE
 from cairn.plan.context import StageContext
 from cairn.plan.graph import Action
 from cairn.plan.ids import action_id
@@ -48,9 +49,9 @@ def extend_plan(context: StageContext) -> None:
             inputs = {key: value for key, value in bundle.inputs.items()
                       if key not in ("planned_gates", "planned_images", "image_gates", "not_built")}
             inputs.update(families={family: [target]}, planned_gates=[], planned_images=[], image_gates={}, not_built={})
-            gate_id = action_id("gate", f"{GATE}:wheels", target)
+            gate_id = action_id("gate", f"{GATE}:{TARGET_WIDE}", target)
             context.actions[gate_id] = Action(gate_id, KIND, {
-                "layout": GATE_LAYOUT, "code": digest.stage_code_digest("user-install"), "gate": GATE, "image": "wheels",
+                "layout": GATE_LAYOUT, "code": digest.stage_code_digest("user-install"), "gate": GATE, "image": TARGET_WIDE,
                 "target": target, "family": family, "hosts": list(BUILD_HOSTS), "required": required, "channel": channel,
                 "bundle": inputs}, (*deps, *hosts), family=family, blocked=blocked)
 
