@@ -49,6 +49,7 @@ def test_wheel_floor_reads_the_platform_tag() -> None:
     assert wheel_floor("a-1-py3-none-manylinux2014_x86_64.whl") == (2, 17)
     assert wheel_floor("a-1-py3-none-linux_x86_64.whl") == (0, 0)  # claims every Linux: nothing refuses it
     assert wheel_floor("a-1-py3-none-any.whl") == (0, 0)
+    assert wheel_floor("rocm_sdk_device-7.2.4-py3-none-manylinux_2_39_x86_64-gfx1151.whl") == (2, 39)  # a PEP 825 variant
 
 
 def test_hosts_are_those_the_tags_admit_plus_one_below() -> None:

@@ -35,6 +35,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any
 
+from packaging.tags import Tag
 from packaging.utils import InvalidWheelFilename, parse_wheel_filename
 
 from cairn.errors import CairnError
@@ -66,13 +67,23 @@ class HostImage:
         return int(major), int(minor)
 
 
+def wheel_tags(filename: str) -> frozenset[Tag]:
+    """The tags of a wheel file name, a PEP 825 variant's too (``…-py3-none-linux_x86_64-gfx1151.whl``: the label
+    after the platform names the variant, not a tag)."""
+    try:
+        return parse_wheel_filename(filename)[3]
+    except InvalidWheelFilename:
+        stem, _, _label = filename.removesuffix(".whl").rpartition("-")
+        try:
+            return parse_wheel_filename(stem + ".whl")[3]
+        except InvalidWheelFilename:
+            raise CairnError(f"{filename}: not a wheel file name — the matrix lists only wheels") from None
+
+
 def wheel_floor(filename: str) -> tuple[int, int]:
     """The lowest glibc a wheel installs on by its tags (the most lenient of its platform tags): ``(2, 39)`` for
     ``manylinux_2_39_x86_64``, ``(0, 0)`` for ``linux_x86_64`` or ``any`` (no promise, so no host refuses it)."""
-    try:
-        tags = parse_wheel_filename(filename)[3]
-    except InvalidWheelFilename:
-        raise CairnError(f"{filename}: not a wheel file name — the matrix lists only wheels") from None
+    tags = wheel_tags(filename)
     floors = []
     for tag in tags:
         platform = tag.platform
@@ -103,7 +114,7 @@ def runs_python(cell: Cell, host: HostImage) -> bool:
         return True
     major, minor = (int(x) for x in host.python.split(".")[:2])
     for wheel in cell.wheels:
-        tags = parse_wheel_filename(wheel.filename)[3]
+        tags = wheel_tags(wheel.filename)
         if not any(_fits(t.interpreter, t.abi, major, minor) for t in tags):
             return False
     return True
