@@ -62,6 +62,11 @@ def test_hosts_are_those_the_tags_admit_plus_one_below() -> None:
     assert len(admitted) == 3 and below is None
     admitted, below = choose_hosts((2, 43), HOSTS[:2])
     assert admitted == [] and below is not None and below.name == "debian-13"
+    # a build's one install host: Debian 12 only ever checks a refusal
+    admitted, below = choose_hosts((0, 0), HOSTS[:2], frozenset({"debian-12"}))
+    assert [h.name for h in admitted] == ["debian-13"] and below is None
+    admitted, below = choose_hosts((2, 39), HOSTS[:2], frozenset({"debian-12"}))
+    assert [h.name for h in admitted] == ["debian-13"] and below is not None and below.name == "debian-12"
 
 
 def test_a_cell_for_another_python_is_not_tried_on_a_host() -> None:

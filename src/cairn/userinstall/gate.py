@@ -127,10 +127,12 @@ def _fits(interpreter: str, abi: str, major: int, minor: int) -> bool:
     return bool(match and abi == "abi3" and (int(match.group(1)), int(match.group(2))) <= (major, minor))
 
 
-def choose_hosts(floor: tuple[int, int], hosts: Iterable[HostImage]) -> tuple[list[HostImage], HostImage | None]:
-    """The hosts whose glibc meets ``floor`` (they must install and load), and the highest one below it (it must refuse)."""
+def choose_hosts(floor: tuple[int, int], hosts: Iterable[HostImage],
+                 refusal_only: frozenset[str] = frozenset()) -> tuple[list[HostImage], HostImage | None]:
+    """The hosts whose glibc meets ``floor`` (they must install and load), and the highest one below it (it must
+    refuse). A host in ``refusal_only`` is used only for the refusal (a build's "one host per family")."""
     ordered = sorted(hosts, key=lambda h: h.glibc_version)
-    admitted = [h for h in ordered if h.glibc_version >= floor]
+    admitted = [h for h in ordered if h.glibc_version >= floor and h.name not in refusal_only]
     below = [h for h in ordered if h.glibc_version < floor]
     return admitted, (below[-1] if below else None)
 
@@ -227,7 +229,7 @@ def _install_error(output: str) -> str:
 
 
 def check_cell(cell: Cell, base_url: str, hosts: list[HostImage], installers: tuple[str, ...], log: IO[str],
-               runs: list[dict[str, Any]]) -> str:
+               runs: list[dict[str, Any]], refusal_only: frozenset[str] = frozenset()) -> str:
     """Run the cell on its hosts; appends each run to ``runs`` and returns the first failure ("" when all passed)."""
     command = pip_command(cell, base_url)
     if command is None:
@@ -238,7 +240,7 @@ def check_cell(cell: Cell, base_url: str, hosts: list[HostImage], installers: tu
         runs.append({"cell": cell.id, "skipped": f"no stock host runs Python {cell.python} "
                      f"({', '.join(f'{h.name}: {h.python}' for h in hosts)})"})
         return ""
-    admitted, below = choose_hosts(floor, usable)
+    admitted, below = choose_hosts(floor, usable, refusal_only)
     projects = projects_of(command)
     floor_text = f"glibc {floor[0]}.{floor[1]} ({setter})" if setter else "no glibc floor (no manylinux tag)"
     if below is not None:
@@ -285,9 +287,10 @@ def staged_matrix(repo: Path) -> Path:
     return found[0]
 
 
-def user_install_gate(repo: Path, target: str, hosts: list[HostImage], log: IO[str],
-                      installers: tuple[str, ...] = INSTALLERS) -> tuple[str, str, dict[str, Any]]:
-    """(status, reason, evidence) for every cell of ``target`` in the staged release published at ``repo``."""
+def user_install_gate(repo: Path, target: str, hosts: list[HostImage], log: IO[str], installers: tuple[str, ...] = INSTALLERS,
+                      refusal_only: frozenset[str] = frozenset()) -> tuple[str, str, dict[str, Any]]:
+    """(status, reason, evidence) for every cell of ``target`` in the staged release published at ``repo``; the hosts
+    named in ``refusal_only`` only check a refusal (``choose_hosts``)."""
     matrix = load_matrix(staged_matrix(repo))
     cells = [c for c in matrix.cells if c.gfx_target == target]
     runs: list[dict[str, Any]] = []
@@ -297,7 +300,7 @@ def user_install_gate(repo: Path, target: str, hosts: list[HostImage], log: IO[s
     with serve(repo) as base_url:
         evidence["index"] = base_url
         for cell in cells:
-            failure = check_cell(cell, base_url, hosts, installers, log, runs)
+            failure = check_cell(cell, base_url, hosts, installers, log, runs, refusal_only)
             if failure:
                 return "failed", failure, evidence
     if not any("host" in r for r in runs):

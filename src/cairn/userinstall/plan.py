@@ -6,7 +6,7 @@ on what the bundle is made from (the family's index, the SDK and framework packa
 hold the bundle's own inputs, narrowed to the family and the target: the runner makes that bundle and publishes
 it, as ``cairn publish`` does, into scratch space (``cairn.userinstall.run``). It also depends on the stock hosts it
 may use (``host:<name>``, kind ``host-rootfs``): Debian 13, the current LTS floor a cell must install on, and
-Debian 12 for the refusal check below it. Which of them a cell gets is decided when the wheels' tags are known.
+Debian 12 for the refusal check below it only (one install host per target keeps a build's gate to minutes). Which of them a cell gets is decided when the wheels' tags are known.
 
 Without a Docker Engine or mmdebstrap here the actions are planned *blocked* with the reason, and the bundle
 records the gate as not run, saying why.
@@ -28,7 +28,9 @@ GATE = "user-install"
 KIND = "user-install"
 HOST_KIND = "host-rootfs"
 GATE_LAYOUT = 1
-BUILD_HOSTS = ("debian-12", "debian-13")  # the refusal host below the LTS floor, and the LTS floor itself
+# a build installs on one host, the LTS floor (Debian 13), and keeps Debian 12 for the refusal check below it
+BUILD_HOSTS = ("debian-12", "debian-13")
+REFUSAL_ONLY = ("debian-12",)
 # what the gate needs of the bundle's dependencies: the wheels and their records, no image, gate or source .deb
 WHEEL_KINDS = ("index", "package", "mirror")
 
@@ -52,7 +54,7 @@ def extend_plan(context: StageContext) -> None:
             gate_id = action_id("gate", f"{GATE}:{TARGET_WIDE}", target)
             context.actions[gate_id] = Action(gate_id, KIND, {
                 "layout": GATE_LAYOUT, "code": digest.stage_code_digest("user-install"), "gate": GATE, "image": TARGET_WIDE,
-                "target": target, "family": family, "hosts": list(BUILD_HOSTS), "required": required, "channel": channel,
+                "target": target, "family": family, "hosts": list(BUILD_HOSTS), "refusal_only": list(REFUSAL_ONLY), "required": required, "channel": channel,
                 "bundle": inputs}, (*deps, *hosts), family=family, blocked=blocked)
 
 

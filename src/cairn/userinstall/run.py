@@ -60,7 +60,8 @@ def run_user_install(ctx: ActionContext) -> None:
             reference = ensure_image(tree, ctx.dep_outputs[host_id(name)], ctx.log)
             record = read_host(tree)
             hosts.append(HostImage(name, record["glibc"], reference, record.get("python", "")))
-        status, reason, evidence = user_install_gate(scratch / "repo", inputs["target"], hosts, ctx.log)
+        status, reason, evidence = user_install_gate(scratch / "repo", inputs["target"], hosts, ctx.log,
+                                                     refusal_only=frozenset(inputs["refusal_only"]))
     evidence["seconds"] = round(time.monotonic() - started, 1)
     result = GateResult(inputs["gate"], inputs["image"], inputs["target"], inputs["family"], "", status, reason, evidence)
     ctx.log.write(json.dumps(result.to_json(), indent=1, sort_keys=True) + "\n")
