@@ -36,6 +36,7 @@ from pathlib import Path
 from typing import IO, Any
 
 from packaging.tags import Tag
+from requests.exceptions import RequestException
 from packaging.utils import InvalidWheelFilename, parse_wheel_filename
 
 from cairn.errors import CairnError
@@ -210,8 +211,12 @@ def run_on_host(host: HostImage, command: str, projects: list[str], log: IO[str]
     container = client.containers.create(host.reference, ["/bin/bash", "-c", _script(command, projects)], **options)
     try:
         container.start()
-        container.wait(timeout=timeout)
-        output = container.logs(stdout=True, stderr=True).decode(errors="replace")
+        try:
+            container.wait(timeout=timeout)
+            late = ""
+        except RequestException:  # the engine did not answer in time: the run is a failure, said as one
+            late = f"\nerror: timed out after {timeout}s on {host.name}\n"
+        output = container.logs(stdout=True, stderr=True).decode(errors="replace") + late
     finally:
         container.remove(force=True)
     log.write(output + f"\n({time.monotonic() - started:.1f}s)\n")
