@@ -36,8 +36,8 @@ from pathlib import Path
 from typing import IO, Any
 
 from packaging.tags import Tag
-from requests.exceptions import RequestException
 from packaging.utils import InvalidWheelFilename, parse_wheel_filename
+from requests.exceptions import RequestException
 
 from cairn.errors import CairnError
 from cairn.matrix.commands import pip_command
