@@ -135,21 +135,27 @@ def _published(tmp_path: Path, wheels: list[tuple[str, str, dict[str, bytes]]]) 
 
 
 @pytest.fixture(scope="session")
-def stock_hosts(services: object, tmp_path_factory: pytest.TempPathFactory) -> dict[str, HostImage]:
+def stock_hosts(services: object, cache_dir: Path) -> dict[str, HostImage]:
     """Debian 12 and 13 as users have them: mmdebstrap minbase + python3-venv, imported into the private engine
-    through the very runner and import the gate's ``host:<name>`` actions use."""
+    through the very runner and import the gate's ``host:<name>`` actions use. Kept in the test cache by the
+    runner's inputs and code, as the store keeps a ``host:<name>`` tree (minutes of mmdebstrap each)."""
     from cairn.execute.runners import ActionContext
     from cairn.plan.graph import Action
+    from cairn.userinstall import hosts as module
     from cairn.userinstall.hosts import HOSTS as TABLE
     from cairn.userinstall.hosts import ensure_image, read_host, run_host_rootfs
 
     need_tool("mmdebstrap", "mmdebstrap")
     hosts = {}
     for name in ("debian-12", "debian-13"):
-        out = tmp_path_factory.mktemp(name)
         inputs = {"layout": 1, "host": name, "suite": TABLE[name].suite, "mirror": "host", "epoch": 1700000000}
+        key = hashlib.sha256(json.dumps(inputs, sort_keys=True).encode() + Path(module.__file__).read_bytes()).hexdigest()[:16]
+        out = cache_dir / "user-install-hosts" / f"{name}-{key}"
         log = io.StringIO()
-        run_host_rootfs(ActionContext(Action(f"host:{name}", "host-rootfs", inputs), out, log, {}, {}))
+        if not (out / "host.json").is_file():
+            shutil.rmtree(out, ignore_errors=True)
+            out.mkdir(parents=True)
+            run_host_rootfs(ActionContext(Action(f"host:{name}", "host-rootfs", inputs), out, log, {}, {}))
         digest = hashlib.sha256(json.dumps(inputs, sort_keys=True).encode() + (out / "packages.txt").read_bytes()).hexdigest()
         record = read_host(out)
         hosts[name] = HostImage(name, record["glibc"], ensure_image(out, digest, log), record["python"])
