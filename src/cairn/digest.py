@@ -44,6 +44,12 @@ STAGE_CODE: dict[str, tuple[str, ...]] = {
     "linkage": ("containers/linkage.py", "gates/static.py", "audit/imagefs.py", "audit/archives.py", "audit/layers.py"),
     "layer-scan": ("audit/archives.py", "audit/layers.py", "audit/binary.py", "audit/bundle.py", "audit/model.py", "audit/sources.py"),
     "tiny-model": ("engines/llama/*.py",),
+    # the user-install verdict: the gate and its probe, the commands the matrix prints, and the code that makes the
+    # bundle and the published index it installs from
+    "user-install": ("userinstall/gate.py", "userinstall/probe.py", "userinstall/run.py", "matrix/commands.py",
+                     "matrix/model.py", "matrix/build.py", "publish/run.py", "publish/indexes.py", "publish/pages.py",
+                     "model/gate_result.py"),
+    "host-rootfs": ("userinstall/hosts.py", "containers/base.py"),
 }
 
 

@@ -1,6 +1,7 @@
 """The pipeline after the SDK, declared once: each stage's planner and the runners of the action kinds it adds.
 
-manifest → plan → fetch → build → **coverage → wheels → images → gates → bundle** → sign → publish → matrix.
+manifest → plan → fetch → build → **coverage → wheels → images → gates → user-install → bundle** → sign → publish →
+matrix.
 The SDK's own actions (fetch, build, assemble) are planned by ``cairn.plan.planner`` and run by
 ``cairn.execute.runners``; every later stage is listed here, in pipeline order, and imported explicitly, so
 the planner and the executor find the same stages whichever of them a process uses first. Each stage's
@@ -27,6 +28,8 @@ from cairn.plan.planner import Pipeline
 from cairn.plan.toolchain import IMAGE_ID, PUSH_ID
 from cairn.publish import plan as bundle_plan
 from cairn.publish import run as bundle_run
+from cairn.userinstall import plan as user_install_plan
+from cairn.userinstall import run as user_install_run
 from cairn.wheels import plan as wheels_plan
 from cairn.wheels import run as wheels_run
 
@@ -43,6 +46,7 @@ STAGES: tuple[Stage, ...] = (
     Stage("wheels", wheels_plan.extend_plan, wheels_run.RUNNERS),
     Stage("images", images_plan.extend_plan, images_run.RUNNERS),
     Stage("gates", gates_plan.extend_plan, gates_run.RUNNERS),
+    Stage("user-install", user_install_plan.extend_plan, user_install_run.RUNNERS),
     Stage("bundle", bundle_plan.extend_plan, bundle_run.RUNNERS),
 )
 NAMES = tuple(stage.name for stage in STAGES)

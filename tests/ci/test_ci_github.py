@@ -496,7 +496,7 @@ def test_the_shard_jobs_as_separate_runners_build_the_same_release_as_one_build(
     mechanics of sharding (what each job runs, fetches and hands on) for this toy release.
 
     The runners here have no Docker Engine, so each plans the toy release without its images and gates, and
-    the images, gates and publish jobs are left out: on the workflow's runners, which have one, the bundle waits
+    the images, gates, user-install and publish jobs are left out: on the workflow's runners, which have one, the bundle waits
     on the gate jobs, and this toy's SDK (three text files) fails its in-container gate by design
     (``tests/containers/test_image_handover.py`` runs that side). The default release's jobs, images and gates included,
     run as the workflow says in ``bench/shards_bench.py``."""
@@ -508,7 +508,7 @@ def test_the_shard_jobs_as_separate_runners_build_the_same_release_as_one_build(
         stage = {s["name"]: s["stage"] for s in report["shards"]}
         members = {s["name"]: set(s["actions"]) for s in report["shards"]}
         jobs = workflow["jobs"]
-        left_out = {n for n in jobs if stage.get(n) in ("images", "gates") or n not in stage}  # publish, GPU, refresh
+        left_out = {n for n in jobs if stage.get(n) in ("images", "gates", "user-install") or n not in stage}  # publish, GPU, refresh
         run = [n for n in _order(jobs) if n not in left_out]
         assert {"sdk", "wheels", "bundle"} <= set(run)
 

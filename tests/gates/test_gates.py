@@ -52,3 +52,19 @@ def test_a_family_of_several_targets_is_judged_per_target_image() -> None:
     rows[0] = Row("static-coverage", "runtime", "gfx1100", "gfx110X-dgpu", "failed", "no gfx1100 code")
     figs = figures(rows, ("static-coverage",), ("gfx110X-dgpu",), {})
     assert figs["families"]["gfx110X-dgpu"] == {"passed": 1, "gated": 2, "not_gated": 1, "pass_rate": 0.5}
+
+
+def test_the_user_install_verdict_counts_for_every_image_of_its_target() -> None:
+    """user-install judges a target's published wheels, not one image (its rows' image is ``wheels``): its verdict is
+    every image cell's of that target, and it makes no cell of its own that lacks the image gates."""
+    required = ("static-coverage", "user-install")
+    rows = [Row("static-coverage", "runtime", "gfx1151", "gfx1151", "passed", ""),
+            Row("static-coverage", "smoke", "gfx1151", "gfx1151", "passed", ""),
+            Row("user-install", "wheels", "gfx1151", "gfx1151", "passed", "")]
+    figs = figures(rows, required, ("gfx1151",), {})
+    assert figs["families"]["gfx1151"] == {"passed": 2, "gated": 2, "not_gated": 0, "pass_rate": 1.0}
+    assert figs["parity"] is True
+    failed = [*rows[:2], Row("user-install", "wheels", "gfx1151", "gfx1151", "failed", "debian-13 …: libfmt.so.11")]
+    assert figures(failed, required, ("gfx1151",), {})["families"]["gfx1151"]["passed"] == 0
+    figs = figures(rows[:2], required, ("gfx1151",), {})  # never ran: not gated, and parity names it
+    assert figs["families"]["gfx1151"]["not_gated"] == 2 and figs["parity_gaps"] == ["gfx1151 skips user-install"]

@@ -51,7 +51,7 @@ def test_every_action_of_the_default_release_has_a_runner() -> None:
 
 
 def test_stages_run_in_pipeline_order_and_a_subset_keeps_it() -> None:
-    assert stages.NAMES == ("coverage", "wheels", "images", "gates", "bundle")
+    assert stages.NAMES == ("coverage", "wheels", "images", "gates", "user-install", "bundle")
     assert [s.name for s in stages.chosen(["bundle", "wheels"])] == ["wheels", "bundle"]
     assert stages.chosen([]) == ()
     with pytest.raises(ValueError, match=r"unknown stage.*imges.*the stages are coverage, wheels"):

@@ -38,7 +38,7 @@ from cairn.plan.toolchain import IMAGE_ID, PUSH_ID
 from cairn.stages import STAGE_ORDER, stage_of
 
 MAX_TIMEOUT_MINUTES = 360  # GitHub-hosted runners stop a job after 6 hours
-DOCKER_STAGES = ("images", "gates")  # stages whose every action builds, pushes or runs an image
+DOCKER_STAGES = ("images", "gates", "user-install")  # stages whose every action builds, pushes or runs an image
 
 
 @dataclass(frozen=True)

@@ -18,6 +18,9 @@ from cairn.plan.ids import parse_action_id, parse_gate_id
 from cairn.store.report import read_actions
 
 BLOCKED_PREFIX = "image blocked: "  # the reason of every gate of an image the linkage check blocked
+# the "image" of a gate over a target's published wheels rather than one image (user-install, cairn.userinstall): its
+# verdict counts for every image cell of the target, and it is no cell of its own
+TARGET_WIDE = "wheels"
 
 
 @dataclass(frozen=True)
@@ -60,11 +63,15 @@ def figures(rows: list[Row], required: tuple[str, ...], families: tuple[str, ...
     # an image blocked when it ran (a soname its wheels need is not in the release) counts like one blocked at
     # planning: it is named in the table with its reason, but it is not an image of the family to gate
     rows = [r for r in rows if not r.reason.startswith(BLOCKED_PREFIX)]
+    wide = [r for r in rows if r.image == TARGET_WIDE and r.gate in required]
+    rows = [r for r in rows if r.image != TARGET_WIDE]
     for family in families:
         mine = [r for r in rows if (r.family or family_of.get(r.target)) == family]
         # an image is gated once per gfx target it is built for: a family of three targets has three runtimes
         cells = sorted({(r.image, r.target) for r in mine})
         status = {(r.image, r.target, r.gate): r.status for r in mine if r.gate in required}
+        for r in wide:  # a target-wide verdict is every image cell's of that target
+            status.update({(image, target, r.gate): r.status for image, target in cells if target == r.target})
         gated = [c for c in cells if all(status.get((*c, g)) in ("passed", "failed") for g in required)]
         passed = [c for c in gated if all(status[(*c, g)] == "passed" for g in required)]
         per_family[family] = {"passed": len(passed), "gated": len(gated), "not_gated": len(cells) - len(gated),

@@ -35,7 +35,7 @@ def extend_plan(context: StageContext) -> None:
     """Add ``bundle:release`` over everything runnable that the earlier stages planned."""
     actions = context.actions
     release = context.manifest.release
-    wanted = [a for a in actions.values() if a.kind in ("index", "image-build", "image-push", "gate")
+    wanted = [a for a in actions.values() if a.kind in ("index", "image-build", "image-push", "gate", "user-install")
               or a.kind in ("package", "mirror") or _pinned_deb(a)]
     deps, missing = [], {}
     for action in wanted:
@@ -64,7 +64,7 @@ def extend_plan(context: StageContext) -> None:
                  **{f"symbol-version:{r.file}:{r.version}": f"{r.library}:{','.join(r.symbols)}@{r.version}->{r.to}"
                     for r in context.manifest.symbol_versions}},
         "not_built": dict(sorted(missing.items())),
-        "planned_gates": sorted({a.id for a in wanted if a.kind == "gate"}),
+        "planned_gates": sorted({a.id for a in wanted if a.kind in ("gate", "user-install")}),
         "planned_images": sorted({a.id for a in wanted if a.kind == "image-build"}),
         "image_gates": {a.id: list(a.inputs["recipe"].get("gates", [])) for a in sorted(wanted, key=lambda a: a.id)
                         if a.kind == "image-build"},

@@ -1,0 +1,1 @@
+"""The user-install gate: install a cell as its user does, on stock hosts, from its published index."""
