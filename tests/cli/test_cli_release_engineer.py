@@ -79,11 +79,12 @@ def test_a_family_outside_the_release_is_one_line_and_a_target_says_what_it_leav
     assert refused == ("cairn build: --family: gfx1100 is not built by cairn-debian12 5.2.3 (none of its families holds "
                        "gfx1100) — use one of its families: gfx908, gfx90a, gfx1030")
     assert not (tmp_path / "store").exists()  # refused before the store was made
-    # the default release builds gfx110X-dgpu (gfx1100, gfx1101, gfx1102), and llama.cpp for that family only
+    # the default release builds gfx110X-dgpu (gfx1100, gfx1101, gfx1102), llama.cpp for it as one gfx11-generic compile
     target = cairn("plan", "--family", "gfx1100", "--store", store, "--json", cwd=tempfile.gettempdir(), extra_env=USER_ENV)
     note = json.loads(target.stdout)["notes"][0]
     assert note == ("--family gfx1100 is part of the release's family gfx110X-dgpu: this plan leaves out gfx1101, "
-                    "gfx1102 and llama.cpp (built for gfx110X-dgpu only) — give --family gfx110X-dgpu for the family")
+                    "gfx1102; llama.cpp is compiled for gfx1100 alone, not the family's gfx11-generic — give --family "
+                    "gfx110X-dgpu for the family")
     family = json.loads(cairn("plan", "--family", "gfx110X-dgpu", "--store", store, "--json", cwd=tempfile.gettempdir(), extra_env=USER_ENV).stdout)
     assert not any(n.startswith("--family") for n in family["notes"])
 

@@ -99,16 +99,15 @@ def _left_out(manifest: Manifest, registry: Registry, chosen: str, family: str) 
     """The one line for ``--family chosen`` where ``chosen`` is part of the release family ``family`` ("" when it
     leaves nothing out: gfx942 is all of gfx94X-dcgpu)."""
     others = [t for t in registry.expand(family) if t not in registry.expand(chosen)]
-    per_family = []
+    recompiled = []  # a component whose family build uses a generic code object is compiled for the target alone
     for comp in manifest.components:
-        named = comp.build.arg("families") if comp.build.target_specific else None
-        if named is not None and family in [str(n) for n in (named if isinstance(named, tuple | list) else [named])]:
-            per_family.append(comp.name)
+        chosen_targets = comp.build.arg("family_targets") if comp.build.target_specific else None
+        generic = dict(chosen_targets).get(family) if chosen_targets is not None else None
+        if generic:
+            recompiled.append(f"{comp.name} is compiled for {chosen} alone, not the family's {generic}")
     parts = [", ".join(others)] if others else []
-    if per_family:
-        parts.append(f"{', '.join(per_family)} (built for {family} only)")
-    if not parts:
+    if not parts and not recompiled:
         return ""
-    what = " and ".join(parts)
-    return (f"--family {chosen} is part of the release's family {family}: this plan leaves out {what} "
-            f"— give --family {family} for the family")
+    what = f"this plan leaves out {parts[0]}" if parts else ""
+    what = "; ".join(w for w in (what, *recompiled) if w)
+    return f"--family {chosen} is part of the release's family {family}: {what} — give --family {family} for the family"
