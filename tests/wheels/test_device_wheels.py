@@ -182,4 +182,4 @@ def test_the_default_release_plans_a_device_wheel_per_target_in_its_family_index
             assert own.id not in actions[f"index:{family}"].deps
             assert own.id in bundle.deps or own.id in bundle.inputs["not_built"]  # (this host reads no archive)
     assert actions["package:rocm-sdk"].inputs["devices"] == [
-        "gfx942", "gfx1100", "gfx1101", "gfx1102", "gfx1151", "gfx1200", "gfx1201", "gfx90a"]
+        "gfx942", "gfx1100", "gfx1101", "gfx1102", "gfx1151", "gfx1200", "gfx1201", "gfx90a", "gfx1030"]

@@ -138,10 +138,10 @@ def test_the_family_that_builds_llama_cpp_python_mirrors_its_requirements_for_ev
     assert {"typing_extensions-4.16.0-py3-none-any.whl", "diskcache-5.6.3-py3-none-any.whl",
             "jinja2-3.1.6-py3-none-any.whl"} <= mirrored
     assert actions["package:llama-cpp-python@gfx110X-dgpu"].inputs["requires_python"] == ">=3.11"
-    # a family without the engine gets none of them, and claims only the release's Python
+    # every family of the default release builds the engine now, so every family's index serves the same
     other = actions["index:gfx1151"]
-    assert not any("typing_extensions" in d or "cp311" in d for d in other.deps)
-    assert [c["python"] for c in other.inputs["claims"]] == ["3.14"]
+    assert any("typing_extensions" in d for d in other.deps) and any("cp311" in d for d in other.deps)
+    assert [c["python"] for c in other.inputs["claims"]] == ["3.11", "3.12", "3.13", "3.14"]
     # its wheels go with the engine's wheel, to the engine's own cells; a file a framework mirrors too (numpy cp314
     # for JAX) stays in every cell of the family, so neither loses it (tests/test_matrix_engine_cells.py)
     frameworks = actions["bundle:release"].inputs["wheel_frameworks"]

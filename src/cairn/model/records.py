@@ -252,6 +252,15 @@ PLATFORM = Table({"tag": _required("the wheel's platform tag"), "reason": _requi
 REPORT_WHEEL = Table({"filename": Field("string", required=True, nonempty=True),
                       "sha256": Field("string", required=True, pattern=_SHA256, doc="a sha256 of 64 hex digits"),
                       "size": Field("integer", required=True, minimum=0)}, what="wheel")
+GRAFT = Table({"file": _required("the grafted copy's file name in the wheel (a mangled soname)"),
+               "package": _required("the pinned .deb it came from"), "version": _required("that .deb's version")},
+              what="grafted library")
+SYMBOL_VERSION = Table({"file": _required("the library file the rewrite applies to (a glob)"),
+                        "library": _required("the library whose symbol version is asked for"),
+                        "version": _required("the version it asked for"), "to": _required("the version it asks for now"),
+                        "symbols": Field("strings", required=True, doc="the symbols rewritten"),
+                        "why": _required("the reviewed reason"), "path": _required("the file in the wheel rewritten")},
+                       what="symbol-version rewrite")
 WHEEL_REPORT = Table({
     "schema": Field("string", required=True, enum=(WHEELS_SCHEMA,), doc=WHEELS_SCHEMA),
     "part": Field("string", required=True, enum=WHEEL_PARTS, doc="which wheel action wrote it"),
@@ -270,6 +279,12 @@ WHEEL_REPORT = Table({
     "sonames": Field("strings", doc="core/devel/libraries: the shared libraries it ships"),
     "platform": Field("table", table=PLATFORM, doc="the platform tag and why"),
     "audit": Field("table", table=AUDIT, doc="what the device-code audit of these bytes found"),
+    "grafted": Field("table", table=Table(values=Field("table", table=GRAFT)),
+                     doc="core/devel/libraries/device: soname → the library grafted for it from a pinned .deb"),
+    "symbol_versions": Field("tables", table=SYMBOL_VERSION, doc="the reviewed symbol-version rewrites applied"),
+    "sizes": Field("table", table=Table({"grafted_bytes": Field("integer", required=True, minimum=0)}, what="sizes"),
+                   doc="bytes the grafted libraries add"),
+    "needed": Field("strings", doc="engine: the libraries its own ELF files load from elsewhere (DT_NEEDED)"),
 }, what="wheel report", doc="report.json: what a package or mirror action wrote next to wheels/")
 
 
@@ -305,6 +320,10 @@ class WheelReport:
     sonames: tuple[str, ...] | None = None
     platform: Mapping[str, Any] | None = None
     audit: Mapping[str, Any] | None = None
+    grafted: Mapping[str, Mapping[str, str]] | None = None  # soname → {file, package, version}
+    symbol_versions: tuple[Mapping[str, Any], ...] | None = None
+    sizes: Mapping[str, int] | None = None
+    needed: tuple[str, ...] | None = None
 
     def partial(self) -> dict[str, tuple[str, ...]]:
         """Target → the files built without its code, as the wheel's audit recorded them (empty: none)."""
@@ -320,7 +339,9 @@ class WheelReport:
             "sdk_version": self.sdk_version, "family": self.family, "target": self.target, "project": self.project,
             "version": self.version, "upstream_version": self.upstream_version, "from": self.from_wheel,
             "extras": self.extras, "tools": self.tools, "targets": self.targets, "libraries": self.libraries,
-            "sonames": self.sonames, "platform": self.platform, "audit": self.audit}
+            "sonames": self.sonames, "platform": self.platform, "audit": self.audit, "grafted": self.grafted,
+            "symbol_versions": [dict(e) for e in self.symbol_versions] if self.symbol_versions is not None else None,
+            "sizes": self.sizes, "needed": self.needed}
         return {"schema": WHEELS_SCHEMA, "part": self.part, "wheels": [w.to_json() for w in self.wheels],
                 **{k: (list(v) if isinstance(v, tuple) else v) for k, v in optional.items() if v is not None}}
 
@@ -347,12 +368,23 @@ class WheelReport:
             platform = {"tag": section.string("tag"), "reason": section.string("reason"),
                         **({"system_libraries": list(section.strings("system_libraries"))} if "system_libraries" in section else {})}
         audit = _audit(doc.table("audit")) if "audit" in doc else None
+        grafted = None
+        if "grafted" in doc:
+            section = doc.table("grafted")
+            grafted = {soname: {key: section.table(soname).string(key) for key in ("file", "package", "version")}
+                       for soname in section}
+        symbol_versions = None
+        if "symbol_versions" in doc:
+            symbol_versions = tuple({**{key: entry.string(key) for key in ("file", "library", "version", "to", "why", "path")},
+                                     "symbols": list(entry.strings("symbols"))} for entry in doc.tables("symbol_versions"))
+        sizes = {"grafted_bytes": doc.table("sizes").integer("grafted_bytes")} if "sizes" in doc else None
         return cls(part=doc.string("part"), wheels=wheels, sdk_version=_optional(doc, "sdk_version"),
                    family=_optional(doc, "family"), target=_optional(doc, "target"), project=_optional(doc, "project"),
                    version=_optional(doc, "version"), upstream_version=_optional(doc, "upstream_version"),
                    from_wheel=_optional(doc, "from"), extras=strings("extras"), tools=strings("tools"),
                    targets=strings("targets"), libraries=strings("libraries"), sonames=strings("sonames"),
-                   platform=platform, audit=audit)
+                   platform=platform, audit=audit, grafted=grafted, symbol_versions=symbol_versions, sizes=sizes,
+                   needed=strings("needed"))
 
 
 def _audit(section: JsonSection) -> dict[str, Any]:
