@@ -171,19 +171,21 @@ LONG = ("3 ROCm libraries carry no gfx90a code: librocprofiler-sdk.so.1, librocp
 
 def _gate_store(store: Path) -> None:
     """A build record of the legacy release's runtime images: gfx90a fails in-container, gfx908's in-container
-    did not run, gfx1030 passed both."""
+    did not run, gfx1030 passed both; every target's wheels passed the user-install gate."""
     cells = {("gfx90a", "static-coverage"): ("passed", "every library covers gfx90a"),
              ("gfx90a", "in-container"): ("failed", LONG),
              ("gfx908", "static-coverage"): ("passed", "every library covers gfx908"),
              ("gfx908", "in-container"): ("not-run", "no Docker Engine here: start one with cairn services start"),
              ("gfx1030", "static-coverage"): ("passed", "every library covers gfx1030"),
-             ("gfx1030", "in-container"): ("passed", "hipInfo ran")}
+             ("gfx1030", "in-container"): ("passed", "hipInfo ran"),
+             **{(target, "user-install"): ("passed", "installed and loaded on debian-12") for target in ("gfx90a", "gfx908", "gfx1030")}}
     actions = {}
     for n, ((target, gate), (status, reason)) in enumerate(cells.items()):
         tree = store / "trees" / f"gate{n}"
         tree.mkdir(parents=True)
-        GateResult(gate, "runtime", target, target, "sha256:" + "a" * 64, status, reason).write(tree)
-        actions[f"gate:{gate}:runtime@{target}"] = {"status": "ran", "output": f"gate{n}", "detail": None, "seconds": 1.0}
+        image = "wheels" if gate == "user-install" else "runtime"
+        GateResult(gate, image, target, target, "" if gate == "user-install" else "sha256:" + "a" * 64, status, reason).write(tree)
+        actions[f"gate:{gate}:{image}@{target}"] = {"status": "ran", "output": f"gate{n}", "detail": None, "seconds": 1.0}
     (store / "last-build.json").write_text(json.dumps({"schema": "cairn.execute/v1", "actions": actions}))
 
 
@@ -196,7 +198,8 @@ def test_gate_wraps_reasons_at_whole_words_and_rates_only_gated_cells(tmp_path: 
     words = proc.stdout.split()
     for word in LONG.split():  # every word whole, none cut at the edge of a column
         assert word in words, word
-    assert lines[:2] == ["gates — channel nightly requires static-coverage, in-container (marked *)", f"store {store}"]
+    assert lines[:3] == ["gates — channel nightly requires static-coverage, in-container, user-install",
+                         "(marked *)", f"store {store}"]  # wrapped at whole words too
     assert all(len(line) <= 80 or len(line.split()) == 1 for line in lines[2:]), proc.stdout
     # a cell (image, target) counts when its required gates ran: gfx908's did not, so it rates nothing
     assert "gating pass rate gfx90a: 0/1 gated = 0%" in lines

@@ -30,7 +30,7 @@ from cairn.gates.llama import (
     offload_problem,
     parity_problem,
 )
-from support import need_tool
+from support import ROOT, need_tool
 from support.doctor_hosts import RX7900XTX, GpuSpec, HostTree, rocminfo_text
 
 RX9070XT = GpuSpec("gfx1201", 0x7550, 17112760320, 128, "AMD Radeon RX 9070 XT", "Navi48 [Radeon RX 9070/9070 XT]")
@@ -251,7 +251,7 @@ def _backend_image(tmp_path: Path, *, devices: int = 0, error: str = "no ROCm-ca
 
 
 def _backend_check(site: Path, server: Path, expect: str = "no-device") -> tuple[int, dict]:
-    script = Path(__file__).parents[1] / "src" / "cairn" / "containers" / "scripts" / "cairn_llama.py"
+    script = ROOT / "src" / "cairn" / "containers" / "scripts" / "cairn_llama.py"
     done = subprocess.run([sys.executable, str(script), "--backend-check", "--expect", expect, "--server", str(server)],
                           capture_output=True, text=True, env={**os.environ, "PYTHONPATH": str(site)}, timeout=120)
     return done.returncode, json.loads(done.stdout)

@@ -10,6 +10,7 @@ from cairn.matrix import grid
 from cairn.matrix.commands import check_registry, is_loopback, pip_command, public_image, registry_host
 from cairn.matrix.model import Cell, Framework, GateResult, ImageRef, Matrix, Release, WheelFile
 from cairn.matrix.render import to_html
+from support import ROOT
 
 DIGEST = "sha256:" + "ab" * 32
 SHA = "cd" * 32
@@ -136,11 +137,10 @@ def test_a_cell_offers_its_own_image_and_the_sdk_detail_the_runtime_image():
     """A framework cell lists the runtime image beside its own: its square pulls and runs its own (llama.cpp's with
     the GPU devices, its port and a model volume), and the SDK's detail pulls the runtime image."""
     import tomllib
-    from pathlib import Path
 
     from cairn.matrix.commands import RUNTIME_REPO, pull_commands, run_commands
 
-    recipe = tomllib.loads((Path(__file__).resolve().parents[1] / "recipes" / "containers" / "runtime.toml").read_text())
+    recipe = tomllib.loads((ROOT / "recipes" / "containers" / "runtime.toml").read_text())
     assert recipe["image"]["repo"] == RUNTIME_REPO
     sdk = ("rocm_sdk-7.2.4-py3-none-any.whl", "rocm_sdk_core-7.2.4-py3-none-linux_x86_64.whl")
     llama = cell("llama-cpp-python", wheels=(*sdk, "llama_cpp_python-0.3.36+rocm.7.2.4-py3-none-manylinux_2_39_x86_64.whl"),

@@ -11,10 +11,9 @@ from cairn.stages import STAGES
 def _plan(docker_host: str, mmdebstrap: bool = True) -> dict:
     manifest, registry = load("default")
     archive: dict[str, dict[str, tuple[str, ...]]] = {}
-    for component in manifest.components:
-        if component.source.kind == "deb" and component.source.get("suite"):
-            archive.setdefault(str(component.source.get("suite")), {})[str(component.source.get("package"))] = (
-                str(component.source.get("version")),)
+    for source in [*(c.source for c in manifest.components), *(g.source for g in manifest.grafts)]:
+        if source.kind == "deb" and source.get("suite"):
+            archive.setdefault(str(source.get("suite")), {})[str(source.get("package"))] = (str(source.get("version")),)
     tools = {"git", "apt-get", "dpkg-deb", "hipcc", "cmake", "patchelf", "docker", "pip", *(["mmdebstrap"] if mmdebstrap else [])}
     host = Host(tools=frozenset(tools), docker_host=docker_host, registry="127.0.0.1:1" if docker_host else "", registry_id="fixed",
                 mmdebstrap_version="mmdebstrap 9.9" if mmdebstrap else "", patchelf_version="patchelf 9.9", suite_versions=archive)

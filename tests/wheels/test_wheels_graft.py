@@ -21,9 +21,7 @@ from cairn.plan.probe import Host
 from cairn.stages import STAGES
 from cairn.wheels import graft, index
 from cairn.wheels.wheelfile import Metadata, write_wheel
-from support import need_tool
-
-ROOT = Path(__file__).resolve().parents[1]
+from support import ROOT, need_tool
 
 
 def _cc(tmp: Path, name: str, code: str, *args: str, soname: str = "") -> Path:

@@ -140,11 +140,11 @@ def _public(image: model.ImageRef, registry: str) -> model.ImageRef:
 
     if not registry:
         return image
-    ref = public_image(model.ImageRef(image.reference, image.digest), registry)
-    if ref is None or ref == image.pinned:
+    reference = public_image(model.ImageRef(image.reference, image.digest), registry)
+    if reference is None or reference == image.pinned:
         return image
     tag = image.reference.rsplit(":", 1)[1] if model._has_tag(image.reference) else ""
-    return model.ImageRef(ref.split("@", 1)[0] + (f":{tag}" if tag else ""), image.digest)
+    return model.ImageRef(reference.split("@", 1)[0] + (f":{tag}" if tag else ""), image.digest)
 
 
 def page_of(stage: dict[str, Any], cell: dict[str, Any]) -> tuple[str, list[str]]:
