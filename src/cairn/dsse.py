@@ -21,7 +21,6 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from cryptography.exceptions import UnsupportedAlgorithm
 from securesystemslib.formats import encode_canonical
 
 from cairn.errors import InputError
@@ -129,6 +128,7 @@ def load_signer(pem: bytes, where: Path | str, fix: str) -> Signer:
     naming ``where`` (a file, or the environment variable that held it) otherwise."""
     _import_signer()
     # lazy: securesystemslib.signer, loaded by _import_signer() with boto3 blocked (at the top: boto3 too, 190 ms), 36 ms at start-up (python -X importtime)
+    from cryptography.exceptions import UnsupportedAlgorithm
     from cryptography.hazmat.primitives import serialization
     from cryptography.hazmat.primitives.asymmetric import ec, ed25519
     from securesystemslib.signer import CryptoSigner, SSlibKey

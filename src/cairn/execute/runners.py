@@ -21,7 +21,6 @@ from cairn.errors import CairnError
 from cairn.execute import hip
 from cairn.execute.cmake import cmake_in_image
 from cairn.execute.compiler_cache import CompilerCache
-from cairn.formats.elf import check_glibc_floor as check
 from cairn.model.records import PushRecord
 from cairn.plan.graph import Action
 from cairn.sources.fetch import fetch
@@ -104,6 +103,9 @@ def _map_path(rel: str, layout: tuple[tuple[str, str | None], ...]) -> str | Non
 
 def check_glibc_floor(out: Path, floor: str, action: str) -> None:
     """Our compiles need no glibc past the release's floor (``cairn.formats.elf.check_glibc_floor``)."""
+    # lazy: cairn.formats.elf, auditwheel, 6 ms at start-up (python -X importtime)
+    from cairn.formats.elf import check_glibc_floor as check
+
     check(out, floor, action)
 
 

@@ -70,7 +70,6 @@ from urllib.parse import urlparse
 
 import zstandard
 
-from cairn.dsse import Unverified
 from cairn.errors import CairnError
 from cairn.store.archive import (
     Blob,
@@ -84,7 +83,6 @@ from cairn.store.archive import (
 )
 from cairn.store.base import ActionRecord
 from cairn.store.local import LocalStore
-from cairn.store.signing import load_trust, load_writer, open_record, sign_record, why_not
 
 if TYPE_CHECKING:
     from securesystemslib.signer import Signer
@@ -136,6 +134,9 @@ class SharedCache:
                  trust: Trust | None = None, signer: Signer | None = None) -> None:
         # lazy: cairn.remote, email, _ssl, 50 ms at start-up (python -X importtime)
         from cairn.remote.backend import s3_backend  # the one S3 wrapper
+
+        # lazy: cairn.store.signing, cairn.dsse, cryptography, 7 ms at start-up (python -X importtime)
+        from cairn.store.signing import load_trust, load_writer
 
         parsed = urlparse(url)
         if parsed.scheme != "s3" or not parsed.netloc:
@@ -358,6 +359,10 @@ class SharedCache:
     def _trusted(self, key: str, data: bytes) -> bytes | None:
         """The payload of the record for ``key`` when a trusted writer signed it; else None, reported in one line
         and (unless read-only) the record deleted, so this build's signed record can take the key."""
+        # lazy: cairn.store.signing, cairn.dsse, cryptography, 7 ms at start-up (python -X importtime)
+        from cairn.dsse import Unverified
+        from cairn.store.signing import open_record, why_not
+
         try:
             return open_record(data, self.trust)
         except Unverified as exc:
@@ -384,6 +389,9 @@ class SharedCache:
         local build is complete whatever the bucket says."""
         # lazy: cairn.remote, email, ssl, 32 ms at start-up (python -X importtime)
         from cairn.remote.backend import RefusedOverwrite
+
+        # lazy: cairn.store.signing, cairn.dsse, cryptography, 7 ms at start-up (python -X importtime)
+        from cairn.store.signing import sign_record
 
         if self.read_only or self.report.offline or self.signer is None:
             return
