@@ -36,13 +36,10 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import socket
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 from urllib.parse import quote, urlparse
-
-from cryptography.exceptions import InvalidSignature
 
 from cairn import __version__
 
@@ -100,6 +97,7 @@ def signed_by_timestamp_keys(timestamp: dict[str, Any], root_signed: dict[str, A
     """A threshold of the timestamp role's keys in the pinned root signed ``timestamp`` (Ed25519, the online key's
     type; any other key type is left to the full run). Only ``cryptography``'s Ed25519 is imported (≈5 ms)."""
     # lazy: cryptography, 5 ms at start-up (python -X importtime)
+    from cryptography.exceptions import InvalidSignature
     from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 
     role = root_signed["roles"]["timestamp"]
@@ -170,6 +168,9 @@ def already_published(url: str, bundle_dir: Path, channel: str | None, stage_onl
 
 def _reachable(reference: str) -> bool:
     """Whether the registry of an image reference accepts a TCP connection (then signing may work now)."""
+    # lazy: socket, selectors (on the no-op publish this module keeps fast), 3 ms at start-up (python -X importtime)
+    import socket
+
     host = reference.split("/", 1)[0]
     name, _, port = host.rpartition(":") if host.rpartition(":")[2].isdigit() else (host, "", "443")
     try:
