@@ -15,9 +15,15 @@ from __future__ import annotations
 
 import base64
 import binascii
+import hashlib
 import json
+import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
+
+from securesystemslib.formats import encode_canonical
+
+from cairn.errors import InputError
 
 if TYPE_CHECKING:
     from securesystemslib.signer import Key, Signer
@@ -29,11 +35,10 @@ KEY_TYPES = (("ed25519", "ed25519"), ("ecdsa", "ecdsa-sha2-nistp256"))  # (keyty
 def _import_signer() -> None:
     """Import securesystemslib's signer package without boto3, as ``cairn.sign`` does (its AWS KMS signer pulls in
     boto3, ≈0.15 s of CPU cairn never uses); a build reading the shared cache may not have imported ``cairn.sign``."""
-    import sys
-
     if "securesystemslib.signer" not in sys.modules and "boto3" not in sys.modules:
         sys.modules["boto3"] = None  # type: ignore[assignment]  # makes ``import boto3`` raise ImportError
         try:
+            # lazy: securesystemslib and cryptography with boto3 blocked, 36 ms at start-up (python -X importtime)
             import securesystemslib.signer  # noqa: F401
         finally:
             if sys.modules.get("boto3", 0) is None:
@@ -72,6 +77,7 @@ def open_envelope(data: bytes, payload_type: str, keys: list[Key], *, max_bytes:
     every key: the ``keyid`` hint is not trusted (it only tells a changed record from a stranger's in messages).
     """
     _import_signer()
+    # lazy: securesystemslib.signer, loaded by _import_signer() with boto3 blocked (at the top: boto3 too, 190 ms), 36 ms at start-up (python -X importtime)
     from securesystemslib.signer import Signature
 
     if len(data) > max_bytes:
@@ -121,12 +127,11 @@ def load_signer(pem: bytes, where: Path | str, fix: str) -> Signer:
     """The private key in ``pem`` (PKCS#8 PEM, Ed25519 or ECDSA P-256, unencrypted) as a signer; one InputError
     naming ``where`` (a file, or the environment variable that held it) otherwise."""
     _import_signer()
+    # lazy: securesystemslib.signer, loaded by _import_signer() with boto3 blocked (at the top: boto3 too, 190 ms), 36 ms at start-up (python -X importtime)
     from cryptography.exceptions import UnsupportedAlgorithm
     from cryptography.hazmat.primitives import serialization
     from cryptography.hazmat.primitives.asymmetric import ec, ed25519
     from securesystemslib.signer import CryptoSigner, SSlibKey
-
-    from cairn.errors import InputError
 
     try:
         private = serialization.load_pem_private_key(pem, password=None)
@@ -141,6 +146,7 @@ def load_signer(pem: bytes, where: Path | str, fix: str) -> Signer:
 def generate(keytype: str) -> Signer:
     """A new Ed25519 (``ed25519``) or ECDSA P-256 (``ecdsa``) signer; its ``private_bytes`` are the PKCS#8 PEM."""
     _import_signer()
+    # lazy: securesystemslib.signer, loaded by _import_signer() with boto3 blocked (at the top: boto3 too, 190 ms), 36 ms at start-up (python -X importtime)
     from securesystemslib.signer import CryptoSigner
 
     return CryptoSigner.generate_ed25519() if keytype == "ed25519" else CryptoSigner.generate_ecdsa()
@@ -158,6 +164,7 @@ def key_from_entry(entry: Any) -> Key:
     copy-paste slip) is refused instead of making every message about it name the wrong key.
     """
     _import_signer()
+    # lazy: securesystemslib.signer, loaded by _import_signer() with boto3 blocked (at the top: boto3 too, 190 ms), 36 ms at start-up (python -X importtime)
     from securesystemslib.signer import SSlibKey
 
     if not isinstance(entry, dict):
@@ -179,10 +186,6 @@ def key_from_entry(entry: Any) -> Key:
 
 def _keyid(key: Any) -> str:
     """The TUF key id of ``key``: sha256 of the canonical JSON of its fields, as securesystemslib computes it."""
-    import hashlib
-
-    from securesystemslib.formats import encode_canonical
-
     canonical = encode_canonical(key.to_dict())
     assert isinstance(canonical, str)
     return hashlib.sha256(canonical.encode()).hexdigest()

@@ -7,10 +7,12 @@ The services' daemons, which outlive the command that starts them, are started t
 
 from __future__ import annotations
 
+import ctypes
 import os
 import re
 import shlex
 import shutil
+import signal
 import subprocess
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -103,8 +105,5 @@ def spawn(argv: Sequence[str], log: Path, *, die_with_parent: bool = False) -> s
 
 def _term_with_parent() -> None:
     """In the child, before exec: ask for SIGTERM when the parent dies (prctl option 1, PR_SET_PDEATHSIG)."""
-    import ctypes
-    import signal
-
     if ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGTERM, 0, 0, 0) != 0:
         raise OSError(ctypes.get_errno(), "prctl(PR_SET_PDEATHSIG) failed")

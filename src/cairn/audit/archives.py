@@ -5,10 +5,15 @@ archives (``sources``) and the scan of image layers (``layers``) — so neither 
 
 from __future__ import annotations
 
+import bz2
+import gzip
+import lzma
 import tarfile
 from collections.abc import Iterator
 from pathlib import Path
 from typing import IO
+
+import zstandard
 
 from cairn.errors import InputError
 
@@ -17,12 +22,6 @@ COMPRESSED = {b"\x1f\x8b": "gz", b"\xfd7zXZ": "xz", b"\x28\xb5\x2f\xfd": "zst", 
 
 def decompressed(handle: IO[bytes], head: bytes) -> IO[bytes]:
     """A streaming reader for a possibly compressed tar, chosen by magic bytes rather than file name."""
-    import bz2
-    import gzip
-    import lzma
-
-    import zstandard
-
     kind = next((name for magic, name in COMPRESSED.items() if head.startswith(magic)), None)
     if kind == "gz":
         return gzip.GzipFile(fileobj=handle)  # type: ignore[return-value]
@@ -37,11 +36,6 @@ def decompressed(handle: IO[bytes], head: bytes) -> IO[bytes]:
 
 def tar_members(stream: IO[bytes], shown: str) -> Iterator[tuple[tarfile.TarInfo, IO[bytes] | None]]:
     """Regular members of a tar stream in archive order, with a reader for each (None for others)."""
-    import lzma
-    import tarfile
-
-    import zstandard
-
     try:
         with tarfile.open(fileobj=stream, mode="r|") as archive:
             for member in archive:

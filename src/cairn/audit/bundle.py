@@ -19,6 +19,8 @@ import zlib
 from collections.abc import Callable, Generator, Sequence
 from dataclasses import dataclass
 
+import zstandard
+
 from cairn.audit.model import Bundle, CodeObject, Entry
 from cairn.errors import InputError
 from cairn.model.targets import TargetId
@@ -356,8 +358,6 @@ def _pieces(method: str, stream: memoryview, base: int) -> tuple[Generator[bytes
         return inflate_zlib(), lambda: state["used"]
 
     def inflate_zstd() -> Generator[bytes, None, None]:
-        import zstandard  # only compressed bundles need it
-
         reader = zstandard.ZstdDecompressor(max_window_size=1 << 31).stream_reader(stream, read_size=CHUNK)
         try:
             while out := reader.read(CHUNK):

@@ -16,6 +16,8 @@ import struct
 import zlib
 from collections.abc import Sequence
 
+import zstandard
+
 from cairn.audit.bundle import CCOB_MAGIC, ENTRY_RECORD, PLAIN_MAGIC
 from cairn.audit.model import Bundle
 
@@ -81,7 +83,6 @@ def _compress(data: bytes, method: str) -> bytes:
         return zlib.compress(data, ZLIB_LEVEL)
     if method != "zstd":
         raise ValueError(f"unknown CCOB compression method {method!r}")
-    import zstandard
 
     # content size in the frame header (parameters default to writing it): LLVM decompresses in one call
     params = zstandard.ZstdCompressionParameters.from_level(ZSTD_LEVEL, source_size=len(data), enable_ldm=True)

@@ -35,10 +35,12 @@ from elftools.elf.dynamic import DynamicSection
 from elftools.elf.elffile import ELFFile
 
 from cairn.audit.archives import decompressed, layer_blob, tar_members
+from cairn.audit.binary import audit_file
 from cairn.audit.bundle import ELF_MAGIC
 from cairn.audit.model import BinaryAudit, audit_from_json
 from cairn.digest import files_digest, stage_code_digest
 from cairn.io import atomic_write, exclusive
+from cairn.model.targets import load_registry
 from cairn.paths import manifests_dir
 
 Auditor = Callable[[Path, str], BinaryAudit]  # (file, path to show) → its audit
@@ -112,9 +114,6 @@ def read_elf(data: bytes | IO[bytes]) -> ElfInfo | None:
 
 def default_auditor() -> Auditor:
     """The audit with the project's target registry — the one ``scanner_digest`` covers."""
-    from cairn.audit.binary import audit_file
-    from cairn.model.targets import load_registry
-
     registry = load_registry()
     return lambda path, shown: audit_file(path, display=shown, registry=registry)
 

@@ -42,6 +42,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    # lazy: cairn.model, cairn.doctor, cairn.wheels, 508 ms at start-up (python -X importtime)
     from cairn.ci import github, shards, yamlout
     from cairn.plan.prepare import host_for, load, make_plan
     from cairn.stages import STAGES

@@ -26,6 +26,7 @@ from cairn.formats.oci import Layer, Layout, image_config
 from cairn.model.records import ImageLayer, ImageRecord
 from cairn.names import inside, safe_relpath
 from cairn.services import docker_client, registry_address
+from cairn.services.registry_push import ensure_in_registry
 
 
 def stage_tree(src: Path, dest: Path, epoch: int) -> None:
@@ -46,6 +47,7 @@ def pin_times(root: Path, epoch: int) -> None:
 
 def pull(client: Any, reference: str, log: IO[str]) -> None:
     """Make ``registry/repo@sha256:…`` present in the engine (a no-op when it already is)."""
+    # lazy: charset_normalizer, docker, requests, 96 ms at start-up (python -X importtime)
     import docker.errors
 
     try:
@@ -91,6 +93,7 @@ def engine_build(client: Any, context: Path, tag: str, buildargs: Mapping[str, s
 
 def remove_created(client: Any, image_ids: list[str], log: IO[str]) -> None:
     """Remove the images a build created, newest first, never their parents (``noprune``)."""
+    # lazy: charset_normalizer, docker, requests, 96 ms at start-up (python -X importtime)
     import docker.errors
 
     for image_id in reversed(image_ids):
@@ -171,8 +174,6 @@ def build_image(*, out: Path, context: Path, dockerfile: str, parent_tree: Path,
 
     ``record``: what the plan knows of the image before it is built — ``name``, ``repo``, ``target``, ``family``,
     and for a release image ``rocm``, ``kind`` and its pinned ``wheels`` (``ImageRecord`` keys)."""
-    from cairn.services.registry_push import ensure_in_registry
-
     client = docker_client()
     registry, _ = registry_address()
     ensure_in_registry(parent_tree, registry, log)  # a cached push may name a registry that no longer holds it

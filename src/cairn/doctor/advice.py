@@ -24,6 +24,7 @@ from packaging.version import InvalidVersion, Version
 
 from cairn.errors import CairnError, InputError, UrlError
 from cairn.matrix.commands import public_image
+from cairn.matrix.model import load_matrix
 from cairn.remote.url import download, exists
 from cairn.sign.verify import load_pinned_root, verify_file
 
@@ -106,8 +107,6 @@ def load(source: str) -> LoadedMatrix:
     ``source`` may also be a published repository directory: its best channel's matrix is used. Relative
     index URLs resolve against the repository root (the ancestor holding ``metadata/timestamp.json``).
     """
-    from cairn.matrix.model import load_matrix
-
     local, url = _fetch(source)
     repo = _repository_root(url)
     verified, note = verify(repo, local) if repo else (False, "unverified: not inside a signed Cairn repository")

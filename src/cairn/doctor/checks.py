@@ -552,7 +552,8 @@ CHECKS: tuple[Callable[[HostSnapshot, Facts], Check], ...] = (
 
 def run_checks(snap: HostSnapshot, facts: Facts) -> list[Check]:
     """Every check, worst first (stable within a status)."""
-    from cairn.doctor.checks_host import HOST_CHECKS  # they import Check and Facts from here
+    # lazy: a genuine cycle, checks_host imports Check and Facts from this module at its top
+    from cairn.doctor.checks_host import HOST_CHECKS
 
     results = [check(snap, facts) for check in (*CHECKS, *HOST_CHECKS)]
     return sorted(results, key=lambda c: STATUS_ORDER[c.status])

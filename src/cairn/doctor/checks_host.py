@@ -7,13 +7,13 @@ Same contract as ``cairn.doctor.checks``: pure functions snapshot + facts → on
 from __future__ import annotations
 
 import re
-from pathlib import PurePosixPath
+from pathlib import Path, PurePosixPath
 
 from packaging.utils import InvalidWheelFilename, parse_wheel_filename
 
 from cairn.doctor import host as h
 from cairn.doctor.checks import Check, Facts, worse
-from cairn.doctor.read.abi import version_key
+from cairn.doctor.read.abi import GLIBC_NEED, GLIBCXX_NEED, needed_versions, newest, version_key
 from cairn.doctor.snapshot import Distribution, HostSnapshot
 from cairn.model.targets import kernel_key
 
@@ -23,10 +23,6 @@ GPU_RUN = "docker run --device /dev/kfd --device /dev/dri --group-add video --gr
 # -- glibc and libstdc++ ----------------------------------------------------------------------------------------
 def _measured(dist: Distribution) -> tuple[str, str]:
     """(newest GLIBC_, newest GLIBCXX_) version the wheel's own ELF files need (``.gnu.version_r``)."""
-    from pathlib import Path
-
-    from cairn.doctor.read.abi import GLIBC_NEED, GLIBCXX_NEED, needed_versions, newest
-
     glibc: list[str] = []
     glibcxx: list[str] = []
     for so in dist.shared_objects:

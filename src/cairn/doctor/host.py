@@ -6,8 +6,10 @@ Pure functions shared by the checks and the advice. Every gfx fact comes from th
 
 from __future__ import annotations
 
+import json
 import re
 from dataclasses import dataclass
+from importlib import resources
 
 from cairn.doctor.snapshot import Distribution, HostSnapshot, RocmInstall, release_of
 from cairn.doctor.tools import PARSERS, ToolGpu
@@ -270,9 +272,6 @@ def wheel_need(tags: tuple[str, ...]) -> WheelNeed | None:
 
 def policy_glibcxx(major: int, minor: int) -> str:
     """The newest GLIBCXX_ version auditwheel's manylinux_<major>_<minor> policy allows on x86_64 ("" unknown)."""
-    import json
-    from importlib import resources
-
     try:
         policies = json.loads(resources.files("auditwheel").joinpath("policy/manylinux-policy.json").read_text())
     except (ModuleNotFoundError, OSError, ValueError):

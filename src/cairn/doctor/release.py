@@ -18,7 +18,10 @@ from urllib.parse import urlparse, urlunparse
 from cairn.doctor.advice import LoadedMatrix
 from cairn.doctor.snapshot import HostSnapshot
 from cairn.errors import CairnError, InputError, UrlError
+from cairn.matrix.model import parse_matrix
 from cairn.remote.url import read_url
+from cairn.sign.refresh import time_left
+from cairn.sign.verify import cache_dir_for, load_pinned_root, repository_url, verify_target
 
 _CAIRN_INDEX = re.compile(r"^(?P<repository>.+/)(?P<release>channels/[A-Za-z0-9_-]+|staging/[^/]+)/simple/[^/]+/?$")
 PASS_MATRIX = "pass --matrix URL (a release's channels/<channel>/matrix.json) or set CAIRN_MATRIX"
@@ -65,8 +68,6 @@ def load_release_matrix(snap: HostSnapshot) -> tuple[list[LoadedMatrix], tuple[s
     if source is None:
         return [], ("no-matrix", "no compatibility matrix: no Cairn index is configured for pip or uv on this host "
                     f"(PIP_INDEX_URL, UV_DEFAULT_INDEX, pip.conf), so its release is unknown — {PASS_MATRIX}")
-    from cairn.matrix.model import parse_matrix
-    from cairn.sign.verify import load_pinned_root, verify_target
 
     said = f"{source.url} (the release of {source.where} {source.index})"
     try:
@@ -86,8 +87,6 @@ def load_release_matrix(snap: HostSnapshot) -> tuple[list[LoadedMatrix], tuple[s
         matrix = parse_matrix(data, source.url)
     except InputError as exc:
         return [], ("refused", f"refused the release's matrix {said}: {exc}")
-    from cairn.sign.refresh import time_left
-    from cairn.sign.verify import cache_dir_for, repository_url
 
     note = (f"verified: signed target {source.target} of {source.repository}; the release of {source.where}; "
             + time_left(cache_dir_for(repository_url(source.repository))))

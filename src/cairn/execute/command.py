@@ -31,12 +31,14 @@ from cairn.execute.compiler_cache import CompilerCache
 from cairn.execute.executor import BuildReport, Outcome, closure, execute
 from cairn.io import atomic_write
 from cairn.paths import describe_store
+from cairn.plan.command import blocked_grid
 from cairn.plan.graph import Action
 from cairn.plan.planner import Pipeline
 from cairn.plan.prepare import load, make_plan
 from cairn.plan.summary import count_line, group_blocked, id_list
 from cairn.store.local import LocalStore
 from cairn.store.shared import CachedStore, SharedCache
+from cairn.store.signing import KEY_ENV, load_trust, load_writer
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
@@ -124,8 +126,6 @@ def run(args: argparse.Namespace, pipeline: Pipeline) -> int:
 def _shared_cache(args: argparse.Namespace) -> SharedCache:
     """The shared cache with its trust list and, unless read-only, the writer key that signs what it pushes. The
     key is then dropped from the environment: no action's tool (nor the build container) inherits it."""
-    from cairn.store.signing import KEY_ENV, load_trust, load_writer
-
     trust = load_trust(args.cache_trust)
     signer = None if args.cache_read_only else load_writer(args.cache_key)
     os.environ.pop(KEY_ENV, None)
@@ -204,8 +204,6 @@ def _execute_with_progress(plan, store: LocalStore | CachedStore, pipeline: Pipe
 def _print_summary(report: BuildReport, summary: dict, quiet: bool = False) -> None:
     """The end of every build: the counts, what failed (with its log), what is blocked grouped by reason, the cache
     and where the SDK is. ``--quiet``: the counts and the failures only."""
-    from cairn.plan.command import blocked_grid
-
     console = Console(highlight=False)
     counts = summary["counts"]
     console.print(f"{len(report.outcomes)} actions in {summary['seconds']:.1f} s: "

@@ -58,6 +58,7 @@ class CompilerCache:
     @classmethod
     def from_url(cls, url: str) -> CompilerCache:
         """Parse ``s3://bucket[/prefix]``; the endpoint and region come from the environment as for publishing."""
+        # lazy: email, cairn.remote, _hashlib, 32 ms at start-up (python -X importtime)
         from cairn.remote.s3http import find_endpoint, find_region
 
         parts = urlsplit(url)
@@ -92,6 +93,7 @@ class CompilerCache:
 
     def container_env(self, toolchain_image: str, targets: Sequence[str]) -> tuple[dict[str, str], dict[str, str]]:
         """``(plain, secret)`` variables for the container: the secret ones are passed by name only."""
+        # lazy: cairn.remote, email, _hashlib, 22 ms at start-up (python -X importtime)
         from cairn.remote.s3http import Credentials, find_credentials
 
         proxy = f"http://127.0.0.1:{RELAY_PORT}"

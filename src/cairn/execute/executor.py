@@ -9,6 +9,7 @@ Blocked actions never run and neither do their dependents; a failure stops only 
 from __future__ import annotations
 
 import time
+import traceback
 from collections.abc import Callable, Mapping
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
@@ -154,7 +155,6 @@ def _run(action: Action, report: BuildReport, store: Store, runners: Mapping[str
             return Outcome(action.id, "failed", key=key, detail=str(exc), log=str(log_path),
                            seconds=time.monotonic() - started)
         except Exception as exc:  # a bug in a runner: keep the build going, keep the evidence in the log
-            import traceback
 
             log.write("\n" + traceback.format_exc())
             return Outcome(action.id, "failed", key=key, detail=f"internal error: {exc!r} (see log)",

@@ -22,6 +22,7 @@ from cairn.errors import InputError
 from cairn.execute.compiler_cache import CompilerCache
 from cairn.execute.compiler_cache import start_lines as cache_start_lines
 from cairn.execute.compiler_cache import stats_lines as cache_stats_lines
+from cairn.execute.in_image import run_in_build_image
 from cairn.model.targets import load_registry
 from cairn.proc import require_tool, run
 
@@ -101,8 +102,6 @@ def compile_hip_in_image(
     network. Paths inside are the same on every machine, so the output bytes do not depend on where the
     store lives. ``out`` appears only when the build succeeded.
     """
-    from cairn.execute.in_image import run_in_build_image
-
     if not names:
         raise InputError(sources_dir, "no HIP sources to compile")
     _check_targets(targets)

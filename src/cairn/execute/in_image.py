@@ -20,6 +20,7 @@ from cairn.proc import require_tool, run
 def run_in_build_image(image: str, script: str, *, env: Mapping[str, str], mounts: Sequence[str],
                        targets: Sequence[str], log: IO[str], timeout: float, workdir: str = "",
                        compiler_cache: CompilerCache | None = None) -> None:
+    # lazy: cairn.remote, cairn.services, email, 46 ms at start-up (python -X importtime)
     from cairn.services import engine_host
 
     docker = require_tool("docker", "docker.io")

@@ -18,6 +18,8 @@ from typing import IO, Any
 from cairn import proc
 from cairn.audit.check import check_coverage
 from cairn.errors import CairnError
+from cairn.execute import hip
+from cairn.execute.cmake import cmake_in_image
 from cairn.execute.compiler_cache import CompilerCache
 from cairn.model.records import PushRecord
 from cairn.plan.graph import Action
@@ -101,6 +103,7 @@ def _map_path(rel: str, layout: tuple[tuple[str, str | None], ...]) -> str | Non
 
 def check_glibc_floor(out: Path, floor: str, action: str) -> None:
     """Our compiles need no glibc past the release's floor (``cairn.formats.elf.check_glibc_floor``)."""
+    # lazy: cairn.formats.elf, auditwheel, 6 ms at start-up (python -X importtime)
     from cairn.formats.elf import check_glibc_floor as check
 
     check(out, floor, action)
@@ -118,8 +121,6 @@ def run_hip(ctx: ActionContext) -> None:
 
     With a build image (``toolchain`` names its push action) hipcc runs inside it; otherwise on the host
     with the SDK's own device libraries."""
-    from cairn.execute import hip  # the device-code stage
-
     inputs = ctx.action.inputs
     sources_tree = ctx.deps[ctx.action.deps[0]] / "src"
     targets = tuple(inputs["targets"])
@@ -128,6 +129,7 @@ def run_hip(ctx: ActionContext) -> None:
     sources = sorted(sources_tree.glob("*.hip"))
     toolchain = inputs["toolchain"]
     if isinstance(toolchain, dict):
+        # lazy: cairn.deflate, cairn.model, cairn.formats, 15 ms at start-up (python -X importtime)
         from cairn.plan.toolchain import DEVICE_LIBS_IN_IMAGE
 
         pushed = _toolchain_push(ctx, toolchain)
@@ -153,8 +155,6 @@ def run_hip(ctx: ActionContext) -> None:
 
 def run_cmake(ctx: ActionContext) -> None:
     """Configure, build and install the fetched source with CMake inside the release's build image."""
-    from cairn.execute.cmake import cmake_in_image
-
     inputs = ctx.action.inputs
     toolchain = inputs.get("toolchain")
     if not isinstance(toolchain, dict):
@@ -176,6 +176,7 @@ def run_cmake(ctx: ActionContext) -> None:
 
 def _toolchain_image(ctx: ActionContext, toolchain: Mapping[str, str]) -> str:
     """``registry/repo@digest`` of the build image the action depends on (pulled by the engine)."""
+    # lazy: cairn.services, platform, 7 ms at start-up (python -X importtime)
     from cairn.services import registry_address
     from cairn.services.registry_push import ensure_in_registry
 

@@ -19,16 +19,20 @@ from __future__ import annotations
 
 import os
 import re
+import struct
 from collections.abc import Iterable
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
 from typing import IO, Any
 
+from auditwheel.architecture import Architecture
+from auditwheel.libc import Libc
 from elftools.common.exceptions import ELFError
 from elftools.elf.dynamic import DynamicSection
 from elftools.elf.elffile import ELFFile
 from elftools.elf.gnuversions import GNUVerNeedSection, GNUVerSymSection
+from elftools.elf.sections import SymbolTableSection
 
 from cairn import proc
 from cairn.errors import CheckFailed
@@ -127,8 +131,7 @@ def inspect(path: Path) -> ElfInfo | None:
 @cache
 def _policies() -> Any:
     """auditwheel's manylinux policies for x86_64 (its policy data, not rules re-derived here)."""
-    from auditwheel.architecture import Architecture
-    from auditwheel.libc import Libc
+    # lazy: auditwheel, packaging, email, 49 ms at start-up (python -X importtime)
     from auditwheel.policy import WheelPolicies
 
     return WheelPolicies(libc=Libc.GLIBC, arch=Architecture.x86_64)
@@ -180,8 +183,6 @@ def platform_tag(binaries: Iterable[ElfInfo], provided: Iterable[str] = ()) -> P
 
 def glibc_symbols(path: Path, above: int) -> list[str]:
     """The dynamic symbols of ``path`` whose version is ``GLIBC_2.N`` with N > ``above``, as ``name@GLIBC_2.N``."""
-    from elftools.elf.sections import SymbolTableSection
-
     found = []
     with open(path, "rb") as handle:
         elf = ELFFile(handle)
@@ -239,10 +240,6 @@ def rewrite_symbol_version(path: Path, library: str, version: str, to: str, symb
     bound to that version requirement must be in ``symbols``, and ``to`` must already be a string of the file's
     ``.dynstr`` (it is, for GLIBC_2.2.5). Returns the symbols rewritten; an entry that no longer matches the file
     fails, so a rebuilt library is reviewed again."""
-    import struct
-
-    from elftools.elf.sections import SymbolTableSection
-
     wanted = set(symbols)
     with open(path, "rb") as handle:
         elf = ELFFile(handle)

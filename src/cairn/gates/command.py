@@ -81,6 +81,7 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _sign(args: argparse.Namespace) -> int:
+    # lazy: cryptography, securesystemslib, cairn.gates, 49 ms at start-up (python -X importtime)
     from cairn.gates.attest import sign_verdicts
     from cairn.sign.attest import load_signer
 

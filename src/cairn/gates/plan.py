@@ -12,11 +12,13 @@ from __future__ import annotations
 import hashlib
 import os
 from functools import cache
+from importlib.metadata import version
 from pathlib import Path
 from typing import Any
 
 from cairn import digest
-from cairn.gates.gpu_host import HOST_ROOT_ENV
+from cairn.engines.llama.vocab import DEFAULT_VOCAB, SDIST
+from cairn.gates.gpu_host import HOST_ROOT_ENV, read_gpu_host
 from cairn.plan.context import StageContext
 from cairn.plan.graph import Action
 from cairn.plan.ids import action_id, gate_action_id, parse_action_id
@@ -76,18 +78,14 @@ def extend_plan(context: StageContext) -> None:
 @cache
 def _host_gpu(root: str) -> str:
     """This host's GPU agents and driver as the GPU gate's key (read once per plan and host root)."""
-    from cairn.gates.gpu_host import read_gpu_host
-
     return read_gpu_host(Path(root) if root else None).key()
 
 
 def _tiny_model(context: StageContext) -> str:
     """``model:tiny-llama``: the seeded tiny models and their NumPy references, from the pinned sdist's vocab
     (cairn.engines.llama.build) — a content-addressed artifact of the build, never a committed file."""
-    from importlib.metadata import version
-
+    # lazy: numpy, gguf, yaml, 100 ms at start-up (python -X importtime)
     from cairn.engines.llama.build import DEFAULT_SEED
-    from cairn.engines.llama.vocab import DEFAULT_VOCAB, SDIST
 
     model_id = ENGINE_IMAGES["llama-cpp"]
     if model_id not in context.actions:

@@ -16,6 +16,7 @@ from typing import Any
 
 from cairn.errors import InputError
 from cairn.matrix import model
+from cairn.model.gate_result import SCHEMA, STATUSES
 
 RECORDED = "recorded"  # gates.json key: image digest -> gate -> the verdict reported after staging (and who signed it)
 _RANK = {"passed": 0, "not-run": 1, "failed": 2}
@@ -41,8 +42,6 @@ def record_gates(stage: dict[str, Any], gates: dict[str, Any], results: list[tup
     no channel of the release requires, and any verdict but ``failed`` where the gate already failed — at build
     time or in an earlier verdict: a failure is never overturned; a fix is a new build, staged as a new version.
     """
-    from cairn.model.gate_result import SCHEMA, STATUSES
-
     gates = json.loads(json.dumps(gates))
     recorded: dict[str, dict[str, dict[str, Any]]] = gates.setdefault(RECORDED, {})
     touched: set[tuple[str, str]] = set()  # (cell id, gate)
@@ -136,6 +135,7 @@ class Published:
 def _public(image: model.ImageRef, registry: str) -> model.ImageRef:
     """The image as published: a reference on a loopback registry (the build host's own) is named on ``registry``
     — the same digest, so its signature and every gate verdict still name these bytes."""
+    # lazy: packaging, cairn.matrix, platform, 8 ms at start-up (python -X importtime)
     from cairn.matrix.commands import public_image
 
     if not registry:

@@ -23,8 +23,10 @@ from pathlib import Path
 from cairn.cli_options import add_store, check_choice
 from cairn.errors import CairnError
 from cairn.io import atomic_write
+from cairn.matrix import grid, search
 from cairn.matrix.commands import REGISTRY_ENV, check_registry
-from cairn.matrix.model import CHANNELS, parse_matrix
+from cairn.matrix.diff_text import render
+from cairn.matrix.model import CHANNELS, _read, parse_matrix
 from cairn.matrix.render import registry_products, to_html, to_markdown
 
 
@@ -50,6 +52,7 @@ def locate(source: str) -> tuple[str, str]:
     """(repository URL or "", matrix URL/path) for a repository dir/URL or a matrix file."""
     if source.endswith(".json"):
         return "", source
+    # lazy: urllib3, cryptography, securesystemslib, 49 ms at start-up (python -X importtime)
     from cairn.sign.verify import repository_url
 
     return repository_url(source), ""
@@ -63,12 +66,14 @@ def signed_targets(source: str, root: Path | None):  # type: ignore[no-untyped-d
     repo, _ = locate(source)
     if not repo:
         raise CairnError("--root needs the repository the matrix came from: pass --from DIR|URL, not a file")
+    # lazy: urllib3, cryptography, securesystemslib, 49 ms at start-up (python -X importtime)
     from cairn.sign.verify import SignedTargets, load_pinned_root
 
     return SignedTargets.of(repo, load_pinned_root(root))
 
 
 def read_matrix(source: str, channel: str, signed=None):  # type: ignore[no-untyped-def]
+    # lazy: urllib3, cryptography, securesystemslib, 49 ms at start-up (python -X importtime)
     from cairn.sign.verify import fetch
 
     repo, file = locate(source)
@@ -78,8 +83,6 @@ def read_matrix(source: str, channel: str, signed=None):  # type: ignore[no-unty
         if data is None:
             raise CairnError(f"{repo}{path} does not exist — publish the release to channel {channel} first (cairn publish)")
     else:
-        from cairn.matrix.model import _read
-
         data = _read(file).encode()
     if signed is not None:
         signed.check(path, data)
@@ -93,7 +96,7 @@ def read_changes(source: str, matrix, signed=None) -> list[str]:  # type: ignore
     repo, _ = locate(source)
     if previous is None or not repo:
         return []
-    from cairn.matrix.diff_text import render
+    # lazy: urllib3, cryptography, securesystemslib, 49 ms at start-up (python -X importtime)
     from cairn.sign.verify import fetch
 
     data = fetch(repo + previous.diff)
@@ -132,8 +135,6 @@ def base_url(option: str | None, source: str, published: str = "") -> str | None
 def _find(query: str, matrix) -> int:  # type: ignore[no-untyped-def]
     """``--find``: one line per GPU found — its target, every column's status and the target's details — or, for
     a GPU the release does not serve, why and what to use instead (``cairn.matrix.search``)."""
-    from cairn.matrix import grid, search
-
     products = registry_products()
     rows, unserved = search.find(query, grid.rows(matrix, products), search.unserved_of(matrix, products))
     rel = matrix.release

@@ -12,6 +12,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from cairn.model import json_reader
 from cairn.model.reader import Field, Table
 
 SCHEMA = "cairn.gate/v1"
@@ -40,8 +41,6 @@ class GateResult:
     @classmethod
     def read(cls, path: Path) -> GateResult:
         """A gate's ``gate.json`` checked against ``GATE_FILE``; a damaged one is one InputError naming it."""
-        from cairn.model import json_reader
-
         fix = "rebuild the gate (cairn build --only gate:…)"
         doc = json_reader.read_file(path, GATE_FILE, "gate result", fix)
         return cls(**{name: doc.string(name) for name in ("gate", "image", "target", "family", "digest", "status", "reason")},

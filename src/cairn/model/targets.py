@@ -15,6 +15,7 @@ from pathlib import Path
 
 from cairn.errors import ManifestError, did_you_mean
 from cairn.model.reader import Field, Reader, Section, Table
+from cairn.paths import manifests_dir
 
 FEATURES = ("sramecc", "xnack")
 SPIRV_PROCESSOR = "amdgcnspirv"
@@ -253,8 +254,6 @@ REGISTRY = Table({
 def load_registry(path: Path | None = None) -> Registry:
     """Load and validate the registry; every mistake is a ManifestError at ``file:line:col``."""
     if path is None:
-        from cairn.paths import manifests_dir
-
         path = manifests_dir() / "targets.toml"
     return _build(Reader.load(path))
 

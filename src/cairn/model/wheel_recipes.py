@@ -26,6 +26,7 @@ from cairn.errors import ManifestError, did_you_mean
 from cairn.model.manifest import SOURCE_TABLES, Source, _freeze, check_fetched_name
 from cairn.model.reader import Field, Reader, Table
 from cairn.names import safe_name
+from cairn.paths import recipes_dir
 
 KINDS = ("source", "mirror", "hip-extension", "engine")
 _HEX40 = re.compile(r"^[0-9a-f]{40}$")
@@ -127,14 +128,10 @@ class Recipe:
 
 
 def recipe_path(name: str) -> Path:
-    from cairn.paths import recipes_dir
-
     return recipes_dir() / "wheels" / f"{name}.toml"
 
 
 def known_recipes() -> list[str]:
-    from cairn.paths import recipes_dir
-
     return sorted(p.stem for p in (recipes_dir() / "wheels").glob("*.toml"))
 
 

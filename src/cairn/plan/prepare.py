@@ -10,6 +10,7 @@ from dataclasses import replace
 from pathlib import Path
 
 from cairn.errors import InputError, did_you_mean
+from cairn.model.image_recipes import load_base
 from cairn.model.manifest import Manifest, load_manifest
 from cairn.model.targets import Registry, load_registry
 from cairn.paths import default_manifest, releases_dir
@@ -51,8 +52,6 @@ def host_for(manifest: Manifest, store: Path | None = None) -> Host:
 def _base_pins_apt_checks(manifest: Manifest) -> list[str]:
     """The image base's pinned packages when this host's apt can vouch for them (a bookworm base; a sid base
     is checked against the rootfs it produces instead): the images stage reads their versions from the snapshot."""
-    from cairn.model.image_recipes import load_base
-
     try:
         base = load_base(name=manifest.release.base)
     except Exception:  # a broken recipe is reported by the images stage, which loads it again

@@ -100,7 +100,7 @@ def suite_versions(suite_pins: Iterable[tuple[str, str]]) -> dict[str, dict[str,
 
     A suite that cannot be read (no network to the archive) is left out: its pins then build only from the
     source mirror, and the plan says so."""
-    from cairn.errors import CairnError
+    # lazy: cairn.remote, cairn.sources, email, 50 ms at start-up (python -X importtime)
     from cairn.sources.debian import suite_index
 
     wanted: dict[str, set[str]] = {}
@@ -118,6 +118,7 @@ def suite_versions(suite_pins: Iterable[tuple[str, str]]) -> dict[str, dict[str,
 
 def mirrored(store: Path | None, wanted: Iterable[str]) -> frozenset[str]:
     """Which of the ``wanted`` sha256s a source mirror holds: the store's own, then ``$CAIRN_SOURCE_MIRROR``."""
+    # lazy: cairn.remote, cairn.sources, email, 58 ms at start-up (python -X importtime)
     from cairn.remote.url import exists
     from cairn.sources.fetch import mirror_key, source_mirrors
 
@@ -155,6 +156,7 @@ def probe_host(urls: Iterable[str] = (), deb_packages: Iterable[str] = (), suite
 
 def _services() -> dict[str, str]:
     """Where the private Docker Engine and registry listen (``cairn services``), as the planner sees them."""
+    # lazy: cairn.remote, xml, ssl, 71 ms at start-up (python -X importtime)
     from cairn.services import engine_host, registry_address
 
     registry, registry_id = registry_address()

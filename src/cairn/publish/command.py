@@ -20,10 +20,15 @@ import json
 import os
 import sys
 from pathlib import Path
+from urllib.parse import urlparse
 
 from cairn.cli_options import add_json, add_store
 from cairn.errors import CairnError
+from cairn.names import BUCKET_NAME
 from cairn.publish import fastpath
+from cairn.publish.prefetch import Prefetch
+from cairn.publish.progress import meter_for
+from cairn.remote.access import whole_bucket_refusal
 
 BUNDLE_ACTION = "bundle:release"
 CHANNELS = ("dev", "nightly", "prerelease", "stable")  # cairn.matrix.model.CHANNELS (a test checks), without its imports
@@ -47,6 +52,7 @@ def _check_one_key_set(args: argparse.Namespace) -> None:
 
 def last_build_bundle(store: Path) -> Path:
     """The ``bundle:release`` tree of the store's last build, or a one-line error saying how to get one."""
+    # lazy: cairn.store, cairn.digest, cairn.io, 15 ms at start-up (python -X importtime)
     from cairn.store.report import read_actions
 
     info = read_actions(store).get(BUNDLE_ACTION)
@@ -83,8 +89,6 @@ def public_url(option: str | None, to: str) -> str:
     """The repository root the matrices name (``release.base_url``): ``--public-url``, else the HTTP form of an
     ``s3://`` destination (the endpoint of ``$CAIRN_S3_ENDPOINT``, path-style; AWS's virtual-hosted host for the
     region), else "" — a ``file://`` directory is one machine's disk, and never named as where users fetch from."""
-    from urllib.parse import urlparse
-
     if option is not None:
         if not option.startswith(("https://", "http://")) or not urlparse(option).netloc:
             raise CairnError(f"--public-url {option!r} is not an http(s):// URL — give the repository root users fetch from, "
@@ -93,6 +97,7 @@ def public_url(option: str | None, to: str) -> str:
     parsed = urlparse(to)
     if parsed.scheme != "s3" or not parsed.netloc:
         return ""
+    # lazy: cairn.remote, email, ssl, 22 ms at start-up (python -X importtime)
     from cairn.remote.s3http import find_endpoint, find_region
 
     bucket, prefix = parsed.netloc, parsed.path.strip("/")
@@ -106,6 +111,7 @@ def public_url(option: str | None, to: str) -> str:
 
 def published_where(args: argparse.Namespace, to: str):  # type: ignore[no-untyped-def]
     """``cairn.matrix.build.Published`` of the options (the URL and registry checked: one line each)."""
+    # lazy: cairn.matrix, cairn.remote, cairn.model, 84 ms at start-up (python -X importtime)
     from cairn.matrix.build import Published
     from cairn.matrix.command import public_registry
 
@@ -115,20 +121,15 @@ def published_where(args: argparse.Namespace, to: str):  # type: ignore[no-untyp
 def check_public_scope(args: argparse.Namespace, to: str) -> None:
     """``--to s3://bucket`` (no prefix) with the public-read grant needs ``--public-bucket``: one line, before any
     read or write (``cairn.remote.access``)."""
-    from urllib.parse import urlparse
-
-    from cairn.names import BUCKET_NAME
-
     parsed = urlparse(to)  # a URL naming no bucket, or a bad one, is left to the backend's own one line
     if parsed.scheme == "s3" and BUCKET_NAME.fullmatch(parsed.netloc) and not parsed.path.strip("/") \
             and args.public_read and not args.public_bucket:
-        from cairn.remote.access import whole_bucket_refusal
-
         raise whole_bucket_refusal(parsed.netloc)
 
 
 def open_destination(args: argparse.Namespace, to: str):  # type: ignore[no-untyped-def]
     """The backend of ``to``, told whether ``--public-bucket`` allows a grant of the whole bucket."""
+    # lazy: cairn.remote, email, xml, 39 ms at start-up (python -X importtime)
     from cairn.remote.backend import S3Backend, open_backend
 
     backend = open_backend(to)
@@ -159,6 +160,7 @@ def _dev_note(args: argparse.Namespace, directory: Path, created: bool) -> None:
 
 
 def keys_and_root(args: argparse.Namespace):  # type: ignore[no-untyped-def]
+    # lazy: cryptography, securesystemslib, cairn.sign, 39 ms at start-up (python -X importtime)
     from cairn.sign.keys import ensure_dev_keys, load_keys
     from cairn.sign.tuf import load_root
 
@@ -194,7 +196,6 @@ def run(args: argparse.Namespace) -> int:
     check_public_scope(args, to)
     keys_dir = _keys_dir(args)
     where = published_where(args, to)
-    from cairn.publish.prefetch import Prefetch
 
     prefetch = Prefetch(bundle_dir)  # the files are read and hashed while the rest starts (cairn.publish.prefetch)
     done = fastpath.already_published(to, bundle_dir, args.channel, args.stage_only, args.root or keys_dir / "root.json", keys_dir,
@@ -203,9 +204,9 @@ def run(args: argparse.Namespace) -> int:
         _dev_note(args, keys_dir, False)
         print_report(done, args.json)
         return 0
+    # lazy: cairn.remote, cairn.publish, cairn.digest, 54 ms at start-up (python -X importtime)
     from cairn.publish.directory import publishing_into
     from cairn.publish.look import first_root_of, start_look
-    from cairn.publish.progress import meter_for
 
     backend, log = open_destination(args, to), (lambda _: None) if args.json else print
     # a new directory is written into a temp sibling and renamed at the end (cairn.publish.directory)
@@ -213,10 +214,12 @@ def run(args: argparse.Namespace) -> int:
         first_root = first_root_of(args.root or keys_dir / "root.json")
         looked = start_look(backend, first_root, args.public_read, log)  # reads only, while the bundle is read
         # cairn.sign imports securesystemslib: only once the reads are started
+        # lazy: cryptography, securesystemslib, logging, 30 ms at start-up (python -X importtime)
         from cairn.sign.keyfiles import check_signing_keys
 
         if first_root is not None:  # blobs may go up before the keys load: keys that cannot sign stop the run first
             check_signing_keys(keys_dir)
+        # lazy: cairn.matrix, cairn.remote, cairn.model, 86 ms at start-up (python -X importtime)
         from cairn.matrix.bundle import load_bundle
         from cairn.publish.early import EarlyBlobs
 
@@ -224,6 +227,7 @@ def run(args: argparse.Namespace) -> int:
         # the blobs go up while the signing libraries load (cairn.publish.early says what is checked first)
         early = EarlyBlobs(backend, bundle, first_root, args.public_read, log, prefetch, looked, meter)
         place.settle = early.writer
+        # lazy: urllib3, cairn.publish, cairn.matrix, 194 ms at start-up (python -X importtime)
         from cairn.publish.publisher import publish
 
         keys, root = keys_and_root(args)

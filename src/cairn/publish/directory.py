@@ -34,6 +34,7 @@ def space_needed(bundle_dir: Path, place: Path) -> int:
     """Bytes a publish of ``bundle_dir`` needs on ``place``'s file system: what must be copied there (an
     artifact on another device, not hard-linkable), both of its names when it is big (the content-addressed
     copy is then a second link or copy), plus ``SMALL_FILES_PER_ARTIFACT`` each."""
+    # lazy: cairn.matrix, cairn.model, cairn.publish, 35 ms at start-up (python -X importtime)
     from cairn.matrix.bundle import load_bundle
     from cairn.publish.writer import COPY_MIN
 

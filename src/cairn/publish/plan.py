@@ -19,6 +19,8 @@ The output tree is a bundle in the format ``cairn.matrix.bundle.load_bundle`` re
 
 from __future__ import annotations
 
+from cairn.errors import CairnError
+from cairn.model.wheel_recipes import load_recipe
 from cairn.plan.context import StageContext
 from cairn.plan.graph import Action, closure_blocked
 
@@ -145,9 +147,6 @@ def _wheel_frameworks(context: StageContext, deps: list[str]) -> dict[str, str]:
 
 def _framework_files(context: StageContext) -> set[str]:
     """The wheel files the manifest's mirrored frameworks pin (what their own recipes mirror)."""
-    from cairn.errors import CairnError
-    from cairn.model.wheel_recipes import load_recipe
-
     found: set[str] = set()
     for framework in context.manifest.frameworks:
         try:

@@ -22,6 +22,7 @@ import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any, BinaryIO, Protocol
 from urllib.parse import quote, urlparse
@@ -31,8 +32,20 @@ from cairn.digest import file_sha256
 from cairn.errors import CairnError
 from cairn.io import TEMP_PREFIX, atomic_write, link_or_copy
 from cairn.names import BUCKET_NAME, relpath_problem
+from cairn.remote import access
+from cairn.remote.background import in_background
 from cairn.remote.places import check_url_place
-from cairn.remote.s3http import ConnectionFailed, Response, S3Error, xml_text
+from cairn.remote.s3http import (
+    BodyTooLarge,
+    ConnectionFailed,
+    Response,
+    S3Client,
+    S3Error,
+    find_credentials,
+    find_endpoint,
+    find_region,
+    xml_text,
+)
 
 IMMUTABLE_CACHE = "public, max-age=31536000, immutable"
 MUTABLE_CACHE = "no-cache"
@@ -123,8 +136,6 @@ def _pread(handle: BinaryIO, offset: int, length: int) -> bytes:
 
 def _s3_time(text: str) -> Any:
     """An S3 timestamp (``2026-12-05T15:00:00.000Z``) as an aware datetime; unreadable: now (never stale)."""
-    from datetime import UTC, datetime
-
     try:
         return datetime.fromisoformat(text.replace("Z", "+00:00"))
     except ValueError:
@@ -140,8 +151,6 @@ def s3_backend(bucket: str, prefix: str = "") -> S3Backend:
     wrapper for ``s3://bucket/prefix``, with the endpoint ``cairn.remote.s3http.find_endpoint`` picks from the
     environment (``$CAIRN_S3_ENDPOINT``, else ``$AWS_ENDPOINT_URL_S3``, else ``$AWS_ENDPOINT_URL``, else AWS), its
     region and credentials."""
-    from cairn.remote.s3http import find_endpoint
-
     prefix = prefix.strip("/")
     url = f"s3://{bucket}/{prefix}"
     if not BUCKET_NAME.fullmatch(bucket):
@@ -315,8 +324,6 @@ class FileBackend:
 # -- S3 -------------------------------------------------------------------------------------------------------
 class S3Backend:
     def __init__(self, bucket: str, prefix: str, endpoint: str | None) -> None:
-        from cairn.remote.s3http import S3Client, find_credentials, find_region
-
         self.bucket = bucket
         self.prefix = prefix + "/" if prefix else ""
         self.endpoint = endpoint
@@ -443,8 +450,6 @@ class S3Backend:
         """Write ``key``'s bytes to the file ``dest`` as they arrive (never whole in memory); False when there is no
         such key (``dest`` is then left empty). ``max_bytes``: the most the object can hold (a size its record
         names); a bigger one is a CairnError as soon as it passes that, and ``dest`` is left empty."""
-        from cairn.remote.s3http import BodyTooLarge
-
         self.counters.gets += 1
         with open(dest, "wb") as out:
             try:
@@ -515,8 +520,6 @@ class S3Backend:
         """Abort every multipart upload under this prefix begun more than ``older_than`` seconds ago (default
         ``STALE_UPLOAD_SECONDS``): a run killed mid-upload leaves its parts behind, stored and billed until
         aborted. Returns the keys whose uploads were aborted. Uploads outside the prefix are never touched."""
-        from datetime import UTC, datetime, timedelta
-
         cutoff = datetime.now(UTC) - timedelta(seconds=STALE_UPLOAD_SECONDS if older_than is None else older_than)
         query, stale = {"uploads": "", "prefix": self.prefix}, []
         while True:
@@ -540,8 +543,6 @@ class S3Backend:
     def read_access(self) -> AccessState:
         """The bucket's Block Public Access settings and policy: two reads, which ``cairn.publish.early`` makes while
         the bundle is still being checked, so that granting costs only the write when the bundle is good."""
-        from cairn.remote.background import in_background
-
         blocked = in_background(self._public_access_blocked, "cairn-access-block")  # at once with the policy's read
         policy = self._bucket_policy()
         return AccessState(tuple(blocked.result()), policy)
@@ -551,7 +552,6 @@ class S3Backend:
         it grants and why); True when the policy had to be written. ``state``: the bucket as ``read_access``
         found it (read now when not given). After a write, one more read confirms that no concurrent publisher
         replaced the policy (then it is merged again, up to 3 times)."""
-        from cairn.remote import access
         state = state or self.read_access()
         if state.blocked:
             raise CairnError(f"s3://{self.bucket}: S3 Block Public Access is on for this bucket ({' and '.join(state.blocked)}), so pip, "

@@ -39,6 +39,7 @@ def registry_address() -> tuple[str, str]:
 
 def docker_client(timeout: int = 1800) -> Any:
     """A ``docker.DockerClient`` for the engine; raises with the fix when none is reachable."""
+    # lazy: docker, charset_normalizer, urllib3, 100 ms at start-up (python -X importtime)
     import docker
 
     host = engine_host()

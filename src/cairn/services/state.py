@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import socket
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
@@ -83,8 +84,6 @@ def pid_alive(pid: int, name: str) -> bool:
 
 def engine_ready(socket_path: Path, timeout: float = 2.0) -> bool:
     """The engine answers ``GET /_ping`` on its socket."""
-    import socket
-
     if not socket_path.exists():
         return False
     try:

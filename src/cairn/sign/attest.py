@@ -24,9 +24,11 @@ from securesystemslib.signer import Key, Signer
 
 # the DSSE primitive, still importable from here (promote and the runner list use these names)
 from cairn.dsse import MAX_ENVELOPE as MAX_ENVELOPE
+from cairn.dsse import load_signer as from_pem
 from cairn.dsse import open_envelope as open_envelope
 from cairn.dsse import pae as pae
 from cairn.dsse import sign_envelope as sign_envelope
+from cairn.errors import InputError
 
 PAYLOAD_TYPE = "application/vnd.in-toto+json"
 STATEMENT_TYPE = "https://in-toto.io/Statement/v1"
@@ -87,6 +89,7 @@ class Verdict:
 
     def as_result(self) -> dict[str, Any]:
         """The shape ``cairn.matrix.build.record_gates`` records (a ``gate.json`` with the signer's identity)."""
+        # lazy: cairn.model, tomllib, cairn.errors, 11 ms at start-up (python -X importtime)
         from cairn.model.gate_result import SCHEMA
 
         return {"schema": SCHEMA, "gate": self.gate, "target": self.target, "digest": self.digest, "status": self.status,
@@ -133,9 +136,6 @@ def read_verdict(data: bytes, keys: list[Key]) -> Verdict:
 
 def load_signer(path: Path) -> Signer:
     """A runner's private key (PKCS#8 PEM, Ed25519 or ECDSA P-256, as ``cairn keys runner`` writes it)."""
-    from cairn.dsse import load_signer as from_pem
-    from cairn.errors import InputError
-
     fix = "pass the runner key cairn keys runner wrote (its .pem, not the .pub.json)"
     try:
         pem = Path(path).read_bytes()

@@ -25,6 +25,7 @@ from cryptography.exceptions import UnsupportedAlgorithm
 from cryptography.hazmat.primitives import serialization
 from securesystemslib.signer import CryptoSigner, SSlibKey
 from tuf.api.metadata import Metadata, Root
+from tuf.api.serialization.json import JSONSerializer
 
 from cairn.errors import CairnError
 from cairn.io import atomic_write
@@ -130,7 +131,6 @@ def ensure_dev_keys(directory: Path) -> tuple[KeySet, bool]:
         raise CairnError(f"{directory}: holds part of a key set ({', '.join(present[:4])}) but no {missing} — development "
                          f"keys never overwrite keys: remove that directory to make new ones, or restore its {missing}")
     keys = init_keys(directory)
-    from tuf.api.serialization.json import JSONSerializer
 
     _write(directory / "root.json", make_root(keys).to_bytes(JSONSerializer(compact=False)), 0o644)
     return keys, True
@@ -152,8 +152,6 @@ def read_root(path: Path) -> Metadata[Root]:
 
 def root_history(directory: Path) -> dict[int, bytes]:
     """Every root version kept in the key directory (``roots/``), and its ``root.json`` under its own version."""
-    from tuf.api.serialization.json import JSONSerializer
-
     directory = Path(directory)
     found: dict[int, bytes] = {}
     for path in sorted((directory / ROOTS).glob("*.root.json")):
@@ -172,8 +170,6 @@ def rotate_root(directory: Path, *, expires: datetime | None = None) -> tuple[Me
     Written in this order, so that an interruption never loses a key: the old root and its private keys are
     copied to ``roots/`` and ``retired/`` first, then the new private keys, ``public.json`` and last ``root.json``.
     """
-    from tuf.api.serialization.json import JSONSerializer
-
     directory = Path(directory)
     keys = load_keys(directory)
     old = read_root(directory / "root.json")

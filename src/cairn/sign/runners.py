@@ -19,12 +19,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from securesystemslib.signer import Key, SSlibKey
+from securesystemslib.signer import CryptoSigner, Key, SSlibKey
 from tuf.api.metadata import Metadata, Root
 
 from cairn.errors import CairnError, InputError
 from cairn.io import atomic_write
-from cairn.sign.attest import open_envelope, sign_envelope
+from cairn.sign.attest import open_envelope, read_verdict, sign_envelope
 
 FILENAME = "runners.json"
 REPO_KEY = "keys/runners.json"
@@ -130,8 +130,6 @@ def make_runner_key(out: Path, keytype: str) -> tuple[Path, Path, str]:
 
     Refuses to overwrite either: a runner key already trusted would silently stop verifying.
     """
-    from securesystemslib.signer import CryptoSigner
-
     out = Path(out)
     public_path = out.with_name(out.name.removesuffix(".pem") + ".pub.json")
     for path in (out, public_path):
@@ -153,8 +151,6 @@ def accept(files: list[tuple[Path, bytes]], runners: Runners | None, directory: 
     (another gate or target), or a GPU verdict from a host whose GPU is not the target's. Whether the release
     requires the gate and whether a failure would be overturned is ``record_gates``' to say: it has the release.
     """
-    from cairn.sign.attest import read_verdict
-
     fix = "sign the verdict on the runner that ran the gate (cairn gate --sign-with KEY) with a key in the runner list"
     if files and runners is None:
         raise InputError(files[0][0], f"cannot be checked: {Path(directory) / FILENAME} trusts no runner",

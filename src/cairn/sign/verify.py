@@ -21,11 +21,14 @@ from urllib.parse import urlparse
 
 from securesystemslib.signer import SSlibKey
 from tuf.api import exceptions as tuf_errors
+from tuf.api.metadata import Metadata, Root
 from tuf.api.serialization import DeserializationError
+from tuf.api.serialization.json import JSONSerializer
 from tuf.ngclient import FetcherInterface, Updater
 
 from cairn.errors import CairnError, CheckFailed, UrlError
 from cairn.names import hashed_name, relpath_problem
+from cairn.paths import repo_root
 from cairn.remote.places import check_url_place
 from cairn.remote.url import read_status, read_url
 from cairn.sign.provenance import verify_attestation
@@ -247,9 +250,6 @@ def _provenance_key(base: str, targets: dict[str, dict[str, object]]) -> SSlibKe
 def _check_metadata_form(cache: Path) -> None:
     """Signatures cover only the canonical ``signed`` part, so whitespace edits would pass TUF; cairn writes
     one exact serialization, and anything else was edited after signing."""
-    from tuf.api.metadata import Metadata
-    from tuf.api.serialization.json import JSONSerializer
-
     snap_version = json.loads((cache / "timestamp.json").read_bytes())["signed"]["meta"]["snapshot.json"]["version"]
     targets_version = json.loads((cache / "snapshot.json").read_bytes())["signed"]["meta"]["targets.json"]["version"]
     names = {"timestamp": "metadata/timestamp.json", "snapshot": f"metadata/{snap_version}.snapshot.json",
@@ -279,12 +279,7 @@ def load_pinned_root(path: Path | None = None) -> bytes:
     """The root a verifier trusts: ``--root``, ``$CAIRN_TUF_ROOT``, or ``publish/root.json`` of the checkout."""
     if path is None:
         env = os.environ.get("CAIRN_TUF_ROOT")
-        if env:
-            path = Path(env)
-        else:
-            from cairn.paths import repo_root
-
-            path = repo_root() / "publish" / "root.json"
+        path = Path(env) if env else repo_root() / "publish" / "root.json"
     try:
         data = Path(path).read_bytes()
     except OSError as exc:
@@ -296,8 +291,6 @@ def load_pinned_root(path: Path | None = None) -> bytes:
 def check_root(data: bytes, where: str) -> None:
     """``data`` is a TUF root signed by a threshold of its own root keys — else one line naming ``where`` (a file
     given as ``--root`` that is not one would otherwise surface as python-tuf's traceback)."""
-    from tuf.api.metadata import Metadata, Root
-
     fix = "pass --root the root.json of the release keys (publish/root.json, or <keys>/root.json from cairn keys init)"
     try:
         root = Metadata[Root].from_bytes(data)

@@ -7,7 +7,9 @@ import json
 from pathlib import Path
 
 from cairn.cli_options import add_json
-from cairn.sign.verify import load_pinned_root, verify_file, verify_repository
+from cairn.sign.cosign import verify_image
+from cairn.sign.refresh import expiry_line, expiry_of
+from cairn.sign.verify import cache_dir_for, load_pinned_root, verify_file, verify_repository
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
@@ -21,8 +23,6 @@ def configure(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     root = load_pinned_root(args.root)
     if "@sha256:" in args.what and not Path(args.what).exists():
-        from cairn.sign.cosign import verify_image
-
         result = verify_image(args.what, args.repo or "", root, args.cache)
         print(json.dumps(result, indent=1) if args.json else f"verified image {args.what}: {result['target']}, cosign signature ok")
         return 0
@@ -31,8 +31,6 @@ def run(args: argparse.Namespace) -> int:
         print(json.dumps({"file": args.what, "target": target}) if args.json else f"verified {args.what}: signed target {target} with provenance")
         return 0
     report = verify_repository(args.what, root, args.cache)
-    from cairn.sign.refresh import expiry_line, expiry_of
-    from cairn.sign.verify import cache_dir_for
 
     expires = expiry_of(args.cache or cache_dir_for(report.repository))  # the client's trusted metadata, just verified
     if args.json:

@@ -30,6 +30,7 @@ from cairn import proc
 from cairn.errors import CairnError
 from cairn.io import atomic_write, cache_dir
 from cairn.remote.url import read_url
+from cairn.sources.debversion import compare
 
 KEYRING = Path("/usr/share/keyrings/debian-archive-keyring.gpg")
 _FIELD = re.compile(r"^([A-Za-z0-9-]+): ?(.*)$")
@@ -198,8 +199,6 @@ def _suite_index(base: str, suite: str, arch: str) -> PackageIndex:
 
 def newest(entries: list[DebEntry]) -> DebEntry:
     """The highest version among ``entries`` by Debian's ordering (``dpkg --compare-versions``)."""
-    from cairn.sources.debversion import compare
-
     best = entries[0]
     for entry in entries[1:]:
         if compare(entry.version, best.version) > 0:

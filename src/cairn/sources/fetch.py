@@ -22,6 +22,7 @@ from cairn.errors import CairnError, PinMismatch, UrlError
 from cairn.io import link_or_copy
 from cairn.paths import repo_root
 from cairn.remote.url import download, exists
+from cairn.sources import debian
 from cairn.sources.pypi import download_pinned
 
 Fetcher = Callable[[Mapping[str, Any], Path, IO[str]], None]
@@ -76,8 +77,6 @@ def keep_in_mirror(path: Path, sha256: str, store_mirror: Path) -> None:
 
 def fetch_deb_from_suite(source: Mapping[str, Any], out: Path, log: IO[str], store_mirror: Path | None = None) -> None:
     """A .deb pinned to a suite: the mirror by sha256 first, then the suite's pool; verified, then kept."""
-    from cairn.sources import debian
-
     package, version, sha256, suite = source["package"], source["version"], source["sha256"], source["suite"]
     name = f"{package}_{version.split(':')[-1]}_{source.get('arch', 'amd64')}.deb"
     dest = out / name

@@ -17,6 +17,7 @@ from typing import Any
 
 from cairn.errors import InputError
 from cairn.names import name_problem
+from cairn.paths import find_store, is_store
 
 FILENAME = "last-build.json"
 
@@ -61,8 +62,6 @@ def _info(path: Path, action_id: str, raw: Any, rebuild: str) -> ActionInfo:
 def _built_store_hint(store: Path) -> str:
     """Where a built store is: this project's, when ``store`` is not it (a relative ``--store`` given from a
     subdirectory), else "pass --store of a built store"."""
-    from cairn.paths import find_store, is_store
-
     found = find_store()
     if is_store(found) and found != store.absolute():
         return f"drop --store to use this project's store {found}"

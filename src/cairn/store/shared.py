@@ -132,7 +132,10 @@ class SharedCache:
 
     def __init__(self, url: str, *, read_only: bool = False, warn: Callable[[str], None] = _stderr,
                  trust: Trust | None = None, signer: Signer | None = None) -> None:
+        # lazy: cairn.remote, email, _ssl, 50 ms at start-up (python -X importtime)
         from cairn.remote.backend import s3_backend  # the one S3 wrapper
+
+        # lazy: cairn.store.signing, cairn.dsse, cryptography, 7 ms at start-up (python -X importtime)
         from cairn.store.signing import load_trust, load_writer
 
         parsed = urlparse(url)
@@ -210,6 +213,7 @@ class SharedCache:
         return self._fetch_tree(record, local, bound)
 
     def _fetch_tree(self, record: ActionRecord, local: LocalStore, bound: Bound) -> ActionRecord | None:
+        # lazy: cairn.remote, email, ssl, 32 ms at start-up (python -X importtime)
         from cairn.remote.backend import ObjectTooLarge
 
         archive = _scratch(local.root / "tmp", "archive")  # the download goes to disk, never whole into memory
@@ -294,6 +298,7 @@ class SharedCache:
     def _download_blob(self, blob: Blob, target: Path, scratch_dir: Path) -> str:
         """Download ``blob`` into ``target`` (its place in an unpacked tree): "" when it holds the right bytes, else
         what is wrong with the bucket's copy, or "failed" (reported) when this machine or the request failed."""
+        # lazy: cairn.remote, email, ssl, 32 ms at start-up (python -X importtime)
         from cairn.remote.backend import ObjectTooLarge
 
         name = self.blob_key(blob.sha256)
@@ -354,6 +359,7 @@ class SharedCache:
     def _trusted(self, key: str, data: bytes) -> bytes | None:
         """The payload of the record for ``key`` when a trusted writer signed it; else None, reported in one line
         and (unless read-only) the record deleted, so this build's signed record can take the key."""
+        # lazy: cairn.store.signing, cairn.dsse, cryptography, 7 ms at start-up (python -X importtime)
         from cairn.dsse import Unverified
         from cairn.store.signing import open_record, why_not
 
@@ -381,7 +387,10 @@ class SharedCache:
     def push(self, record: ActionRecord, local: LocalStore) -> None:
         """Upload the tree (unless the bucket has it), then the record; both conditional. Never raises: the
         local build is complete whatever the bucket says."""
+        # lazy: cairn.remote, email, ssl, 32 ms at start-up (python -X importtime)
         from cairn.remote.backend import RefusedOverwrite
+
+        # lazy: cairn.store.signing, cairn.dsse, cryptography, 7 ms at start-up (python -X importtime)
         from cairn.store.signing import sign_record
 
         if self.read_only or self.report.offline or self.signer is None:
@@ -436,6 +445,7 @@ class SharedCache:
         """The tree's archive, written to a file in the store's work area and sent from there (an output of
         gigabytes never sits in memory: a build sharing a whole release keeps to the machine's RAM), after the
         blobs it names that the bucket lacks."""
+        # lazy: cairn.remote, email, ssl, 32 ms at start-up (python -X importtime)
         from cairn.remote.backend import RefusedOverwrite
 
         archive = _scratch(local.root / "tmp", "pack")
@@ -454,6 +464,7 @@ class SharedCache:
 
     def _put_blob(self, blob: Blob, path: Path, local: LocalStore) -> None:
         """Upload one file as ``blobs/<sha256>.zst`` unless the bucket has it (asked once per build and blob)."""
+        # lazy: cairn.remote, email, ssl, 32 ms at start-up (python -X importtime)
         from cairn.remote.backend import RefusedOverwrite
 
         name = self.blob_key(blob.sha256)

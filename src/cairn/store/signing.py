@@ -23,8 +23,17 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from cairn.dsse import Unverified, key_from_entry, load_signer, open_envelope, sign_envelope
+from cairn.dsse import (
+    Unverified,
+    generate,
+    key_from_entry,
+    load_signer,
+    open_envelope,
+    public_entry,
+    sign_envelope,
+)
 from cairn.errors import CairnError, InputError
+from cairn.io import atomic_write
 
 if TYPE_CHECKING:
     from securesystemslib.signer import Key, Signer
@@ -136,9 +145,6 @@ def make_writer_key(directory: Path, keytype: str, name: str) -> tuple[Path, dic
     """A new cache-writer key in ``directory``: ``cache-writer.pem`` (mode 0600) and ``cache-writer.pub.json``;
     the trust-list entry of its public half. Refuses to overwrite either: a writer key some trust list names would
     silently stop being trusted."""
-    from cairn.dsse import generate, public_entry
-    from cairn.io import atomic_write
-
     directory = Path(directory)
     private, public = directory / "cache-writer.pem", directory / "cache-writer.pub.json"
     for path in (private, public):
@@ -155,8 +161,6 @@ def make_writer_key(directory: Path, keytype: str, name: str) -> tuple[Path, dic
 def add_to_trust(path: Path, entry: dict[str, Any]) -> int:
     """Add ``entry`` to the trust list at ``path`` (made when absent; an entry of the same key is replaced); the
     number of writers it then trusts. A list that cannot be read is refused, not overwritten."""
-    from cairn.io import atomic_write
-
     path = Path(path)
     current: list[Any] = []
     if path.exists():

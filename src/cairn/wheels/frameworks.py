@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from cairn import proc
+from cairn.audit import audit_paths
 from cairn.errors import CairnError, CheckFailed
 from cairn.execute.runners import ActionContext
 from cairn.formats import elf
@@ -35,8 +36,6 @@ def render(text: str, values: dict[str, str]) -> str:
 # -- mirror ----------------------------------------------------------------------------------------------
 def run_mirror(ctx: ActionContext) -> None:
     """Verify (done by the fetch), audit and republish one upstream wheel unchanged."""
-    from cairn.audit import audit_paths
-
     inputs = ctx.action.inputs
     fetched = ctx.deps[ctx.action.deps[0]] / inputs["filename"]
     if not fetched.is_file():
@@ -176,13 +175,13 @@ def run_hip_extension(ctx: ActionContext) -> None:
 def _gate(library: Path, targets: tuple[str, ...]) -> None:
     """The device-code stage's coverage check when it exists, else the audit API directly."""
     try:
+        # lazy: an optional dependency that may be absent (the ImportError is handled)
         from cairn.audit.check import check_coverage
     except ImportError:
         pass
     else:
         check_coverage(library, targets)
         return
-    from cairn.audit import audit_paths
 
     report = audit_paths([library])
     for target in targets:

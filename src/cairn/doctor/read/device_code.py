@@ -12,12 +12,13 @@ from pathlib import Path
 
 from cairn.doctor.read.files import Root
 from cairn.doctor.snapshot import CodeAudit, Distribution, RocmInstall
+from cairn.errors import CairnError
 
 
 def audit_installed(dists: Iterable[Distribution], rocm: Iterable[RocmInstall], r: Root) -> tuple[CodeAudit, ...]:
     """Audit every installed package's shared objects and each SDK tree's lib/ (cairn.audit, lazily)."""
+    # lazy: elftools, cairn.audit, pprint, 67 ms at start-up (python -X importtime)
     from cairn.audit import audit_paths  # the audit is heavy and optional for most checks
-    from cairn.errors import CairnError
 
     out = []
     subjects: list[tuple[str, str, list[Path]]] = [(d.name, d.version, [Path(p) for p in d.shared_objects])

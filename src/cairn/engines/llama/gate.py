@@ -50,6 +50,7 @@ class LlamaRunFailed(Exception):
 def llama_logits(model: Path, ref: Reference) -> tuple[np.ndarray, list[int], str]:
     """llama.cpp's logits for ``ref.tokens`` (prompt in one batch, then one token per decode), the prompt
     text as llama.cpp tokenizes it, and llama_cpp's version."""
+    # lazy: an optional dependency, absent where cairn runs (present in the image that runs this gate)
     import llama_cpp
 
     try:
