@@ -42,6 +42,7 @@ from requests.exceptions import RequestException
 from cairn.errors import CairnError
 from cairn.matrix.commands import pip_command
 from cairn.matrix.model import Cell, load_matrix
+from cairn.services import docker_client
 
 REPORT = "USER-INSTALL-REPORT "
 INSTALL_EXIT = "USER-INSTALL-EXIT "
@@ -174,6 +175,7 @@ def projects_of(command: str) -> list[str]:
 def uv_binary() -> Path:
     """The uv executable mounted into the hosts (its Python package's binary, never a shell shim)."""
     try:
+        # lazy: an optional dependency at run time, said in one line when it is absent
         from uv import find_uv_bin
     except ImportError:
         raise CairnError("uv is not installed — pip install uv (the user-install gate installs with uv too)") from None
@@ -195,7 +197,6 @@ def _script(command: str, projects: list[str]) -> str:
 
 def run_on_host(host: HostImage, command: str, projects: list[str], log: IO[str], timeout: int = 3600) -> tuple[int, str, dict[str, Any]]:
     """Run one installer command in a fresh container of ``host``: (install exit code, output, probe report)."""
-    from cairn.services import docker_client
 
     client = docker_client(timeout=timeout + 60)
     uv = uv_binary()

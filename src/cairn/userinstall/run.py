@@ -42,6 +42,7 @@ def publish_scratch(bundle: Path, repo: Path, log: IO[str]) -> None:
 
 
 def run_user_install(ctx: ActionContext) -> None:
+    # lazy: the bundle stage, 43 ms at start-up (python -X importtime)
     from cairn.publish.run import run_bundle
 
     inputs = ctx.action.inputs
