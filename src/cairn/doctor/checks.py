@@ -550,15 +550,6 @@ CHECKS: tuple[Callable[[HostSnapshot, Facts], Check], ...] = (
 )
 
 
-def run_checks(snap: HostSnapshot, facts: Facts) -> list[Check]:
-    """Every check, worst first (stable within a status)."""
-    # lazy: a genuine cycle, checks_host imports Check and Facts from this module at its top
-    from cairn.doctor.checks_host import HOST_CHECKS
-
-    results = [check(snap, facts) for check in (*CHECKS, *HOST_CHECKS)]
-    return sorted(results, key=lambda c: STATUS_ORDER[c.status])
-
-
 def exit_code(checks: list[Check]) -> int:
     statuses = {c.status for c in checks}
     return 2 if "fail" in statuses else 1 if "warn" in statuses else 0

@@ -19,7 +19,8 @@ from rich.markup import escape
 from cairn.cli_options import add_json
 from cairn.doctor import advice as adv
 from cairn.doctor import host as h
-from cairn.doctor.checks import Check, Facts, exit_code, run_checks
+from cairn.doctor.all_checks import run_checks
+from cairn.doctor.checks import Check, Facts, exit_code
 from cairn.doctor.read import read_snapshot
 from cairn.doctor.release import load_release_matrix
 from cairn.doctor.snapshot import HostSnapshot
