@@ -412,7 +412,8 @@ def test_a_framework_image_whose_wheels_lack_sonames_is_blocked_naming_them(buil
         return out
 
     runtime_tree = runtime_layout.parent
-    link = plan_linkage("jax", FAMILY, "5.2.3", f"image:runtime@{FAMILY}", f"index:{FAMILY}", ["jax-rocm7-plugin"], {}, SITE)
+    link = plan_linkage("jax", FAMILY, "5.2.3", f"image:runtime@{FAMILY}", f"index:{FAMILY}", ["jax-rocm7-plugin"], {}, SITE,
+                        "3.11")
     linked = run(run_linkage, link, {link.inputs["parent_image"]: runtime_tree, f"index:{FAMILY}": index})
     verdict = json.loads((linked / "linkage.json").read_text())
     assert "libamdhip64.so.7" in verdict["missing_sonames"] and verdict["elf_files_checked"] == 8

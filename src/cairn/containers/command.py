@@ -112,7 +112,8 @@ def show_dockerfile(image: str, manifest_arg: str | None, store: Path, pipeline:
     wheels = []
     for project in inputs["wheels"]:
         try:
-            wheels.append(index_wheels.resolve(store / "trees" / str(outputs.get(inputs["index"])), family, project)[0].to_json())
+            wheels.append(index_wheels.resolve(store / "trees" / str(outputs.get(inputs["index"])), family, project,
+                                               inputs.get("python", ""))[0].to_json())
         except (CairnError, OSError):
             wheels.append({"filename": f"{project} (not in {inputs['index'] or 'the index'})", "sha256": "—"})
     text = render_dockerfile(inputs, pushed.repo if pushed and not pushed.blocked else f"<repo of {parent}>",

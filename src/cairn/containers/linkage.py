@@ -39,12 +39,14 @@ def code_digest() -> str:
 
 
 def plan_linkage(image: str, family: str, rocm: str, parent_image: str, index: str, wheels: list[str],
-                 env: dict[str, str], site: str) -> Action:
-    """``linkage:<image>@<family>``: once per family — every target's runtime image has the same files."""
+                 env: dict[str, str], site: str, python: str) -> Action:
+    """``linkage:<image>@<family>``: once per family — every target's runtime image has the same files. ``python``:
+    the image's Python, which picks a project's file where the index serves one per Python (numpy, for the
+    engine's requirements)."""
     action_id = f"linkage:{image}@{family}"
     return Action(action_id, "linkage", {"layout": LAYOUT, "code": code_digest(), "image": image, "family": family, "rocm": rocm,
                                          "parent_image": parent_image, "index": index, "wheels": list(wheels),
-                                         "env": dict(sorted(env.items())), "site": site},
+                                         "env": dict(sorted(env.items())), "site": site, "python": python},
                   (parent_image, index), family=family)
 
 
@@ -77,7 +79,7 @@ def run_linkage(ctx: ActionContext) -> None:
     inputs = ctx.action.inputs
     paths = []
     for project in inputs["wheels"]:
-        _pinned, path = index_wheels.resolve(ctx.deps[inputs["index"]], inputs["family"], project)
+        _pinned, path = index_wheels.resolve(ctx.deps[inputs["index"]], inputs["family"], project, inputs["python"])
         paths.append(path)
     missing, checked = check(ctx.deps[inputs["parent_image"]] / "oci", paths, inputs["env"], inputs["site"], ctx.layer_scans)
     record = {"schema": "cairn.linkage/v1", "image": inputs["image"], "family": inputs["family"],

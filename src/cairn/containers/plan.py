@@ -109,7 +109,7 @@ def extend_plan(context: StageContext) -> None:
                     # every DT_NEEDED of the wheels' native code, checked over the runtime image before building
                     first = f"image:runtime@{context.registry.expand(family)[0]}"
                     link = plan_linkage(recipe.name, family, release.version, first, index, wheels, env,
-                                        _site(release.python[0]))
+                                        _site(release.python[0]), release.python[0])
                     actions.setdefault(link.id, link)
                     deps.append(link.id)
                 action = _image_action(context, recipe, target, family, version=framework.version,
