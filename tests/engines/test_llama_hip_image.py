@@ -195,10 +195,10 @@ def test_the_static_gate_passed_and_the_gpu_gate_says_why_it_did_not_run(built: 
 
 
 def _host_address() -> str:
-    """This host's own non-loopback IPv4 address (the one its default route leaves by)."""
-    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as probe:
-        probe.connect(("192.0.2.255", 9))  # no packet is sent: this only picks the outgoing interface
-        return str(probe.getsockname()[0])
+    """This host's own non-loopback IPv4 address: the first global-scope address ``ip`` lists."""
+    listed = subprocess.run(["ip", "-o", "-4", "addr", "show", "scope", "global"], capture_output=True, text=True,
+                            check=True).stdout.split()
+    return listed[listed.index("inet") + 1].split("/", 1)[0]
 
 
 def test_docker_run_with_only_a_model_serves_the_openai_api_on_port_8080(built: Built) -> None:
@@ -305,8 +305,10 @@ def test_an_image_whose_libggml_hip_needs_a_missing_library_fails_the_in_contain
         wrong = push_image(out, registry, log)
         status, reason, _ = container_gate(wrong.reference, IN_CONTAINER["llama-cpp"], gpu=False, log=log)
     assert status == "failed"
-    assert reason.startswith("cairn-llama --backend-check --expect no-device exited 1: libggml-hip.so cannot load: "
-                             "libhipblas.so.99 not found"), reason
+    # the image's first check (every library of the installed wheels loads) already names it; the backend check
+    # behind it would say the same of libggml-hip.so — either way the gate fails naming the missing library
+    assert "libggml-hip.so" in reason and "libhipblas.so.99" in reason, reason
+    assert reason.startswith(("cairn-check exited 1: ", "cairn-llama --backend-check --expect no-device exited 1: ")), reason
 
 
 def test_docker_run_of_the_image_with_a_gguf_model_answers(built: Built) -> None:

@@ -19,6 +19,7 @@ from cairn.audit import audit_file, audit_paths
 from support import ROOT, SLICE_RECORD, cairn
 
 FAMILY = TARGET = "gfx1151"
+HOST_PLATFORM = "manylinux_2_43_x86_64"  # a host with glibc 2.43 (Debian sid): what the slice's wheels need
 pytestmark = [pytest.mark.slow, pytest.mark.docker, pytest.mark.registry, pytest.mark.network]
 
 
@@ -96,9 +97,11 @@ def test_pip_resolves_the_device_extra_to_the_one_target_wheel(store: Path, tmp_
     simple = tree(store, f"index:{FAMILY}") / FAMILY / "simple"
     report = tmp_path / "report.json"
     env = {**os.environ, "PIP_CONFIG_FILE": os.devnull}
+    # for a host whose glibc the wheels' tags admit (RCCL keeps the device wheel at manylinux_2_42; this one is 2.36)
     resolved = subprocess.run([sys.executable, "-m", "pip", "install", "--dry-run", "--ignore-installed", "-q",
                                "--disable-pip-version-check", "--report", str(report), "--index-url", simple.as_uri(),
-                               f"rocm-sdk[device-{TARGET}]"], capture_output=True, text=True, env=env)
+                               "--platform", HOST_PLATFORM, "--only-binary=:all:", f"rocm-sdk[device-{TARGET}]"],
+                              capture_output=True, text=True, env=env)
     assert resolved.returncode == 0, resolved.stderr[-2000:]
     picked = {i["metadata"]["name"]: i["metadata"]["version"] for i in json.loads(report.read_text())["install"]}
     version = picked["rocm-sdk"]
@@ -125,9 +128,14 @@ def test_from_s3_pip_and_uv_install_the_extension_with_gfx1151_code_alone(store:
         published = cairn("publish", "--dev-keys", "--store", str(store), "--to", "s3://cairn-slice/rel", env=environ, cwd=ROOT, timeout=3600)
         assert published.returncode == 0, published.stderr[-3000:]
         index = f"{s3['endpoint']}/cairn-slice/rel/channels/dev/simple/{FAMILY}/"
-        for tool in ("pip", "uv"):
+        # uv, on this host (Debian 12, glibc 2.36), refuses: the libraries wheel's tag asks for glibc 2.42 (RCCL)
+        refused = install_anonymously("uv", index, "cairn-smoke", tmp_path / "uv", environ, tmp_path / "uv-cache")
+        assert refused.returncode != 0 and "platform" in refused.stderr, refused.stderr[-2000:]
+        assert not list((tmp_path / "uv").glob("*.dist-info")) if (tmp_path / "uv").exists() else True
+        for tool in ("pip",):  # pip, for a host whose glibc the tags admit (uv here knows no tag past 2_40)
             target = tmp_path / tool
-            done = install_anonymously(tool, index, "cairn-smoke", target, environ, tmp_path / "uv-cache")
+            done = install_anonymously(tool, index, "cairn-smoke", target, environ, tmp_path / "uv-cache",
+                                       platform=HOST_PLATFORM)
             assert done.returncode == 0, f"{tool}: {done.stderr[-2000:]}"
             installed = sorted(p.name.split("-")[0] for p in target.glob("*.dist-info"))
             assert installed == ["cairn_smoke", "rocm_sdk", "rocm_sdk_core", f"rocm_sdk_libraries_{FAMILY}"], tool

@@ -55,11 +55,13 @@ def no_credentials(environ: dict[str, str]) -> dict[str, str]:
 
 
 def install_anonymously(tool: str, index: str, requirement: str, target: Path, environ: dict[str, str],
-                        cache: Path) -> subprocess.CompletedProcess[str]:
+                        cache: Path, platform: str = "") -> subprocess.CompletedProcess[str]:
     """``pip install`` or ``uv pip install`` of ``requirement`` from ``index`` into ``target``, as a user with no
-    credentials and no configured index would run it."""
+    credentials and no configured index would run it. ``platform`` (pip only): install for that platform tag
+    (``manylinux_2_43_x86_64``) instead of this host's, as on a host with that glibc."""
     anonymous = {k: v for k, v in no_credentials(environ).items() if not k.startswith(("PIP_", "UV_"))}
-    command = ([sys.executable, "-m", "pip", "install", "--isolated", "--no-cache-dir", "--target", str(target)]
+    for_platform = ["--platform", platform, "--only-binary=:all:"] if platform else []
+    command = ([sys.executable, "-m", "pip", "install", "--isolated", "--no-cache-dir", "--target", str(target), *for_platform]
                if tool == "pip" else
                [need_module("uv").find_uv_bin(), "pip", "install", "--no-config", "--python", sys.executable,
                 "--target", str(target), "--cache-dir", str(cache)])
