@@ -19,7 +19,9 @@ from cairn.audit import audit_file, audit_paths
 from support import ROOT, SLICE_RECORD, cairn
 
 FAMILY = TARGET = "gfx1151"
-HOST_PLATFORM = "manylinux_2_43_x86_64"  # a host with glibc 2.43 (Debian sid): what the slice's wheels need
+# a host with glibc 2.43 (Debian sid), what the slice's wheels need: pip takes a platform literally, so every
+# manylinux tag such a host accepts is named
+HOST_PLATFORMS = [f"manylinux_2_{n}_x86_64" for n in range(43, 16, -1)]
 pytestmark = [pytest.mark.slow, pytest.mark.docker, pytest.mark.registry, pytest.mark.network]
 
 
@@ -100,7 +102,8 @@ def test_pip_resolves_the_device_extra_to_the_one_target_wheel(store: Path, tmp_
     # for a host whose glibc the wheels' tags admit (RCCL keeps the device wheel at manylinux_2_42; this one is 2.36)
     resolved = subprocess.run([sys.executable, "-m", "pip", "install", "--dry-run", "--ignore-installed", "-q",
                                "--disable-pip-version-check", "--report", str(report), "--index-url", simple.as_uri(),
-                               "--platform", HOST_PLATFORM, "--only-binary=:all:", f"rocm-sdk[device-{TARGET}]"],
+                               *(a for p in HOST_PLATFORMS for a in ("--platform", p)), "--only-binary=:all:",
+                               "--target", str(tmp_path / "for-sid"), f"rocm-sdk[device-{TARGET}]"],
                               capture_output=True, text=True, env=env)
     assert resolved.returncode == 0, resolved.stderr[-2000:]
     picked = {i["metadata"]["name"]: i["metadata"]["version"] for i in json.loads(report.read_text())["install"]}
@@ -135,7 +138,7 @@ def test_from_s3_pip_and_uv_install_the_extension_with_gfx1151_code_alone(store:
         for tool in ("pip",):  # pip, for a host whose glibc the tags admit (uv here knows no tag past 2_40)
             target = tmp_path / tool
             done = install_anonymously(tool, index, "cairn-smoke", target, environ, tmp_path / "uv-cache",
-                                       platform=HOST_PLATFORM)
+                                       platforms=HOST_PLATFORMS)
             assert done.returncode == 0, f"{tool}: {done.stderr[-2000:]}"
             installed = sorted(p.name.split("-")[0] for p in target.glob("*.dist-info"))
             assert installed == ["cairn_smoke", "rocm_sdk", "rocm_sdk_core", f"rocm_sdk_libraries_{FAMILY}"], tool

@@ -55,12 +55,12 @@ def no_credentials(environ: dict[str, str]) -> dict[str, str]:
 
 
 def install_anonymously(tool: str, index: str, requirement: str, target: Path, environ: dict[str, str],
-                        cache: Path, platform: str = "") -> subprocess.CompletedProcess[str]:
+                        cache: Path, platforms: list[str] | None = None) -> subprocess.CompletedProcess[str]:
     """``pip install`` or ``uv pip install`` of ``requirement`` from ``index`` into ``target``, as a user with no
-    credentials and no configured index would run it. ``platform`` (pip only): install for that platform tag
-    (``manylinux_2_43_x86_64``) instead of this host's, as on a host with that glibc."""
+    credentials and no configured index would run it. ``platforms`` (pip only): install for those platform tags
+    (``manylinux_2_43_x86_64`` …) instead of this host's, as on a host with that glibc."""
     anonymous = {k: v for k, v in no_credentials(environ).items() if not k.startswith(("PIP_", "UV_"))}
-    for_platform = ["--platform", platform, "--only-binary=:all:"] if platform else []
+    for_platform = [*(a for p in platforms for a in ("--platform", p)), "--only-binary=:all:"] if platforms else []
     command = ([sys.executable, "-m", "pip", "install", "--isolated", "--no-cache-dir", "--target", str(target), *for_platform]
                if tool == "pip" else
                [need_module("uv").find_uv_bin(), "pip", "install", "--no-config", "--python", sys.executable,
