@@ -301,19 +301,27 @@ def test_wheel_for_another_rocm_fails_naming_it(runtime_layout: Path, tmp_path: 
 
 
 @pytest.mark.slow
-def test_removed_system_library_fails_both_gates_naming_it(runtime_layout: Path, tmp_path: Path) -> None:
-    # a layer that deletes libnuma.so.1 (an OCI whiteout), as a careless "slim the image" step would
-    broken = derive(runtime_layout, tmp_path / "broken", {"/usr/lib/x86_64-linux-gnu/.wh.libnuma.so.1": b""})
+def test_removed_grafted_library_fails_both_gates_naming_it(runtime_layout: Path, tmp_path: Path) -> None:
+    """The core wheel carries its own libnuma (grafted from a pinned .deb under a mangled name, so a host's copy
+    cannot stand in for it): a layer that deletes it (an OCI whiteout), as a careless "slim the image" step would,
+    fails both gates naming it."""
+    from cairn.audit.imagefs import ImageFS
+
+    manifest, _, _ = read_image(runtime_layout)
+    lib = f"{SITE}/_rocm_sdk_core/lib"
+    (grafted,) = [p for p in ImageFS.from_layout(runtime_layout, manifest).elf_files() if p.startswith(f"{lib}/libnuma-")]
+    name = grafted.rsplit("/", 1)[1]
+    broken = derive(runtime_layout, tmp_path / "broken", {f"{lib}/.wh.{name}": b""})
     status, reason, _ = static_gate(broken, FAMILY, "5.2.3")
     assert status == "failed"
-    assert f"{SITE}/_rocm_sdk_core/lib/libamdhip64.so.5 needs libnuma.so.1: not found in the image" in reason
+    assert f"{lib}/libamdhip64.so.5 needs {name}: not found in the image" in reason, reason
     reference = push_layout(broken, "no-libnuma")
     try:
         status, reason, _ = container_gate(reference, [SDK_TEST], gpu=False, log=io.StringIO())
     finally:  # the engine is shared (vfs: a full copy per layer): drop the pulled broken image
         docker_client().api.remove_image(f"{current().registry}/{reference}", force=True, noprune=True)  # type: ignore[union-attr]
     assert status == "failed"
-    assert reason.startswith("python3 -m rocm_sdk test exited 1") and "libnuma.so.1: cannot open shared object file" in reason
+    assert reason.startswith("python3 -m rocm_sdk test exited 1") and f"{name}: cannot open shared object file" in reason, reason
 
 
 @pytest.mark.slow

@@ -150,9 +150,11 @@ def test_the_live_doctor_probes_the_installed_packages(tmp_path: Path, monkeypat
     monkeypatch.syspath_prepend(str(packages))
     monkeypatch.setenv("PYTHONPATH", f"{packages}:{os.environ.get('PYTHONPATH', '')}")
     snap = read_snapshot("/", audit=False)
-    assert snap.probe is not None and sorted(snap.probe.imported) == ["graftedpkg", "hostpkg"]
+    # this machine may hold other ROCm distributions (a test run's venv can hold llama-cpp-python): the two here count
+    assert snap.probe is not None and {"graftedpkg", "hostpkg"} <= set(snap.probe.imported), snap.probe
     c = checks(diagnose("/", audit=False))["hip-process"]
-    assert c["status"] == "fail" and c["summary"].startswith("2 HIP runtimes mapped in one process after importing graftedpkg, hostpkg")
+    assert c["status"] == "fail" and c["summary"].startswith("2 HIP runtimes mapped in one process after importing "), c
+    assert "graftedpkg" in c["summary"] and "hostpkg" in c["summary"], c
     assert "(a grafted copy in wheel rocm-grafted-demo 1.0)" in c["summary"]
     assert f"{tmp_path}/x/opt/rocm/lib/libamdhip64.so.6 (host copy)" in c["summary"]
     assert checks(diagnose("/", audit=False, probe=False))["hip-process"]["status"] == "skip"
