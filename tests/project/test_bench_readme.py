@@ -30,7 +30,7 @@ UNITS: dict[str, list[tuple[str, float]]] = {
     "minutes": [("seconds", 1 / 60)],
     "×": [("speedup", 1.0), ("ratio", 1.0), ("_vs_", 1.0), ("headroom", 1.0)],
     "MB": [("bytes", 1e-6)],
-    "GB": [("bytes", 1e-9)],
+    "GB": [("bytes", 1e-9), ("_gb", 1.0)],  # disk_bench records decimal GB
     "kB": [("bytes", 1e-3)],
     "MiB": [("bytes", 2**-20), ("_kb", 2**-10)],  # GNU time's peak RSS is in KiB
     "GiB": [("bytes", 2**-30)],
