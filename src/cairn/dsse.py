@@ -32,9 +32,9 @@ MAX_ENVELOPE = 1 << 20  # a verdict or a cache record is a few hundred bytes; re
 KEY_TYPES = (("ed25519", "ed25519"), ("ecdsa", "ecdsa-sha2-nistp256"))  # (keytype, scheme) a public key may have
 
 
-def _import_signer() -> None:
-    """Import securesystemslib's signer package without boto3, as ``cairn.sign`` does (its AWS KMS signer pulls in
-    boto3, ≈0.15 s of CPU cairn never uses); a build reading the shared cache may not have imported ``cairn.sign``."""
+def import_signer() -> None:
+    """Import securesystemslib's signer package without boto3 (its AWS KMS signer pulls in boto3, ≈0.15 s of CPU
+    cairn never uses); ``cairn.sign`` calls it first, and a build reading the shared cache calls it here."""
     if "securesystemslib.signer" not in sys.modules and "boto3" not in sys.modules:
         sys.modules["boto3"] = None  # type: ignore[assignment]  # makes ``import boto3`` raise ImportError
         try:
@@ -76,8 +76,8 @@ def open_envelope(data: bytes, payload_type: str, keys: list[Key], *, max_bytes:
     Raises ``Unverified`` (a ValueError) with the reason; callers name the file. Every signature is tried against
     every key: the ``keyid`` hint is not trusted (it only tells a changed record from a stranger's in messages).
     """
-    _import_signer()
-    # lazy: securesystemslib.signer, loaded by _import_signer() with boto3 blocked (at the top: boto3 too, 190 ms), 36 ms at start-up (python -X importtime)
+    import_signer()
+    # lazy: securesystemslib.signer, loaded by import_signer() with boto3 blocked (at the top: boto3 too, 190 ms), 36 ms at start-up (python -X importtime)
     from securesystemslib.signer import Signature
 
     if len(data) > max_bytes:
@@ -126,8 +126,8 @@ def open_envelope(data: bytes, payload_type: str, keys: list[Key], *, max_bytes:
 def load_signer(pem: bytes, where: Path | str, fix: str) -> Signer:
     """The private key in ``pem`` (PKCS#8 PEM, Ed25519 or ECDSA P-256, unencrypted) as a signer; one InputError
     naming ``where`` (a file, or the environment variable that held it) otherwise."""
-    _import_signer()
-    # lazy: securesystemslib.signer, loaded by _import_signer() with boto3 blocked (at the top: boto3 too, 190 ms), 36 ms at start-up (python -X importtime)
+    import_signer()
+    # lazy: securesystemslib.signer, loaded by import_signer() with boto3 blocked (at the top: boto3 too, 190 ms), 36 ms at start-up (python -X importtime)
     from cryptography.exceptions import UnsupportedAlgorithm
     from cryptography.hazmat.primitives import serialization
     from cryptography.hazmat.primitives.asymmetric import ec, ed25519
@@ -145,8 +145,8 @@ def load_signer(pem: bytes, where: Path | str, fix: str) -> Signer:
 
 def generate(keytype: str) -> Signer:
     """A new Ed25519 (``ed25519``) or ECDSA P-256 (``ecdsa``) signer; its ``private_bytes`` are the PKCS#8 PEM."""
-    _import_signer()
-    # lazy: securesystemslib.signer, loaded by _import_signer() with boto3 blocked (at the top: boto3 too, 190 ms), 36 ms at start-up (python -X importtime)
+    import_signer()
+    # lazy: securesystemslib.signer, loaded by import_signer() with boto3 blocked (at the top: boto3 too, 190 ms), 36 ms at start-up (python -X importtime)
     from securesystemslib.signer import CryptoSigner
 
     return CryptoSigner.generate_ed25519() if keytype == "ed25519" else CryptoSigner.generate_ecdsa()
@@ -163,8 +163,8 @@ def key_from_entry(entry: Any) -> Key:
     The key id is computed from the key, not taken from the entry: an entry whose ``keyid`` names another key (a
     copy-paste slip) is refused instead of making every message about it name the wrong key.
     """
-    _import_signer()
-    # lazy: securesystemslib.signer, loaded by _import_signer() with boto3 blocked (at the top: boto3 too, 190 ms), 36 ms at start-up (python -X importtime)
+    import_signer()
+    # lazy: securesystemslib.signer, loaded by import_signer() with boto3 blocked (at the top: boto3 too, 190 ms), 36 ms at start-up (python -X importtime)
     from securesystemslib.signer import SSlibKey
 
     if not isinstance(entry, dict):

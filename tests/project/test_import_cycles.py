@@ -9,46 +9,15 @@ from __future__ import annotations
 import grimp
 import pytest
 
+from cairn.plan.graph import strongly_connected
+
 
 def _cycles(edges: dict[str, set[str]]) -> list[list[str]]:
-    """Strongly connected components of more than one node (Tarjan, iterative)."""
-    index: dict[str, int] = {}
-    low: dict[str, int] = {}
-    stack: list[str] = []
-    on: set[str] = set()
-    found: list[list[str]] = []
-    for root in sorted(edges):
-        if root in index:
-            continue
-        work = [(root, iter(sorted(edges[root])))]
-        index[root] = low[root] = len(index)
-        stack.append(root)
-        on.add(root)
-        while work:
-            node, children = work[-1]
-            child = next(children, None)
-            if child is None:
-                work.pop()
-                if work:
-                    low[work[-1][0]] = min(low[work[-1][0]], low[node])
-                if low[node] == index[node]:
-                    component = []
-                    while True:
-                        top = stack.pop()
-                        on.discard(top)
-                        component.append(top)
-                        if top == node:
-                            break
-                    if len(component) > 1:
-                        found.append(sorted(component))
-            elif child not in index:
-                index[child] = low[child] = len(index)
-                stack.append(child)
-                on.add(child)
-                work.append((child, iter(sorted(edges.get(child, ())))))
-            elif child in on:
-                low[node] = min(low[node], index[child])
-    return found
+    """The circles: strongly connected components of more than one node (the planner's own Tarjan)."""
+    full = {node: set(targets) for node, targets in edges.items()}
+    for target in {t for targets in edges.values() for t in targets}:
+        full.setdefault(target, set())
+    return sorted(sorted(c) for c in strongly_connected(full) if len(c) > 1)
 
 
 @pytest.fixture(scope="module")

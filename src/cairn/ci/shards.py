@@ -32,7 +32,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from cairn.errors import InputError
-from cairn.plan.graph import Action, Plan
+from cairn.plan.graph import Action, Plan, strongly_connected
 from cairn.plan.ids import parse_action_id
 from cairn.plan.toolchain import IMAGE_ID, PUSH_ID
 from cairn.stages import STAGE_ORDER, stage_of
@@ -184,51 +184,11 @@ def _merge_cycles(plan: Plan, shard_of: dict[str, str]) -> dict[str, str]:
         edges[shard_of[action.id]] |= {shard_of[d] for d in action.deps} - {shard_of[action.id]}
     rank = {name: n for n, name in enumerate(dict.fromkeys(shard_of[a.id] for a in plan.actions))}
     merged = {}
-    for component in _strongly_connected(edges):
+    for component in strongly_connected(edges):
         keep = min(component, key=lambda n: (STAGE_ORDER.index(n.split("-", 1)[0]) if n.split("-", 1)[0] in STAGE_ORDER
                                              else len(STAGE_ORDER), rank[n]))
         merged.update({name: keep for name in component})
     return {action_id: merged[name] for action_id, name in shard_of.items()}
-
-
-def _strongly_connected(edges: Mapping[str, set[str]]) -> list[set[str]]:
-    """Tarjan's algorithm, iterative (a plan can be thousands of actions, shards far fewer, but no recursion limit)."""
-    index: dict[str, int] = {}
-    low: dict[str, int] = {}
-    on_stack: set[str] = set()
-    stack: list[str] = []
-    out: list[set[str]] = []
-    for root in edges:
-        if root in index:
-            continue
-        work = [(root, iter(sorted(edges[root])))]
-        index[root] = low[root] = len(index)
-        stack.append(root)
-        on_stack.add(root)
-        while work:
-            node, children = work[-1]
-            child = next(children, None)
-            if child is None:
-                work.pop()
-                if work:
-                    low[work[-1][0]] = min(low[work[-1][0]], low[node])
-                if low[node] == index[node]:
-                    component = set()
-                    while True:
-                        top = stack.pop()
-                        on_stack.discard(top)
-                        component.add(top)
-                        if top == node:
-                            break
-                    out.append(component)
-            elif child not in index:
-                index[child] = low[child] = len(index)
-                stack.append(child)
-                on_stack.add(child)
-                work.append((child, iter(sorted(edges[child]))))
-            elif child in on_stack:
-                low[node] = min(low[node], index[child])
-    return out
 
 
 def _order(members: Mapping[str, list[str]], needs: Mapping[str, list[str]]) -> list[str]:

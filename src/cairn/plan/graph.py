@@ -110,3 +110,45 @@ def closure_blocked(actions: dict[str, Action], start: str) -> str:
             return actions[current].blocked
         stack.extend(actions[current].deps)
     return ""
+
+
+def strongly_connected(edges: Mapping[str, set[str]]) -> list[set[str]]:
+    """The strongly connected components of a directed graph whose every node is a key of ``edges`` (Tarjan's
+    algorithm, iterative: a graph can be thousands of nodes, and no recursion limit applies). The shard planner
+    merges the shards of a component; the import-cycle test finds circles with it."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    on_stack: set[str] = set()
+    stack: list[str] = []
+    out: list[set[str]] = []
+    for root in edges:
+        if root in index:
+            continue
+        work = [(root, iter(sorted(edges[root])))]
+        index[root] = low[root] = len(index)
+        stack.append(root)
+        on_stack.add(root)
+        while work:
+            node, children = work[-1]
+            child = next(children, None)
+            if child is None:
+                work.pop()
+                if work:
+                    low[work[-1][0]] = min(low[work[-1][0]], low[node])
+                if low[node] == index[node]:
+                    component = set()
+                    while True:
+                        top = stack.pop()
+                        on_stack.discard(top)
+                        component.add(top)
+                        if top == node:
+                            break
+                    out.append(component)
+            elif child not in index:
+                index[child] = low[child] = len(index)
+                stack.append(child)
+                on_stack.add(child)
+                work.append((child, iter(sorted(edges[child]))))
+            elif child in on_stack:
+                low[node] = min(low[node], index[child])
+    return out

@@ -31,43 +31,29 @@ def version_key(text: str) -> tuple[int, ...]:
 
 def defined_versions(path: Path, pattern: re.Pattern[str]) -> list[str]:
     """The symbol versions an ELF library defines whose name matches ``pattern`` (its first group each)."""
-    # lazy: elftools, pdb, 35 ms at start-up (python -X importtime)
-    from elftools.elf.elffile import ELFFile
-    from elftools.elf.gnuversions import GNUVerDefSection
-
-    found: list[str] = []
-    try:
-        with open(path, "rb") as handle:
-            elf = ELFFile(handle)
-            for section in elf.iter_sections():
-                if isinstance(section, GNUVerDefSection):
-                    for _verdef, auxiliaries in section.iter_versions():
-                        for aux in auxiliaries:
-                            match = pattern.match(aux.name)
-                            if match:
-                                found.append(match[1])
-    except (OSError, ELFError, ValueError):
-        return []
-    return found
+    return _versions(path, pattern, needed=False)
 
 
 def needed_versions(path: Path, pattern: re.Pattern[str]) -> list[str]:
     """The symbol versions an ELF file needs from other libraries (``.gnu.version_r``) matching ``pattern``."""
-    # lazy: elftools, pdb, 20 ms at start-up (python -X importtime)
-    from elftools.elf.elffile import ELFFile
-    from elftools.elf.gnuversions import GNUVerNeedSection
+    return _versions(path, pattern, needed=True)
 
+
+def _versions(path: Path, pattern: re.Pattern[str], *, needed: bool) -> list[str]:
+    """The first group of ``pattern`` for every version name in the file's verneed (``needed``) or verdef section;
+    [] for a file that is not a readable ELF."""
+    # lazy: elftools, pdb, 35 ms at start-up (python -X importtime)
+    from elftools.elf.elffile import ELFFile
+    from elftools.elf.gnuversions import GNUVerDefSection, GNUVerNeedSection
+
+    kind = GNUVerNeedSection if needed else GNUVerDefSection
     found: list[str] = []
     try:
         with open(path, "rb") as handle:
-            elf = ELFFile(handle)
-            for section in elf.iter_sections():
-                if isinstance(section, GNUVerNeedSection):
-                    for _verneed, auxiliaries in section.iter_versions():
-                        for aux in auxiliaries:
-                            match = pattern.match(aux.name)
-                            if match:
-                                found.append(match[1])
+            for section in ELFFile(handle).iter_sections():
+                if isinstance(section, kind):
+                    for _entry, auxiliaries in section.iter_versions():
+                        found += [m[1] for aux in auxiliaries if (m := pattern.match(aux.name))]
     except (OSError, ELFError, ValueError):
         return []
     return found
