@@ -175,3 +175,27 @@ def test_reviewed_symbol_version_rewrite_lowers_the_tag_and_still_loads(tmp_path
     code = f"import ctypes; f = ctypes.CDLL({str(lib)!r}).e; f.restype = ctypes.c_double; f.argtypes = [ctypes.c_double]; print(f(1.0))"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert out.returncode == 0 and out.stdout.startswith("2.71828"), out.stderr
+
+
+def test_reviewed_rename_turns_a_fortified_call_into_the_plain_one_and_still_runs(tmp_path):
+    # the shape of RCCL's __inet_ntop_chk@GLIBC_2.42: a *_chk call (here __memcpy_chk@GLIBC_2.3.4, which this
+    # host's glibc has) becomes the plain call it checks, under an older version; the copy still works
+    lib = _cc(tmp_path, "fortified", "#include <string.h>\nstatic char buf[16];\n"
+                                     "int copy(const char *s, size_t n) { memcpy(buf, s, n); return buf[n - 1]; }\n",
+                                     "-O2", "-D_FORTIFY_SOURCE=2")
+    before = elf.inspect(lib)
+    assert ("libc.so.6", "GLIBC_2.3.4") in before.versions, before.versions
+    with pytest.raises(CheckFailed, match="renames memmove, which its symbols list does not name"):
+        elf.rewrite_symbol_version(lib, "libc.so.6", "GLIBC_2.3.4", "GLIBC_2.2.5", ["__memcpy_chk"], {"memmove": "x"})
+    with pytest.raises(CheckFailed, match="does not fit over the old name"):
+        elf.rewrite_symbol_version(lib, "libc.so.6", "GLIBC_2.3.4", "GLIBC_2.2.5", ["__memcpy_chk"],
+                                   {"__memcpy_chk": "a_name_longer_than_the_old_one"})
+    assert elf.rewrite_symbol_version(lib, "libc.so.6", "GLIBC_2.3.4", "GLIBC_2.2.5", ["__memcpy_chk"],
+                                      {"__memcpy_chk": "memcpy"}) == ["__memcpy_chk"]
+    after = elf.inspect(lib)
+    assert ("libc.so.6", "GLIBC_2.3.4") not in after.versions
+    dynsym = subprocess.run(["objdump", "-T", str(lib)], capture_output=True, text=True, check=True).stdout
+    assert "__memcpy_chk" not in dynsym and re.search(r"\(GLIBC_2\.2\.5\)\s+memcpy$", dynsym, re.M), dynsym
+    code = f"import ctypes; print(ctypes.CDLL({str(lib)!r}).copy(b'rocm', 4))"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert out.returncode == 0 and out.stdout.strip() == "109", out.stderr

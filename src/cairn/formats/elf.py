@@ -20,7 +20,7 @@ from __future__ import annotations
 import os
 import re
 import struct
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
@@ -233,14 +233,25 @@ def _elf_hash(name: bytes) -> int:
     return h
 
 
-def rewrite_symbol_version(path: Path, library: str, version: str, to: str, symbols: Iterable[str]) -> list[str]:
+def rewrite_symbol_version(path: Path, library: str, version: str, to: str, symbols: Iterable[str],
+                           rename: Mapping[str, str] | None = None) -> list[str]:
     """Make ``path`` ask ``library`` for version ``to`` where it asked for ``version``, in place (a private copy).
 
     Only for a reviewed list (``[[wheels.symbol_version]]`` of the release manifest): every undefined symbol
     bound to that version requirement must be in ``symbols``, and ``to`` must already be a string of the file's
     ``.dynstr`` (it is, for GLIBC_2.2.5). Returns the symbols rewritten; an entry that no longer matches the file
-    fails, so a rebuilt library is reviewed again."""
+    fails, so a rebuilt library is reviewed again.
+
+    ``rename`` maps a symbol of that version to another name (``__inet_ntop_chk`` → ``inet_ntop``): a fortified
+    ``*_chk`` call that exists only in a newer glibc becomes the plain call it checks, whose leading arguments
+    are the same (the x86-64 calling convention ignores the trailing buffer size). The fortify check is lost;
+    the reviewed ``why`` says so. The new name is an existing string of ``.dynstr`` or is written over the tail
+    of the old one (it must be shorter, and no other name may point into it)."""
     wanted = set(symbols)
+    rename = dict(rename or {})
+    if set(rename) - wanted:
+        raise CheckFailed(f"{path.name}: renames {', '.join(sorted(set(rename) - wanted))}, which its symbols list "
+                          "does not name — list every renamed symbol")
     with open(path, "rb") as handle:
         elf = ELFFile(handle)
         verneed = elf.get_section_by_name(".gnu.version_r")
@@ -276,12 +287,74 @@ def rewrite_symbol_version(path: Path, library: str, version: str, to: str, symb
         if target < 0:
             raise CheckFailed(f"{path.name}: its string table has no {to}; the rewrite cannot name it")
         target += 1
+        renames = _plan_renames(path, elf, dynsym, strings, found[1], versym, rename) if rename else []
+        dynstr_offset = dynstr["sh_offset"]
     with open(path, "r+b") as handle:
         handle.seek(found[0])
         _hash, flags, other, _name, nxt = struct.unpack("<IHHII", handle.read(16))
         handle.seek(found[0])
         handle.write(struct.pack("<IHHII", _elf_hash(to.encode()), flags, other, target, nxt))
+        for entry_offset, name_offset, written in renames:
+            if written is not None:
+                handle.seek(dynstr_offset + name_offset)
+                handle.write(written)
+            handle.seek(entry_offset)
+            handle.write(struct.pack("<I", name_offset))
     return bound
+
+
+def _plan_renames(path: Path, elf: ELFFile, dynsym: SymbolTableSection, strings: bytes, version_index: int,
+                  versym: GNUVerSymSection, rename: Mapping[str, str]) -> list[tuple[int, int, bytes | None]]:
+    """Where each renamed symbol's ``st_name`` goes: (file offset of the field, new ``.dynstr`` offset, bytes to
+    write there or None when the name already exists). Refuses a rename that would touch a string another entry
+    of the file points into."""
+    if elf.elfclass != 64 or not elf.little_endian:
+        raise CheckFailed(f"{path.name}: symbol renames are written for 64-bit little-endian ELF only")
+    names_in_use = [sym["st_name"] for sym in dynsym.iter_symbols()]
+    plans: list[tuple[int, int, bytes | None]] = []
+    seen: set[str] = set()
+    for index, sym in enumerate(dynsym.iter_symbols()):
+        if sym.name not in rename or sym["st_shndx"] != "SHN_UNDEF" or versym.get_symbol(index)["ndx"] != version_index:
+            continue
+        seen.add(sym.name)
+        new = rename[sym.name].encode()
+        entry_offset = dynsym["sh_offset"] + index * dynsym["sh_entsize"]
+        existing = strings.find(b"\0" + new + b"\0")
+        if existing >= 0:
+            plans.append((entry_offset, existing + 1, None))
+            continue
+        start, old = sym["st_name"], sym.name.encode()
+        if len(new) >= len(old):
+            raise CheckFailed(f"{path.name}: no string {rename[sym.name]} to rename {sym.name} to, and it does not fit "
+                              "over the old name — drop the rename")
+        others = [n for n in names_in_use if start <= n <= start + len(old)]
+        others.remove(start)  # the symbol itself
+        shared = others + [n for n in _other_names(elf) if start <= n <= start + len(old)]
+        if shared:
+            raise CheckFailed(f"{path.name}: another name shares the string of {sym.name}; it cannot be renamed in place")
+        at = start + len(old) - len(new)
+        plans.append((entry_offset, at, new))
+    missing = set(rename) - seen
+    if missing:
+        raise CheckFailed(f"{path.name}: {', '.join(sorted(missing))} is not an undefined symbol of that version — "
+                          "review and drop the rename")
+    return plans
+
+
+def _other_names(elf: ELFFile) -> list[int]:
+    """The ``.dynstr`` offsets that are not symbol names: version needs (file and version names) and the dynamic
+    section's strings (DT_NEEDED, DT_SONAME, DT_RUNPATH …)."""
+    verneed = elf.get_section_by_name(".gnu.version_r")
+    offsets: list[int] = []
+    dynamic = elf.get_section_by_name(".dynamic")
+    if isinstance(dynamic, DynamicSection):
+        offsets += [tag["d_val"] for tag in dynamic.iter_tags()
+                    if tag.entry.d_tag in ("DT_NEEDED", "DT_SONAME", "DT_RPATH", "DT_RUNPATH", "DT_AUXILIARY", "DT_FILTER")]
+    if isinstance(verneed, GNUVerNeedSection):
+        for need, auxes in verneed.iter_versions():
+            offsets.append(need["vn_file"])
+            offsets += [aux["vna_name"] for aux in auxes]
+    return offsets
 
 
 def set_rpath(path: Path, rpath: str, log: IO[str] | None = None) -> None:

@@ -145,10 +145,14 @@ class SymbolVersion:
     to: str
     symbols: tuple[str, ...]
     why: str
+    rename: tuple[tuple[str, str], ...] = ()  # (symbol, new name): a fortified call made the plain one it checks
 
     def as_dict(self) -> dict[str, Any]:
-        return {"file": self.file, "library": self.library, "version": self.version, "to": self.to,
-                "symbols": list(self.symbols), "why": self.why}
+        entry: dict[str, Any] = {"file": self.file, "library": self.library, "version": self.version, "to": self.to,
+                                 "symbols": list(self.symbols), "why": self.why}
+        if self.rename:  # only then: an entry without renames keeps the key it had
+            entry["rename"] = dict(self.rename)
+        return entry
 
 
 @dataclass(frozen=True)
@@ -268,6 +272,8 @@ SYMBOL_VERSION = Table({
     "to": Field("string", required=True, nonempty=True, doc="the older, behaviour-equivalent version (GLIBC_2.2.5)"),
     "symbols": Field("strings", required=True, doc="every symbol bound to that version (reviewed)"),
     "why": Field("string", required=True, nonempty=True, doc="why the two versions behave the same"),
+    "rename": Field("table", table=Table(values=Field("string", nonempty=True), what="rename"),
+                    doc="symbol → the plain call a fortified *_chk symbol checks (__inet_ntop_chk → inet_ntop)"),
 }, what="[[wheels.symbol_version]]")
 WHEELS = Table({
     "glibc_floor": Field("string", pattern=r"^2\.[0-9]+$",
@@ -332,7 +338,8 @@ class _Loader:
         gates = self.gates(data.table("gates"))
         floor, grafts = self.wheels(data.table("wheels"))
         rewrites = tuple(SymbolVersion(str(i["file"]), str(i["library"]), str(i["version"]), str(i["to"]),
-                                       tuple(str(x) for x in i["symbols"]), str(i["why"]))
+                                       tuple(str(x) for x in i["symbols"]), str(i["why"]),
+                                       tuple(sorted((str(k), str(v)) for k, v in (i.get("rename") or {}).items())))
                          for i in data.table("wheels").get("symbol_version", []) or [])
         return Manifest(self.doc.path, release, tuple(components), sdks, frameworks, gates, self.doc.data, tuple(self.unavailable),
                         floor, grafts, rewrites)

@@ -259,7 +259,9 @@ SYMBOL_VERSION = Table({"file": _required("the library file the rewrite applies 
                         "library": _required("the library whose symbol version is asked for"),
                         "version": _required("the version it asked for"), "to": _required("the version it asks for now"),
                         "symbols": Field("strings", required=True, doc="the symbols rewritten"),
-                        "why": _required("the reviewed reason"), "path": _required("the file in the wheel rewritten")},
+                        "why": _required("the reviewed reason"), "path": _required("the file in the wheel rewritten"),
+                        "rename": Field("table", table=Table(values=Field("string")),
+                                        doc="symbols renamed to the plain call they check")},
                        what="symbol-version rewrite")
 WHEEL_REPORT = Table({
     "schema": Field("string", required=True, enum=(WHEELS_SCHEMA,), doc=WHEELS_SCHEMA),
@@ -376,7 +378,10 @@ class WheelReport:
         symbol_versions = None
         if "symbol_versions" in doc:
             symbol_versions = tuple({**{key: entry.string(key) for key in ("file", "library", "version", "to", "why", "path")},
-                                     "symbols": list(entry.strings("symbols"))} for entry in doc.tables("symbol_versions"))
+                                     "symbols": list(entry.strings("symbols")),
+                                     **({"rename": {k: entry.table("rename").string(k) for k in entry.table("rename")}}
+                                        if "rename" in entry else {})}
+                                    for entry in doc.tables("symbol_versions"))
         sizes = {"grafted_bytes": doc.table("sizes").integer("grafted_bytes")} if "sizes" in doc else None
         return cls(part=doc.string("part"), wheels=wheels, sdk_version=_optional(doc, "sdk_version"),
                    family=_optional(doc, "family"), target=_optional(doc, "target"), project=_optional(doc, "project"),

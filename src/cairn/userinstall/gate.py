@@ -110,16 +110,23 @@ def cell_floor(cell: Cell) -> tuple[tuple[int, int], str]:
 
 
 def runs_python(cell: Cell, host: HostImage) -> bool:
-    """Whether every wheel of the cell has a tag the host's ``python3`` installs (``py3``, its own ``cp3X``, or an
-    ``abi3`` wheel of an older one): a cell for Python 3.14 says nothing on a host whose python3 is 3.13."""
+    """Whether every project of the cell has a wheel the host's ``python3`` installs (``py3``, its own ``cp3X``,
+    or an ``abi3`` wheel of an older one), as pip chooses: llama-cpp-python's index serves numpy for 3.11–3.14, so
+    its cell installs on a host whose python3 is 3.13; a project with only ``cp314`` wheels says nothing there."""
     if not host.python:
         return True
     major, minor = (int(x) for x in host.python.split(".")[:2])
+    fitting: dict[str, bool] = {}
     for wheel in cell.wheels:
-        tags = wheel_tags(wheel.filename)
-        if not any(_fits(t.interpreter, t.abi, major, minor) for t in tags):
-            return False
-    return True
+        project = _project(wheel.filename)
+        fits = any(_fits(t.interpreter, t.abi, major, minor) for t in wheel_tags(wheel.filename))
+        fitting[project] = fitting.get(project, False) or fits
+    return all(fitting.values())
+
+
+def _project(filename: str) -> str:
+    """The canonical project name of a wheel file (``llama_cpp_python-…`` → ``llama-cpp-python``)."""
+    return re.sub(r"[-_.]+", "-", filename.split("-", 1)[0]).lower()
 
 
 def _fits(interpreter: str, abi: str, major: int, minor: int) -> bool:
@@ -243,7 +250,7 @@ def check_cell(cell: Cell, base_url: str, hosts: list[HostImage], installers: tu
     floor, setter = cell_floor(cell)
     usable = [h for h in hosts if runs_python(cell, h)]
     if not usable:
-        runs.append({"cell": cell.id, "skipped": f"no stock host runs Python {cell.python} "
+        runs.append({"cell": cell.id, "skipped": f"no stock host runs a Python this cell has wheels for "
                      f"({', '.join(f'{h.name}: {h.python}' for h in hosts)})"})
         return ""
     admitted, below = choose_hosts(floor, usable, refusal_only)

@@ -168,9 +168,11 @@ def rewrite_versions(staged: list[Staged], entries: list[dict[str, Any]], log: I
         for item in staged:
             if Path(item.arcname).name != entry["file"] or elf.inspect(item.source) is None:
                 continue
+            renamed = entry.get("rename", {})
             symbols = elf.rewrite_symbol_version(item.source, entry["library"], entry["version"], entry["to"],
-                                                 entry["symbols"])
-            log.write(f"symbol versions: {item.arcname} asks {entry['library']} for {', '.join(symbols)}@{entry['to']} "
+                                                 entry["symbols"], renamed)
+            asked = ", ".join(f"{renamed[s]} (was {s})" if s in renamed else s for s in symbols)
+            log.write(f"symbol versions: {item.arcname} asks {entry['library']} for {asked}@{entry['to']} "
                       f"instead of @{entry['version']} ({entry['why']})\n")
             done.append({**entry, "path": item.arcname})
     return done
