@@ -18,7 +18,10 @@ import contextlib
 import errno
 import hashlib
 import os
+import shutil
+import stat
 import time
+import uuid
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -109,6 +112,10 @@ class Backend(Protocol):
 
     def head_sha256(self, key: str) -> str | None: ...
 
+    def exists(self, key: str) -> bool: ...
+
+    def get_file(self, key: str, dest: Path, *, max_bytes: int | None = None) -> bool: ...
+
     def put(self, key: str, data: bytes, *, content_type: str, immutable: bool, sha256: str = "") -> bool: ...
 
     def put_file(self, key: str, path: Path, *, content_type: str, immutable: bool, sha256: str) -> bool: ...
@@ -175,6 +182,38 @@ def open_backend(url: str) -> Backend:
 
 
 # -- local directory ----------------------------------------------------------------------------------------
+_DIR_BELOW = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
+
+
+def _write_new(parent: int, name: str, data: bytes) -> None:
+    """The new file ``name`` in the directory ``parent`` holding ``data`` (0644, as ``atomic_write`` makes them)."""
+    fd = os.open(name, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644, dir_fd=parent)
+    with os.fdopen(fd, "wb") as out:
+        out.write(data)
+        os.fchmod(fd, 0o644)  # whatever the umask: every file of a repository is world-readable
+
+
+def _link_new(source: Path, parent: int, name: str) -> None:
+    """The new name ``name`` in the directory ``parent`` for ``source``'s bytes: a hard link where the file system
+    allows one, else a copy (clone where it can: ``copy_file_range``)."""
+    try:
+        os.link(source, name, dst_dir_fd=parent)
+        return
+    except OSError as exc:
+        if exc.errno == errno.EEXIST:
+            raise
+    fd = os.open(name, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644, dir_fd=parent)
+    with open(source, "rb") as src, os.fdopen(fd, "wb") as out:
+        left = os.fstat(src.fileno()).st_size
+        with contextlib.suppress(OSError):  # refused (another file system on an older kernel): the plain copy below
+            while left > 0 and (sent := os.copy_file_range(src.fileno(), fd, min(left, 1 << 30))):
+                left -= sent
+        if left:
+            src.seek(0)
+            out.seek(0)
+            out.truncate()
+            shutil.copyfileobj(src, out, 1 << 20)
+        os.fchmod(fd, 0o644)
 class NoSpace(CairnError):
     """The file system of a directory repository is full: one line naming the place and the space needed."""
 
@@ -222,6 +261,9 @@ class FileBackend:
         try:
             yield
         except OSError as exc:
+            if exc.errno in (errno.ELOOP, errno.ENOTDIR):  # O_NOFOLLOW met a link where a directory was expected
+                raise CairnError(f"{self.root}: a part of {key} is a symbolic link or a file, not a directory — refusing "
+                                 "to write through it (out of the repository); remove it") from None
             if exc.errno not in (errno.ENOSPC, errno.EDQUOT):
                 raise
             raise self.no_space(f"writing {key}") from None
@@ -250,24 +292,139 @@ class FileBackend:
                 out[path.relative_to(self.root).as_posix()] = Listed(path.stat().st_size)
         return out
 
+    def _parent(self, key: str, *, create: bool = False) -> tuple[int, str]:
+        """An open descriptor of the directory holding ``key``, and its last name. The directories below the root are
+        opened one at a time, each relative to the one before and never through a symbolic link (``O_NOFOLLOW``):
+        a link planted in a shared directory (a cache several machines write) cannot lead a read, a write or a
+        delete out of it, whatever it is swapped for between two calls. ``create``: make the missing ones."""
+        parts = self._path(key).relative_to(self.root).parts
+        fd = os.open(self.root, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+        try:
+            for name in parts[:-1]:
+                try:
+                    below = os.open(name, _DIR_BELOW, dir_fd=fd)
+                except FileNotFoundError:
+                    if not create:
+                        raise
+                    with contextlib.suppress(FileExistsError):  # another writer made it meanwhile
+                        os.mkdir(name, 0o755, dir_fd=fd)
+                    below = os.open(name, _DIR_BELOW, dir_fd=fd)
+                os.close(fd)
+                fd = below
+        except BaseException:
+            os.close(fd)
+            raise
+        return fd, parts[-1]
+
+    @contextlib.contextmanager
+    def _reading(self, key: str) -> Any:
+        """``key``'s file open for reading, or None when there is none. Only a regular file below the root is
+        read: a symbolic link (at any depth) or a FIFO or device is refused in one line, never followed or waited
+        on (``O_NONBLOCK``); any other failure to read is one line too, as S3's are."""
+        try:
+            parent, name = self._parent(key)
+            try:
+                fd = os.open(name, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC, dir_fd=parent)
+            finally:
+                os.close(parent)
+        except (FileNotFoundError, NotADirectoryError, IsADirectoryError):
+            fd = -1
+        except OSError as exc:
+            raise self._unreadable(key, exc) from None
+        if fd < 0:
+            yield None
+            return
+        with os.fdopen(fd, "rb") as handle:
+            mode = os.fstat(fd).st_mode
+            if not stat.S_ISREG(mode) and not stat.S_ISDIR(mode):
+                raise CairnError(f"{self.root}: {key} is not a regular file — a repository holds plain files; remove it")
+            if stat.S_ISREG(mode):
+                os.set_blocking(fd, True)
+            yield handle if stat.S_ISREG(mode) else None  # a directory is no object, as S3 has none under that key
+
+    def _unreadable(self, key: str, exc: OSError) -> CairnError:
+        if exc.errno == errno.ELOOP:
+            return CairnError(f"{self.root}: {key} is, or lies under, a symbolic link — refusing to follow it out of the "
+                              "repository; remove the link")
+        return CairnError(f"{self.root}: cannot read {key}: {exc.strerror or exc}")
+
     def get(self, key: str) -> bytes | None:
         self.counters.gets += 1
-        try:
-            return self._path(key).read_bytes()
-        except (FileNotFoundError, IsADirectoryError, NotADirectoryError):
-            return None
+        with self._reading(key) as handle:
+            try:
+                return None if handle is None else handle.read()
+            except OSError as exc:
+                raise self._unreadable(key, exc) from None
+
+    def get_file(self, key: str, dest: Path, *, max_bytes: int | None = None) -> bool:
+        """``S3Backend.get_file`` of a directory: ``key``'s bytes copied to the file ``dest`` in chunks; False when
+        there is no such key (``dest`` is then left empty). ``max_bytes``: an object bigger than that raises
+        ObjectTooLarge once the copy passes it, and ``dest`` is left empty."""
+        self.counters.gets += 1
+        with open(dest, "wb") as out, self._reading(key) as handle:
+            if handle is None:
+                return False
+            copied = 0
+            try:
+                while chunk := handle.read(1 << 20):
+                    copied += len(chunk)
+                    if max_bytes is not None and copied > max_bytes:
+                        out.seek(0)
+                        out.truncate()
+                        raise ObjectTooLarge(f"{self.root}: {key} holds more than the {max_bytes} bytes it may — not read further")
+                    out.write(chunk)
+            except OSError as exc:
+                raise self._unreadable(key, exc) from None
+        return True
 
     def head_sha256(self, key: str) -> str | None:
         self.counters.heads += 1
-        try:
-            return file_sha256(self._path(key))  # streamed: a GB wheel is never read into memory whole
-        except (FileNotFoundError, IsADirectoryError, NotADirectoryError):
-            return None
+        with self._reading(key) as handle:
+            if handle is None:
+                return None
+            try:
+                return hashlib.file_digest(handle, "sha256").hexdigest()  # streamed: a GB wheel is never in memory whole
+            except OSError as exc:
+                raise self._unreadable(key, exc) from None
+
+    def exists(self, key: str) -> bool:
+        """Whether ``key`` is there, without reading it (``head_sha256`` reads the whole file to hash it)."""
+        self.counters.heads += 1
+        with self._reading(key) as handle:
+            return handle is not None
+
+    def _create(self, key: str, write: Callable[[int, str], None], sha256: str) -> bool:
+        """``If-None-Match: *`` on a directory: ``write(dir_fd, name)`` makes a complete temp file in ``key``'s
+        directory, which then gets ``key``'s name by ``link`` — which, unlike a rename, never replaces a file already
+        there, so of two machines writing one key at once exactly one wins, as with S3. The loser's bytes are
+        compared: the same (``sha256``) is an idempotent re-run (False); others are a RefusedOverwrite."""
+        with self._writing(key):
+            parent, name = self._parent(key, create=True)
+            temp = f"{TEMP_PREFIX}{name}.{uuid.uuid4().hex}"
+            try:
+                write(parent, temp)
+                try:
+                    os.link(temp, name, src_dir_fd=parent, dst_dir_fd=parent, follow_symlinks=False)
+                except FileExistsError:
+                    have = self.head_sha256(key)
+                    if have == sha256:
+                        self.counters.skipped += 1
+                        return False
+                    raise RefusedOverwrite(f"{key} already exists with different bytes — a published version is never "
+                                           "replaced; bump the version") from None
+            finally:
+                with contextlib.suppress(FileNotFoundError):
+                    os.unlink(temp, dir_fd=parent)
+                os.close(parent)
+        self.counters.puts += 1
+        return True
 
     def put(self, key: str, data: bytes, *, content_type: str, immutable: bool, sha256: str = "") -> bool:
         path = self._path(key)
         if key.endswith("/") and path.exists() and path.read_bytes() == data:
             return False  # a directory alias of index.html: the same file on disk
+        if immutable and not key.endswith("/"):
+            return self._create(key, lambda parent, temp: _write_new(parent, temp, data), sha256 or sha256_hex(data))
         if path.exists():
             same = file_sha256(path) == (sha256 or sha256_hex(data))
             if same:
@@ -282,7 +439,10 @@ class FileBackend:
 
     def put_file(self, key: str, path: Path, *, content_type: str, immutable: bool, sha256: str) -> bool:
         """``key`` becomes ``path``'s bytes (``sha256``, checked by the caller): a hard link to it where the file
-        system allows, else a clone or a copy (``link_or_copy``), made under a temp name and renamed."""
+        system allows, else a clone or a copy (``link_or_copy``), made under a temp name and renamed; when
+        ``immutable``, given its name only if the name is free (``_create``)."""
+        if immutable:
+            return self._create(key, lambda parent, temp: _link_new(path, parent, temp), sha256)
         dest = self._path(key)
         if dest.exists():
             if file_sha256(dest) == sha256:
@@ -311,7 +471,19 @@ class FileBackend:
         return True
 
     def delete(self, key: str) -> None:
-        self._path(key).unlink(missing_ok=True)
+        """Remove ``key``'s name (a symbolic link there is removed itself, never what it points at); gone already
+        is no error, as with S3; any other failure is one line."""
+        try:
+            parent, name = self._parent(key)
+            try:
+                os.unlink(name, dir_fd=parent)
+            finally:
+                os.close(parent)
+        except (FileNotFoundError, NotADirectoryError):
+            return
+        except OSError as exc:
+            detail = "it lies under a symbolic link" if exc.errno == errno.ELOOP else exc.strerror or str(exc)
+            raise CairnError(f"{self.root}: cannot delete {key}: {detail}") from None
 
     def read_access(self) -> AccessState:
         return AccessState()
@@ -396,6 +568,10 @@ class S3Backend:
             return meta
         checksum = head.get("x-amz-checksum-sha256")
         return base64.b64decode(checksum).hex() if checksum and "-" not in checksum else ""
+
+    def exists(self, key: str) -> bool:
+        """Whether ``key`` is there: the one HEAD ``head_sha256`` makes."""
+        return self.head_sha256(key) is not None
 
     def _checked(self, what: str, method: str, key: str = "", **kwargs: Any) -> Response:
         try:

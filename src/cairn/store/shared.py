@@ -133,14 +133,15 @@ class SharedCache:
     def __init__(self, url: str, *, read_only: bool = False, warn: Callable[[str], None] = _stderr,
                  trust: Trust | None = None, signer: Signer | None = None) -> None:
         # lazy: cairn.remote, email, _ssl, 50 ms at start-up (python -X importtime)
-        from cairn.remote.backend import s3_backend  # the one S3 wrapper
+        from cairn.remote.backend import FileBackend, open_backend  # the one I/O layer: S3 or a directory
 
         # lazy: cairn.store.signing, cairn.dsse, cryptography, 7 ms at start-up (python -X importtime)
         from cairn.store.signing import load_trust, load_writer
 
         parsed = urlparse(url)
-        if parsed.scheme != "s3" or not parsed.netloc:
-            raise CairnError(f"--cache {url}: not an s3://bucket/prefix URL — the shared cache lives in S3")
+        if parsed.scheme not in ("s3", "file", "") or (parsed.scheme == "s3" and not parsed.netloc):
+            raise CairnError(f"--cache {url}: not an s3://bucket/prefix URL nor a directory (file:///abs/dir or a path) — "
+                             "the shared cache lives in S3 or in a directory the machines share")
         self.trust = trust if trust is not None else load_trust(None)
         self.signer = None if read_only else signer if signer is not None else load_writer(None)
         if not read_only and self.signer is None:
@@ -150,7 +151,9 @@ class SharedCache:
             raise CairnError(f"--cache {url}: the cache-writer key {self.signer.public_key.keyid[:16]} is not in the trust "
                              f"list {self.trust.source}, so no reader would use what it pushes — add its entry there "
                              "(cairn keys cache-writer printed it) or sign with a key the list names")
-        self.backend = s3_backend(parsed.netloc, parsed.path)
+        self.backend = open_backend(url)
+        if isinstance(self.backend, FileBackend):
+            _check_directory(url, self.backend.root, read_only)
         self.read_only = read_only
         self.report = CacheReport(self.backend.url, read_only)
         self._warn = warn
@@ -164,7 +167,8 @@ class SharedCache:
         try:
             self.backend.list("ac/~probe")  # one cheap request: a wrong bucket or endpoint fails here, not per action
         except CairnError as exc:
-            raise CairnError(f"cache {url}: {exc} — check the bucket and $CAIRN_S3_ENDPOINT") from None
+            fix = "check the directory" if isinstance(self.backend, FileBackend) else "check the bucket and $CAIRN_S3_ENDPOINT"
+            raise CairnError(f"cache {url}: {exc} — {fix}") from None
 
     # -- names ----------------------------------------------------------------------------------------------
     @staticmethod
@@ -397,7 +401,7 @@ class SharedCache:
             return
         try:
             name, tree = self.tree_key(record.output), local.tree(record.output)
-            if self.backend.head_sha256(name) is None:
+            if not self.backend.exists(name):
                 self._put_tree(name, tree, local)
             bound = measure(tree)
             body = {**json.loads(record.to_json()), "entries": bound.entries, "size": bound.size}
@@ -471,7 +475,7 @@ class SharedCache:
         with self._lock:
             if blob.sha256 in self._blobs_there:
                 return
-        if self.backend.head_sha256(name) is None:
+        if not self.backend.exists(name):
             compressed = _scratch(local.root / "tmp", "blob")
             try:
                 with open(compressed, "xb") as out:
@@ -520,6 +524,15 @@ class SharedCache:
                 first, self.report.offline = not self.report.offline, self.report.offline or message
             if first:  # every later request would wait out the same retries: build on without the cache
                 self._warn(f"giving up on {self.report.url} for the rest of this build; actions run locally")
+
+
+def _check_directory(url: str, root: Path, read_only: bool) -> None:
+    """A directory cache must already be there (a mistyped path or a share that is not mounted is refused, not made
+    on this machine's disk where no other machine sees it), and writable unless read-only: one line before the build."""
+    if not root.is_dir():
+        raise CairnError(f"--cache {url}: {root} is not a directory — make it (mkdir -p {root}) or mount the shared one there")
+    if not read_only and not os.access(root, os.W_OK | os.X_OK):
+        raise CairnError(f"--cache {url}: {root} is not writable here — give this user write access, or read it only with --cache-read-only")
 
 
 def _link_over(known: Path, target: Path) -> bool:
