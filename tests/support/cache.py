@@ -4,6 +4,7 @@ working directory, HOME and store; one bucket) that run ``cairn build --json`` a
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -46,11 +47,16 @@ def signed_record(body: dict) -> bytes:
     return sign_record(body, load_signer(WRITER["key"].read_bytes(), WRITER["key"], ""))
 
 
-def machine(tmp_path: Path, name: str, s3: dict) -> dict:
-    """Another machine: its own working directory, HOME and store; the same bucket."""
+def machine(tmp_path: Path, name: str, s3: dict | None) -> dict:
+    """Another machine: its own working directory, HOME and store; the same bucket (``s3``), or with ``s3`` None
+    the same cache directory (given by URL: the machine needs no S3 settings)."""
     home = tmp_path / name / "home"
     home.mkdir(parents=True, exist_ok=True)
-    env = aws_env(s3["endpoint"], HOME=str(home), CAIRN_S3_RETRY_SECONDS="5", **writer_env())
+    if s3 is None:
+        unset = ("AWS_", "CAIRN_S3_")  # nothing here could reach S3: a directory cache needs none of it
+        env = {**{k: v for k, v in os.environ.items() if not k.startswith(unset)}, "HOME": str(home), **writer_env()}
+    else:
+        env = aws_env(s3["endpoint"], HOME=str(home), CAIRN_S3_RETRY_SECONDS="5", **writer_env())
     env.pop("CAIRN_CACHE", None)
     return {"cwd": tmp_path / name, "env": env, "store": tmp_path / name / "store"}
 
