@@ -288,6 +288,27 @@ def test_writing_needs_a_trusted_key_and_reading_a_trust_list(place, manifest, t
     assert place.count() == 0
 
 
+def test_links_planted_in_a_cache_directory_lead_nothing_out_of_it(manifest, tmp_path) -> None:
+    """Whoever can write a shared cache directory can plant symbolic links: the record of an action a link to a
+    file of the writer's, ``trees/`` a link to a directory of theirs. The build never reads, writes or deletes
+    through them: the cache is reported and given up, the build runs locally and ends as a clean one."""
+    import os
+
+    place = DirectoryPlace(tmp_path / "shared-cache")
+    clean, _ = _build(_machine(tmp_path, "attacker", None), manifest)
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (outside / "secret").write_text("the writer's file\n")
+    (place.root / "ac").mkdir()
+    os.symlink(outside / "secret", place.root / "ac" / f"{_key_of(clean)}.v3.json")
+    os.symlink(outside, place.root / "trees")
+    writer = _machine(tmp_path, "writer", None)
+    report, stderr = _build(writer, manifest, "--cache", place.url)
+    assert report["actions"][SDK]["output"] == clean["actions"][SDK]["output"] and report["cache"]["fetched"] == []
+    assert report["cache"]["offline"] and "symbolic link" in " ".join(report["cache"]["failed"]), stderr
+    assert sorted(p.name for p in outside.iterdir()) == ["secret"] and (outside / "secret").read_text() == "the writer's file\n"
+
+
 @pytest.mark.s3
 def test_cairn_keys_cache_writer_makes_a_key_a_build_signs_with(s3, manifest, tmp_path) -> None:
     """The key tooling end to end: ``cairn keys cache-writer`` makes the pair and the trust list; a build signs with
