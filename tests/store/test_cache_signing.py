@@ -19,7 +19,6 @@ from __future__ import annotations
 import base64
 import json
 import subprocess
-import uuid
 from pathlib import Path
 
 import pytest
@@ -29,7 +28,7 @@ from cairn.dsse import generate, public_entry
 from cairn.store.archive import measure, pack
 from cairn.store.signing import sign_record
 from support.cache import CACHE_BUCKET as BUCKET
-from support.cache import WRITER, make_writer, record_body
+from support.cache import WRITER, BucketPlace, DirectoryPlace, Place, make_writer, record_body
 from support.cache import build as _build
 from support.cache import build_command as _command
 from support.cache import machine as _machine
@@ -49,68 +48,6 @@ def cache_writer(tmp_path_factory):
 def s3():
     with moto_s3(BUCKET) as server:
         yield server
-
-
-class Place:
-    """Where the cache of one test lives, and what someone who can write there (but holds no trusted key) does
-    with it: put and read objects by their name below the cache's root."""
-
-    s3: dict | None = None  # the moto server, for the machines' environment (None: a directory)
-
-    @property
-    def url(self) -> str:
-        raise NotImplementedError
-
-    def put(self, name: str, body: bytes) -> None:
-        raise NotImplementedError
-
-    def get(self, name: str) -> bytes:
-        raise NotImplementedError
-
-    def count(self) -> int:
-        """How many objects the cache holds."""
-        raise NotImplementedError
-
-
-class BucketPlace(Place):
-    def __init__(self, s3: dict) -> None:
-        self.s3, self.prefix = s3, f"run-{uuid.uuid4().hex[:8]}"
-
-    @property
-    def url(self) -> str:
-        return f"s3://{BUCKET}/{self.prefix}"
-
-    def put(self, name: str, body: bytes) -> None:
-        assert self.s3 is not None
-        self.s3["client"].put_object(Bucket=BUCKET, Key=f"{self.prefix}/{name}", Body=body)
-
-    def get(self, name: str) -> bytes:
-        assert self.s3 is not None
-        return self.s3["client"].get_object(Bucket=BUCKET, Key=f"{self.prefix}/{name}")["Body"].read()
-
-    def count(self) -> int:
-        assert self.s3 is not None
-        return int(self.s3["client"].list_objects_v2(Bucket=BUCKET, Prefix=f"{self.prefix}/").get("KeyCount", 0))
-
-
-class DirectoryPlace(Place):
-    def __init__(self, root: Path) -> None:
-        self.root = root
-        root.mkdir()
-
-    @property
-    def url(self) -> str:
-        return self.root.as_uri()
-
-    def put(self, name: str, body: bytes) -> None:  # as the attacker writes it: over whatever is there
-        (self.root / name).parent.mkdir(parents=True, exist_ok=True)
-        (self.root / name).write_bytes(body)
-
-    def get(self, name: str) -> bytes:
-        return (self.root / name).read_bytes()
-
-    def count(self) -> int:
-        return sum(1 for path in self.root.rglob("*") if not path.is_dir())
 
 
 @pytest.fixture(params=["directory", pytest.param("s3", marks=pytest.mark.s3)])

@@ -26,6 +26,9 @@ from cairn.store.archive import Bound, DamagedArchive, PastBound, pack, unpack
 from support import ROOT, need_module, need_tool
 from support.cache import (
     CACHE_BUCKET,
+    BucketPlace,
+    DirectoryPlace,
+    Place,
     build,
     build_command,
     machine,
@@ -44,7 +47,6 @@ moto_server = need_module("moto.server")
 BUCKET = CACHE_BUCKET
 PARTS = 3
 DELAY = {"seconds": 0.0}
-pytestmark = pytest.mark.s3
 
 
 @pytest.fixture(autouse=True, scope="module")
@@ -119,6 +121,7 @@ def _sdk_text(report: dict, name: str) -> str:
     return Path(report["sdk_tree"], name).read_text()
 
 
+@pytest.mark.s3
 def test_a_second_machine_runs_nothing_the_first_built(s3, manifest, prefix, tmp_path) -> None:
     cache = ["--cache", f"s3://{BUCKET}/{prefix}"]
     first, _ = build(machine(tmp_path, "a", s3), manifest, *cache)
@@ -137,6 +140,7 @@ def test_a_second_machine_runs_nothing_the_first_built(s3, manifest, prefix, tmp
     assert _distinct_files(tmp_path / "b" / "store") <= _distinct_files(tmp_path / "a" / "store")
 
 
+@pytest.mark.s3
 def test_a_store_built_before_the_cache_existed_seeds_it(s3, manifest, prefix, tmp_path) -> None:
     a = machine(tmp_path, "a", s3)
     build(a, manifest)
@@ -147,6 +151,7 @@ def test_a_store_built_before_the_cache_existed_seeds_it(s3, manifest, prefix, t
     assert other["counts"]["ran"] == 0
 
 
+@pytest.mark.s3
 def test_read_only_reads_the_cache_and_never_writes_it(s3, manifest, prefix, tmp_path) -> None:
     empty = f"{prefix}-empty"
     alone, _ = build(machine(tmp_path, "pr1", s3), manifest, "--cache", f"s3://{BUCKET}/{empty}", "--cache-read-only")
@@ -179,6 +184,7 @@ sys.exit(main(sys.argv[1:]))
 """
 
 
+@pytest.mark.s3
 def test_a_build_killed_mid_upload_leaves_no_record_and_the_next_machine_rebuilds(s3, manifest, prefix, tmp_path) -> None:
     a = machine(tmp_path, "a", s3)
     command = [sys.executable, "-c", _KILL_AT_FIRST_RECORD, *build_command(a, manifest, "--cache", f"s3://{BUCKET}/{prefix}")[3:]]
@@ -208,6 +214,7 @@ sys.exit(main(sys.argv[1:]))
 """
 
 
+@pytest.mark.s3
 def test_a_cache_that_goes_away_mid_build_is_reported_once_and_the_build_runs_locally(s3, manifest, prefix, tmp_path) -> None:
     build(machine(tmp_path, "a", s3), manifest, "--cache", f"s3://{BUCKET}/{prefix}")
     b = machine(tmp_path, "b", s3)
@@ -221,6 +228,7 @@ def test_a_cache_that_goes_away_mid_build_is_reported_once_and_the_build_runs_lo
     assert proc.stderr.count("giving up on") == 1
 
 
+@pytest.mark.s3
 def test_a_racing_pair_leaves_one_record_per_action(s3, manifest, prefix, tmp_path) -> None:
     DELAY["seconds"] = 2.0  # every fetch takes 2 s, so both machines miss on the same actions and both run them
     try:
@@ -242,6 +250,7 @@ def test_a_racing_pair_leaves_one_record_per_action(s3, manifest, prefix, tmp_pa
     assert third["counts"]["ran"] == 0
 
 
+@pytest.mark.s3
 @pytest.mark.parametrize("damage", ["other files", "truncated"])
 def test_a_tampered_tree_is_reported_never_used_and_rebuilt(s3, manifest, prefix, tmp_path, damage) -> None:
     cache = ["--cache", f"s3://{BUCKET}/{prefix}"]
@@ -268,6 +277,7 @@ def test_a_tampered_tree_is_reported_never_used_and_rebuilt(s3, manifest, prefix
     assert third["counts"]["ran"] == 0 and third["cache"]["damaged"] == []
 
 
+@pytest.mark.s3
 @pytest.mark.parametrize("older", ["tar.zst", "tar.gz"])
 def test_a_whole_tree_an_earlier_version_stored_is_fetched(s3, manifest, prefix, tmp_path, older) -> None:
     """A bucket filled before blobs (``trees/<digest>.tar.zst``, every file inside) or before zstd (``.tar.gz``):
@@ -293,6 +303,7 @@ def test_a_whole_tree_an_earlier_version_stored_is_fetched(s3, manifest, prefix,
     assert _sdk_text(second, "part2.txt") == "payload 2\n"
 
 
+@pytest.mark.s3
 def test_a_damaged_record_is_reported_removed_and_written_again(s3, manifest, prefix, tmp_path) -> None:
     cache = ["--cache", f"s3://{BUCKET}/{prefix}"]
     first, _ = build(machine(tmp_path, "a", s3), manifest, *cache)
@@ -306,6 +317,7 @@ def test_a_damaged_record_is_reported_removed_and_written_again(s3, manifest, pr
     assert record["key"] == key and record["output"] == first["actions"]["assemble:sdk"]["output"]
 
 
+@pytest.mark.s3
 def test_bad_cache_arguments_get_one_line(s3, manifest, tmp_path) -> None:
     m = machine(tmp_path, "a", s3)
     cases = [(["--cache", "http://example.invalid/x"], "not an s3://bucket/prefix URL"),
@@ -420,6 +432,7 @@ def test_a_tree_an_earlier_version_put_in_the_cache_as_a_gzipped_tar_is_still_us
         unpack(b"PK\x03\x04 a zip is not an archive pack wrote", tmp_path / "other")
 
 
+@pytest.mark.s3
 @pytest.mark.slow
 @pytest.mark.docker
 def test_two_machines_share_the_default_release_sdk(s3, prefix, tmp_path, default_slice) -> None:
@@ -478,6 +491,7 @@ print(next(int(line.split()[1]) >> 10 for line in open("/proc/self/status") if l
 """
 
 
+@pytest.mark.s3
 def test_a_big_tree_goes_through_the_cache_without_being_held_in_memory(s3, prefix, tmp_path):
     """A 192 MiB output, pushed in 8 MiB multipart parts and fetched by another store: neither process grows by
     anything near the tree's size (the archive and the blob are written to, and read from, files in the store's
@@ -509,6 +523,7 @@ def _small_tree(store, name: str) -> str:
     return store.commit(work)
 
 
+@pytest.mark.s3
 def test_a_full_disk_is_this_machines_failure_not_the_caches(s3, prefix, tmp_path, monkeypatch) -> None:
     """No space for the archive while pushing: reported, the build goes on, nothing is recorded. No space while
     unpacking a fetched tree: reported, the action runs, and the tree in the bucket is kept — it is not damaged."""
@@ -572,6 +587,7 @@ def _gets(cache) -> list[str]:
     return names
 
 
+@pytest.mark.s3
 def test_a_file_many_trees_hold_is_one_blob_in_the_bucket_and_one_download(s3, prefix, tmp_path, monkeypatch) -> None:
     """Three trees with the same 2 MiB file twice each (a wheel in a package, an index and a bundle): the bucket
     holds it once, and a machine fetching all three downloads it once and hard-links the other five."""
@@ -608,6 +624,7 @@ def test_a_file_many_trees_hold_is_one_blob_in_the_bucket_and_one_download(s3, p
     assert len(copies) == 6 and len({p.stat().st_ino for p in copies}) == 1
 
 
+@pytest.mark.s3
 @pytest.mark.parametrize("damage", ["other bytes", "missing", "not zstd", "a bomb", "too big"])
 def test_a_tampered_or_missing_blob_is_reported_never_used_and_put_back(s3, prefix, tmp_path, monkeypatch, damage) -> None:
     """A blob whose bytes are not the ones its name says (or that is gone, is not zstd, or is a zstd bomb that would
@@ -750,24 +767,37 @@ def test_a_tree_archive_within_its_bound_unpacks(tmp_path) -> None:
             unpack(archive, dest, bound=tight)
 
 
-def test_a_tree_bomb_in_the_bucket_stops_at_its_bound_with_one_line(s3, prefix, tmp_path, monkeypatch) -> None:
-    """The attack through the cache: a bucket writer replaces a tree's archive by 8 kB that inflate to 256 MiB.
-    The fetch stops at the bound the record names (a few bytes), reports one line, leaves nothing in the store's
-    work area, and (not read-only) removes the archive with its record so the rebuild puts back both."""
+@pytest.fixture(params=["directory", pytest.param("s3", marks=pytest.mark.s3)])
+def place(request, tmp_path, monkeypatch) -> Place:
+    """The cache of an in-process test: a directory, or a moto bucket (only that case is marked ``s3``), with this
+    process's environment a trusted writer's (and pointed at moto for the bucket)."""
+    for name, value in writer_env().items():
+        monkeypatch.setenv(name, value)
+    if request.param == "directory":
+        return DirectoryPlace(tmp_path / "shared-cache")
+    s3 = request.getfixturevalue("s3")
+    point_at(monkeypatch, s3["endpoint"])
+    return BucketPlace(s3)
+
+
+def test_a_tree_bomb_in_the_cache_stops_at_its_bound_with_one_line(place, tmp_path) -> None:
+    """The attack through the cache: a writer of the bucket (or directory) replaces a tree's archive by 8 kB that
+    inflate to 256 MiB. The fetch stops at the bound the record names (a few bytes), reports one line, leaves
+    nothing in the store's work area, and (not read-only) removes the archive with its record so the rebuild puts
+    back both."""
     from cairn.store.base import ActionRecord
     from cairn.store.local import LocalStore
     from cairn.store.shared import SharedCache
 
-    _cache_env(monkeypatch, s3)
-    first, url = LocalStore(tmp_path / "first"), f"s3://{BUCKET}/{prefix}"
+    first, url = LocalStore(tmp_path / "first"), place.url
     work = first.workdir("small")
     (work / "name.txt").write_text("small")
     record = ActionRecord(key="c" * 64, action="index:small", output=first.commit(work))
     SharedCache(url).push(record, first)
-    stored = record_body(s3["client"].get_object(Bucket=BUCKET, Key=f"{prefix}/ac/{record.key}.v3.json")["Body"].read())
+    stored = record_body(place.get(f"ac/{record.key}.v3.json"))
     assert (stored["entries"], stored["size"]) == (1, 5)
     tree = f"trees/{record.output}.v2.tar.zst"
-    s3["client"].put_object(Bucket=BUCKET, Key=f"{prefix}/{tree}", Body=_tree_bomb(256 << 20))
+    place.put(tree, _tree_bomb(256 << 20))
 
     lines: list[str] = []
     victim = LocalStore(tmp_path / "victim")
@@ -777,13 +807,13 @@ def test_a_tree_bomb_in_the_bucket_stops_at_its_bound_with_one_line(s3, prefix, 
     assert "index:small" in lines[0] and "more than the 5 bytes its record names" in lines[0], lines[0]
     assert "removed from the cache with its record" in lines[0], lines[0]
     assert not list((tmp_path / "victim" / "tmp").iterdir())
-    left = _current(s3, prefix)
-    assert tree not in left and f"ac/{record.key}.v3.json" not in left
+    assert not place.has(tree) and not place.has(f"ac/{record.key}.v3.json")
 
     SharedCache(url).push(record, first)  # the rebuild's push
     assert SharedCache(url).fetch(record.key, LocalStore(tmp_path / "third")) == record
 
 
+@pytest.mark.s3
 @pytest.mark.parametrize("body", [
     {"entries": 1},  # no size
     {"entries": -1, "size": 5},
@@ -809,25 +839,24 @@ def test_a_record_without_a_whole_bound_is_not_used(s3, prefix, tmp_path, monkey
     assert len(lines) == 1 and "is not a cache record" in lines[0], lines
 
 
-def test_a_tree_archive_bigger_than_its_bound_allows_is_not_downloaded_past_it(s3, prefix, tmp_path, monkeypatch) -> None:
+def test_a_tree_archive_bigger_than_its_bound_allows_is_not_downloaded_past_it(place, tmp_path) -> None:
     """An archive object far bigger than any archive of the tree its record bounds (here 1 MiB of random bytes for a
     5-byte tree) is refused once the download passes that, with one line; nothing of it stays on disk."""
     from cairn.store.base import ActionRecord
     from cairn.store.local import LocalStore
     from cairn.store.shared import SharedCache
 
-    _cache_env(monkeypatch, s3)
-    first, url = LocalStore(tmp_path / "first"), f"s3://{BUCKET}/{prefix}"
+    first, url = LocalStore(tmp_path / "first"), place.url
     work = first.workdir("small")
     (work / "name.txt").write_text("small")
     record = ActionRecord(key="e" * 64, action="index:small", output=first.commit(work))
     SharedCache(url).push(record, first)
     tree = f"trees/{record.output}.v2.tar.zst"
-    s3["client"].put_object(Bucket=BUCKET, Key=f"{prefix}/{tree}", Body=os.urandom(1 << 20))
+    place.put(tree, os.urandom(1 << 20))
 
     lines: list[str] = []
     victim = LocalStore(tmp_path / "victim")
     assert SharedCache(url, warn=lines.append).fetch(record.key, victim) is None
     assert len(lines) == 1 and "not read further" in lines[0] and "removed from the cache with its record" in lines[0], lines
     assert not list((tmp_path / "victim" / "tmp").iterdir())
-    assert tree not in _current(s3, prefix)
+    assert not place.has(tree)

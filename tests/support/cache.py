@@ -1,5 +1,7 @@
 """The shared action cache's test machines: a trusted cache writer's key and trust list, and "machines" (their own
-working directory, HOME and store; one bucket) that run ``cairn build --json`` as separate processes."""
+working directory, HOME and store; one bucket or one cache directory) that run ``cairn build --json`` as separate
+processes; and the two places a cache lives (``BucketPlace``, ``DirectoryPlace``), as someone who can write there
+sees them."""
 
 from __future__ import annotations
 
@@ -7,6 +9,7 @@ import json
 import os
 import subprocess
 import sys
+import uuid
 from pathlib import Path
 
 from support.s3 import aws_env
@@ -77,3 +80,74 @@ def ran(report: dict) -> set[str]:
     return {a for a, o in report["actions"].items() if o["status"] == "ran"}
 
 
+class Place:
+    """Where the cache of one test lives, and what someone who can write there (but holds no trusted key) does
+    with it: put and read objects by their name below the cache's root."""
+
+    s3: dict | None = None  # the moto server, for the machines' environment (None: a directory)
+
+    @property
+    def url(self) -> str:
+        raise NotImplementedError
+
+    def put(self, name: str, body: bytes) -> None:
+        raise NotImplementedError
+
+    def get(self, name: str) -> bytes:
+        raise NotImplementedError
+
+    def count(self) -> int:
+        """How many objects the cache holds."""
+        raise NotImplementedError
+
+    def has(self, name: str) -> bool:
+        raise NotImplementedError
+
+
+class BucketPlace(Place):
+    def __init__(self, s3: dict) -> None:
+        self.s3, self.prefix = s3, f"run-{uuid.uuid4().hex[:8]}"
+
+    @property
+    def url(self) -> str:
+        return f"s3://{CACHE_BUCKET}/{self.prefix}"
+
+    def put(self, name: str, body: bytes) -> None:
+        assert self.s3 is not None
+        self.s3["client"].put_object(Bucket=CACHE_BUCKET, Key=f"{self.prefix}/{name}", Body=body)
+
+    def get(self, name: str) -> bytes:
+        assert self.s3 is not None
+        return self.s3["client"].get_object(Bucket=CACHE_BUCKET, Key=f"{self.prefix}/{name}")["Body"].read()
+
+    def count(self) -> int:
+        assert self.s3 is not None
+        return int(self.s3["client"].list_objects_v2(Bucket=CACHE_BUCKET, Prefix=f"{self.prefix}/").get("KeyCount", 0))
+
+    def has(self, name: str) -> bool:
+        assert self.s3 is not None
+        listed = self.s3["client"].list_objects_v2(Bucket=CACHE_BUCKET, Prefix=f"{self.prefix}/{name}")
+        return any(o["Key"] == f"{self.prefix}/{name}" for o in listed.get("Contents", []))
+
+
+class DirectoryPlace(Place):
+    def __init__(self, root: Path) -> None:
+        self.root = root
+        root.mkdir()
+
+    @property
+    def url(self) -> str:
+        return self.root.as_uri()
+
+    def put(self, name: str, body: bytes) -> None:  # as the attacker writes it: over whatever is there
+        (self.root / name).parent.mkdir(parents=True, exist_ok=True)
+        (self.root / name).write_bytes(body)
+
+    def get(self, name: str) -> bytes:
+        return (self.root / name).read_bytes()
+
+    def count(self) -> int:
+        return sum(1 for path in self.root.rglob("*") if not path.is_dir())
+
+    def has(self, name: str) -> bool:
+        return os.path.lexists(self.root / name)
