@@ -331,6 +331,34 @@ def test_bad_cache_arguments_get_one_line(s3, manifest, tmp_path) -> None:
     assert not (m["store"] / "trees").exists() or not any((m["store"] / "trees").iterdir())
 
 
+def test_bad_cache_directories_get_one_line(manifest, tmp_path) -> None:
+    """A directory cache that is not there (a mistyped path, a share not mounted) is refused before the build, not
+    made on this machine's disk where no other machine would see it; so are a file and a file URL naming a host."""
+    m = machine(tmp_path, "a", None)
+    (tmp_path / "a-file").write_text("not a directory\n")
+    cases = [(["--cache", (tmp_path / "absent").as_uri()], f"{tmp_path / 'absent'} is not a directory — make it"),
+             (["--cache", str(tmp_path / "a-file")], f"{tmp_path / 'a-file'} is not a directory"),
+             (["--cache", "file://otherhost/srv/cache"], "names the host 'otherhost'")]
+    for extra, expected in cases:
+        proc = subprocess.run(build_command(m, manifest, *extra), cwd=m["cwd"], env=m["env"], capture_output=True, text=True, timeout=120)
+        lines = proc.stderr.strip().splitlines()
+        assert proc.returncode == 2 and len(lines) == 1 and expected in lines[0], proc.stderr
+    assert not (tmp_path / "absent").exists() and not (m["store"] / "trees").exists()
+
+
+def test_a_second_machine_builds_nothing_through_a_directory_given_as_a_plain_path(manifest, tmp_path) -> None:
+    """The cache as a plain path (``--cache /mnt/ci-cache``): the second machine fetches every action the first built."""
+    shared = tmp_path / "shared-cache"
+    shared.mkdir()
+    first, _ = build(machine(tmp_path, "a", None), manifest, "--cache", str(shared))
+    second, _ = build(machine(tmp_path, "b", None), manifest, "--cache", str(shared), "--cache-read-only")
+    assert ran(first) == set(first["actions"]) and set(first["cache"]["uploaded"]) == set(first["actions"])
+    assert second["counts"]["ran"] == 0 and set(second["cache"]["fetched"]) == set(first["actions"])
+    assert second["cache"]["url"] == shared.as_uri()
+    assert {a: o["output"] for a, o in second["actions"].items()} == {a: o["output"] for a, o in first["actions"].items()}
+    assert Path(second["sdk_tree"]).is_relative_to(tmp_path / "b" / "store") and any(Path(second["sdk_tree"]).iterdir())
+
+
 def _tar(entries: list[tuple[str, str, str]]) -> bytes:
     buffer = io.BytesIO()
     with tarfile.open(fileobj=buffer, mode="w:gz") as tar:

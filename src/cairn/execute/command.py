@@ -52,9 +52,11 @@ def configure(parser: argparse.ArgumentParser) -> None:
     add_json(shown, "print a machine-readable report at the end (nothing while it runs)")
     shown.add_argument("--quiet", "-q", action="store_true", help="no progress; at the end the counts and failures only")
     shown.add_argument("--verbose", "-v", action="store_true", help="a line for every action as it finishes, cached ones too")
-    parser.add_argument("--cache", metavar="s3://BUCKET/PREFIX", default=os.environ.get("CAIRN_CACHE") or None,
-                        help="shared action cache in S3 (endpoint from $CAIRN_S3_ENDPOINT; default $CAIRN_CACHE): "
-                             "looked up before an action runs, written after it ran")
+    parser.add_argument("--cache", metavar="s3://BUCKET/PREFIX|file:///DIR", default=os.environ.get("CAIRN_CACHE") or None,
+                        help="shared action cache in S3 (endpoint from $CAIRN_S3_ENDPOINT) or in a directory the machines "
+                             "share, e.g. an NFS mount (file:///DIR or a path; it must exist); default $CAIRN_CACHE: "
+                             "looked up before an action runs, written after it ran; records are signed and checked "
+                             "against --cache-trust the same way in both")
     parser.add_argument("--cache-read-only", action="store_true",
                         help="read the shared cache, never write it (for untrusted jobs such as pull requests)")
     parser.add_argument("--cache-trust", metavar="FILE", type=Path, default=None,
@@ -74,9 +76,9 @@ TAKES_PIPELINE = True
 def run(args: argparse.Namespace, pipeline: Pipeline) -> int:
     manifest, registry = load(args.manifest)
     if args.cache_read_only and not args.cache:
-        raise CairnError("--cache-read-only needs --cache s3://BUCKET/PREFIX (or $CAIRN_CACHE) — there is no cache to read")
+        raise CairnError("--cache-read-only needs --cache s3://BUCKET/PREFIX or file:///DIR (or $CAIRN_CACHE) — there is no cache to read")
     if (args.cache_trust or args.cache_key) and not args.cache:
-        raise CairnError(f"{'--cache-trust' if args.cache_trust else '--cache-key'} needs --cache s3://BUCKET/PREFIX (or $CAIRN_CACHE) "
+        raise CairnError(f"{'--cache-trust' if args.cache_trust else '--cache-key'} needs --cache s3://BUCKET/PREFIX or file:///DIR (or $CAIRN_CACHE) "
                          "— it is for the shared cache's records")
     cache = _shared_cache(args) if args.cache else None
     compiler_cache = CompilerCache.from_url(args.compiler_cache) if args.compiler_cache else None

@@ -1,6 +1,15 @@
-"""A shared action cache in S3 in front of the local store, so many machines (CI shards) share one build.
+"""A shared action cache in S3, or in a directory, in front of the local store, so many machines (CI shards) share one build.
 
-Layout under ``s3://bucket/prefix`` (endpoint from ``$CAIRN_S3_ENDPOINT``, as for publishing)::
+Where: ``s3://bucket/prefix`` (endpoint from ``$CAIRN_S3_ENDPOINT``, as for publishing), or a directory the machines
+share — an NFS mount, say — named ``file:///abs/dir`` or by its path. Both go through ``cairn.remote.backend``'s
+``open_backend``, the one I/O layer, whose directory backend answers as S3 does: ``If-None-Match: *`` is a hard link
+of a complete temp file onto the name (never a rename, so a key already there is never replaced and of two racing
+writers one wins), a bounded download stops past its bound, and a symbolic link or FIFO planted there is refused,
+never followed out of the directory. The directory must exist (a share that is not mounted is refused, not made on
+the local disk). Everything below — the layout, the signatures and trust rules, what is deleted — is the same for
+both: whoever can write files in the directory is the attacker the signatures stop, as a writer of the bucket is.
+
+Layout under the prefix (or directory)::
 
     trees/<digest>.v2.tar.zst  one output tree (``cairn.store.archive``), named by its tree digest, with every
                                file of at least ``BLOB_MIN`` bytes left out and named by its sha256 instead
@@ -125,7 +134,7 @@ def _stderr(message: str) -> None:
 
 
 class SharedCache:
-    """The bucket side: fetch a record and its verified tree into a local store, push them from one.
+    """The bucket (or directory) side: fetch a record and its verified tree into a local store, push them from one.
 
     ``trust``: the cache writers whose records are used (default: the list ``$CAIRN_CACHE_TRUST`` names);
     ``signer``: this writer's key (default: ``$CAIRN_CACHE_SIGNING_KEY``), needed unless ``read_only``."""
