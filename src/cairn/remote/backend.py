@@ -379,6 +379,9 @@ class FileBackend:
 
     def head_sha256(self, key: str) -> str | None:
         self.counters.heads += 1
+        return self._sha256(key)
+
+    def _sha256(self, key: str) -> str | None:
         with self._reading(key) as handle:
             if handle is None:
                 return None
@@ -393,11 +396,22 @@ class FileBackend:
         with self._reading(key) as handle:
             return handle is not None
 
+    def _already_there(self, key: str, have: str | None, sha256: str) -> bool:
+        """``key`` exists and holds ``have``: False when that is ``sha256`` (an idempotent re-run), else a RefusedOverwrite."""
+        if have == sha256:
+            self.counters.skipped += 1
+            return False
+        raise RefusedOverwrite(f"{key} already exists with different bytes — a published version is never replaced; bump the version")
+
     def _create(self, key: str, write: Callable[[int, str], None], sha256: str) -> bool:
         """``If-None-Match: *`` on a directory: ``write(dir_fd, name)`` makes a complete temp file in ``key``'s
         directory, which then gets ``key``'s name by ``link`` — which, unlike a rename, never replaces a file already
         there, so of two machines writing one key at once exactly one wins, as with S3. The loser's bytes are
-        compared: the same (``sha256``) is an idempotent re-run (False); others are a RefusedOverwrite."""
+        compared: the same (``sha256``) is an idempotent re-run (False); others are a RefusedOverwrite. A key
+        already there is compared first, before anything is written (a re-publish copies no GB file for nothing)."""
+        have = self._sha256(key)
+        if have is not None:
+            return self._already_there(key, have, sha256)
         with self._writing(key):
             parent, name = self._parent(key, create=True)
             temp = f"{TEMP_PREFIX}{name}.{uuid.uuid4().hex}"
@@ -405,13 +419,8 @@ class FileBackend:
                 write(parent, temp)
                 try:
                     os.link(temp, name, src_dir_fd=parent, dst_dir_fd=parent, follow_symlinks=False)
-                except FileExistsError:
-                    have = self.head_sha256(key)
-                    if have == sha256:
-                        self.counters.skipped += 1
-                        return False
-                    raise RefusedOverwrite(f"{key} already exists with different bytes — a published version is never "
-                                           "replaced; bump the version") from None
+                except FileExistsError:  # another writer was quicker
+                    return self._already_there(key, self._sha256(key), sha256)
             finally:
                 with contextlib.suppress(FileNotFoundError):
                     os.unlink(temp, dir_fd=parent)
