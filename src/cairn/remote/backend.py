@@ -298,6 +298,8 @@ class FileBackend:
         a link planted in a shared directory (a cache several machines write) cannot lead a read, a write or a
         delete out of it, whatever it is swapped for between two calls. ``create``: make the missing ones."""
         parts = self._path(key).relative_to(self.root).parts
+        if create:
+            self.root.mkdir(parents=True, exist_ok=True)  # a new repository (the root itself is the user's to name)
         fd = os.open(self.root, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
         try:
             for name in parts[:-1]:
