@@ -8,6 +8,11 @@ can skip it after one LIST. Connection failures (a restarted server) are retried
 
 ``copy`` makes a second key of bytes already in the bucket with one server-side ``CopyObject`` (no bytes
 sent again); the publisher uses it only for content-addressed names, whose name fixes their content.
+
+The directory backend (``FileBackend``) gives the same answers — the publisher's and the shared cache's
+(``cairn.store.shared``): an immutable key is written once (a link, not a rename, gives it its name, so a racing
+second writer is refused as S3 refuses it), ``get_file`` stops past ``max_bytes``, and a read, write or delete
+never follows a symbolic link out of the directory.
 """
 
 from __future__ import annotations
@@ -214,6 +219,8 @@ def _link_new(source: Path, parent: int, name: str) -> None:
             out.truncate()
             shutil.copyfileobj(src, out, 1 << 20)
         os.fchmod(fd, 0o644)
+
+
 class NoSpace(CairnError):
     """The file system of a directory repository is full: one line naming the place and the space needed."""
 
@@ -233,8 +240,10 @@ class FileBackend:
     """A directory with the bucket's layout. An artifact (``put_file``) becomes a hard link to its file where
     the file system allows one — the bundle's files are the store's, which are never modified in place (a tree
     is written elsewhere and renamed in whole; ``cairn.store.local``), and nothing here writes into a file
-    either: every write is a new file renamed over the name (``atomic_write``) — else a copy-on-write clone or a
-    copy. ``shown``: the directory the user named, when this writes into a temp sibling of it first
+    either: every write is a new file renamed over the name (``atomic_write``), or for an immutable key linked onto
+    it (``_create``: never over a file already there, as S3's ``If-None-Match: *``) — else a copy-on-write clone or a
+    copy. The directory may be shared by machines and writable by others (the shared cache): no key leaves it,
+    not through ``..`` nor through a symbolic link planted there. ``shown``: the directory the user named, when this writes into a temp sibling of it first
     (``cairn.publish.directory``); ``needed``: what the whole publish needs there, for the error when the disk
     fills."""
 
