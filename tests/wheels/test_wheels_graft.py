@@ -194,7 +194,7 @@ def test_reviewed_rename_turns_a_fortified_call_into_the_plain_one_and_still_run
                                       {"__memcpy_chk": "memcpy"}) == ["__memcpy_chk"]
     after = elf.inspect(lib)
     assert ("libc.so.6", "GLIBC_2.3.4") not in after.versions
-    dynsym = subprocess.run(["objdump", "-T", str(lib)], capture_output=True, text=True, check=True).stdout
+    dynsym = subprocess.run([need_tool("objdump", "binutils"), "-T", str(lib)], capture_output=True, text=True, check=True).stdout
     assert "__memcpy_chk" not in dynsym and re.search(r"\(GLIBC_2\.2\.5\)\s+memcpy$", dynsym, re.M), dynsym
     code = f"import ctypes; print(ctypes.CDLL({str(lib)!r}).copy(b'rocm', 4))"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)

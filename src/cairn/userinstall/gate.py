@@ -36,7 +36,7 @@ from pathlib import Path
 from typing import IO, Any
 
 from packaging.tags import Tag
-from packaging.utils import InvalidWheelFilename, parse_wheel_filename
+from packaging.utils import InvalidWheelFilename, canonicalize_name, parse_wheel_filename
 from requests.exceptions import RequestException
 
 from cairn.errors import CairnError
@@ -118,15 +118,10 @@ def runs_python(cell: Cell, host: HostImage) -> bool:
     major, minor = (int(x) for x in host.python.split(".")[:2])
     fitting: dict[str, bool] = {}
     for wheel in cell.wheels:
-        project = _project(wheel.filename)
+        project = canonicalize_name(wheel.filename.split("-", 1)[0])
         fits = any(_fits(t.interpreter, t.abi, major, minor) for t in wheel_tags(wheel.filename))
         fitting[project] = fitting.get(project, False) or fits
     return all(fitting.values())
-
-
-def _project(filename: str) -> str:
-    """The canonical project name of a wheel file (``llama_cpp_python-…`` → ``llama-cpp-python``)."""
-    return re.sub(r"[-_.]+", "-", filename.split("-", 1)[0]).lower()
 
 
 def _fits(interpreter: str, abi: str, major: int, minor: int) -> bool:
