@@ -62,11 +62,30 @@ def test_hosts_are_those_the_tags_admit_plus_one_below() -> None:
     assert len(admitted) == 3 and below is None
     admitted, below = choose_hosts((2, 43), HOSTS[:2])
     assert admitted == [] and below is not None and below.name == "debian-13"
-    # a build's one install host: Debian 12 only ever checks a refusal
-    admitted, below = choose_hosts((0, 0), HOSTS[:2], frozenset({"debian-12"}))
-    assert [h.name for h in admitted] == ["debian-13"] and below is None
-    admitted, below = choose_hosts((2, 39), HOSTS[:2], frozenset({"debian-12"}))
+    # a dev build's one install host: the oldest the tags admit, the one nearest the floor; the refusal stays
+    admitted, below = choose_hosts((0, 0), HOSTS, every_host=False)
+    assert [h.name for h in admitted] == ["debian-12"] and below is None
+    admitted, below = choose_hosts((2, 39), HOSTS, every_host=False)
     assert [h.name for h in admitted] == ["debian-13"] and below is not None and below.name == "debian-12"
+
+
+def test_each_cell_has_its_own_verdict_and_each_image_its_cells() -> None:
+    """The gate's status is the worst of its cells' (one cell that installs and then falls over fails it), but each
+    cell keeps its own verdict, and an image gets its framework's: the runtime image stands for the SDK, proven by
+    any cell that loaded it. A cell not tried never hides a pass, nor a failure."""
+    from cairn.userinstall.gate import image_verdicts, overall
+
+    cells = {"llama-cpp-python": {"status": "passed", "reason": "installed …: debian-13/pip", "cell": "7.2.4/gfx1151/x/py3.14/llama-cpp-python-0.3.36"},
+             "jax": {"status": "failed", "reason": "debian-sid (glibc 2.43): `pip install …`: load xla_rocm_plugin.so: librocprofiler-sdk-attach.so.1",
+                     "cell": "7.2.4/gfx1151/x/py3.14/jax-0.10.0"}}
+    status, reason = overall(cells)
+    assert status == "failed" and reason.startswith("jax: debian-sid (glibc 2.43)") and "(also: llama-cpp-python passed)" in reason
+    assert overall({"jax": cells["jax"] | {"status": "not-run", "reason": "not-run: no host"}})[0] == "not-run"
+    assert overall({"a": cells["llama-cpp-python"], "b": {"status": "not-run", "reason": "not-run: x", "cell": "c"}})[0] == "passed"
+    images = image_verdicts(cells, {"runtime": "", "llama-cpp": "llama-cpp-python", "jax": "jax", "vllm": "vllm"})
+    assert {k: v["status"] for k, v in images.items()} == {"runtime": "passed", "llama-cpp": "passed", "jax": "failed", "vllm": "not-run"}
+    assert "llama-cpp-python-0.3.36" in images["runtime"]["reason"] and images["jax"]["reason"] == cells["jax"]["reason"]
+    assert image_verdicts({"jax": cells["jax"]}, {"runtime": ""})["runtime"]["status"] == "failed"
 
 
 def test_a_cell_for_another_python_is_not_tried_on_a_host() -> None:
@@ -187,6 +206,7 @@ def test_manylinux_2_39_refused_on_debian_12_and_loads_on_debian_13(tmp_path: Pa
     assert all(r["report"]["loaded"] == r["report"]["elf_files"] == 1 for r in installed)
     assert all(r["report"]["imported"] == ["cairn_answer"] for r in installed)
     assert "debian-12/pip refused" in reason and "debian-13/uv" in reason
+    assert evidence["cells"]["demo"]["status"] == "passed" and reason.startswith("demo: installed from the served index")
 
 
 @pytest.mark.slow
@@ -198,8 +218,9 @@ def test_a_missing_library_fails_naming_host_command_and_library(tmp_path: Path,
     repo = _published(tmp_path, [("cairn-needs", "py3-none-linux_x86_64",
                                   {"cairn_needs/__init__.py": b"", "cairn_needs/libneeds.so": needs})])
     hosts = [stock_hosts["debian-13"]]
-    status, reason, _evidence = user_install_gate(repo, "gfx1151", hosts, io.StringIO(), installers=("pip",))
-    assert status == "failed"
+    status, reason, evidence = user_install_gate(repo, "gfx1151", hosts, io.StringIO(), installers=("pip",))
+    assert status == "failed" and reason == "demo: " + evidence["cells"]["demo"]["reason"]
+    reason = evidence["cells"]["demo"]["reason"]
     assert reason.startswith("debian-13 (glibc 2.41): `pip install --index-url http://127.0.0.1:")
     assert '"cairn-needs==1.0"`: load libneeds.so (cairn-needs): ' in reason
     assert "libcairndep.so: cannot open shared object file" in reason
@@ -218,7 +239,7 @@ def test_an_install_on_a_host_below_the_tag_fails_the_gate(tmp_path: Path, stock
     lying = dataclasses.replace(stock_hosts["debian-12"], glibc="2.30")
     status, reason, _ = user_install_gate(repo, "gfx1151", [lying, stock_hosts["debian-13"]], io.StringIO(), installers=("pip",))
     assert status == "failed"
-    assert reason.startswith("debian-12 (glibc 2.30) is below glibc 2.36 (cairn_answer-1.0-py3-none-manylinux_2_36_x86_64.whl) "
+    assert reason.startswith("demo: debian-12 (glibc 2.30) is below glibc 2.36 (cairn_answer-1.0-py3-none-manylinux_2_36_x86_64.whl) "
                              "but pip installed cairn-answer==1.0")
 
 
@@ -228,15 +249,18 @@ def test_an_install_on_a_host_below_the_tag_fails_the_gate(tmp_path: Path, stock
 @pytest.mark.registry
 @pytest.mark.network
 def test_the_default_slice_installs_as_its_user_does(default_slice: Path, tmp_path: Path) -> None:
-    """The default slice's own user-install verdict (its build ran the gate: Debian 13 installs, Debian 12 must
-    refuse). Every wheel of gfx1151's index is tagged manylinux_2_39 or lower, so the llama.cpp cell's own pip
-    command, and uv's, install and load on a stock Debian 13 with its Python 3.13; the verdict reaches the bundle,
-    and ``cairn gate --channel nightly`` judges it."""
+    """The default slice's own user-install verdicts (its build ran the gate on Debian 12, 13 and sid, one install
+    host per cell as a dev build does). Every wheel of gfx1151's index is tagged manylinux_2_39 or lower, so the
+    llama.cpp cell's own pip command, and uv's, install and load on a stock Debian 13 with its Python 3.13 and are
+    refused on Debian 12; the Python 3.14-only cells install on sid, the one stock host with 3.14. The JAX cell
+    installs there and then fails to load AMD's plugin (it needs rocprofiler-sdk libraries Debian's ROCm 7.2.4 does
+    not package): the gate says so for that cell alone, each verdict reaches the bundle's matching cells, and
+    ``cairn gate --channel nightly`` judges each image by its own cell."""
     from support import ROOT, SLICE_RECORD
 
     actions = json.loads((default_slice / SLICE_RECORD).read_text())["actions"]
     gate_id = "gate:user-install:wheels@gfx1151"
-    assert actions["host:debian-13"]["output"] and actions["host:debian-12"]["output"]
+    assert all(actions[f"host:{h}"]["output"] for h in ("debian-12", "debian-13", "debian-sid"))
     result = json.loads((default_slice / "trees" / actions[gate_id]["output"] / "gate.json").read_text())
     bundle = default_slice / "trees" / actions["bundle:release"]["output"]
     wheels = sorted(w.name for w in (bundle / "files" / "wheels" / "gfx1151").glob("*.whl"))
@@ -245,15 +269,28 @@ def test_the_default_slice_installs_as_its_user_does(default_slice: Path, tmp_pa
     # (Ubuntu 24.04, RHEL 10, Debian 13) — RCCL's fortified inet calls no longer hold the libraries at 2.42
     above_floor = [w for w in wheels if wheel_floor(w) > (2, 39)]
     assert not above_floor, above_floor
-    assert result["status"] == "passed", result["reason"]
+    cells = result["evidence"]["cells"]
     runs = result["evidence"]["runs"]
-    installed = {(r["host"], r["installer"], r["cell"].rsplit("/", 1)[1]) for r in runs if r.get("expect") == "install"}
-    assert {("debian-13", "pip"), ("debian-13", "uv")} <= {(h, i) for h, i, _c in installed}, runs
-    assert any(c.startswith("llama-cpp-python-") for _h, _i, c in installed), runs  # the llama.cpp cell itself
-    refused = {(r["host"], r["installer"]) for r in runs if r.get("expect") == "refusal"}
-    assert refused == {("debian-12", "pip"), ("debian-12", "uv")}, runs
-    record = json.loads((bundle / "gates" / "user-install--wheels@gfx1151.json").read_text())
-    assert (record["status"], record["reason"], record["gfx_target"]) == (result["status"], result["reason"], "gfx1151")
+    assert cells["llama-cpp-python"]["status"] == "passed", cells["llama-cpp-python"]["reason"]
+    assert cells["cairn-smoke"]["status"] == "passed", cells["cairn-smoke"]["reason"]
+
+    def done(framework: str, expect: str) -> set[tuple[str, str]]:
+        cell = cells[framework]["cell"]
+        return {(r["host"], r["installer"]) for r in runs if r.get("cell") == cell and r.get("expect") == expect}
+
+    assert done("llama-cpp-python", "install") == {("debian-13", "pip"), ("debian-13", "uv")}, runs
+    assert done("llama-cpp-python", "refusal") == {("debian-12", "pip"), ("debian-12", "uv")}, runs
+    assert done("cairn-smoke", "install") == {("debian-sid", "pip"), ("debian-sid", "uv")}, runs
+    # the JAX cell's pip command installs on sid, then AMD's plugin cannot load: the failure is JAX's alone
+    jax = cells["jax"]
+    assert jax["status"] == "failed" and jax["reason"].startswith("debian-sid (glibc 2.43): `pip install --index-url "), jax
+    assert "librocprofiler" in jax["reason"] and "cannot open shared object file" in jax["reason"], jax
+    assert result["status"] == "failed" and result["reason"].startswith("jax: debian-sid"), result["reason"]
+    # each cell of the bundle gets its own framework's verdict
+    for framework, verdict in cells.items():
+        record = json.loads((bundle / "gates" / f"user-install--wheels@gfx1151--{framework}.json").read_text())
+        assert (record["status"], record["reason"], record["gfx_target"], record["framework"]) == \
+            (verdict["status"], verdict["reason"], "gfx1151", framework)
     # the slice's own build, whatever later tests built into its store since: its record over its trees
     view = tmp_path / "slice"
     view.mkdir()
@@ -261,8 +298,9 @@ def test_the_default_slice_installs_as_its_user_does(default_slice: Path, tmp_pa
     shutil.copyfile(default_slice / SLICE_RECORD, view / "last-build.json")
     judged = subprocess.run([sys.executable, "-m", "cairn.cli", "gate", "--store", str(view), "--channel", "nightly",
                              "--json"], capture_output=True, text=True, cwd=ROOT, timeout=600)
-    rows = [r for r in json.loads(judged.stdout)["results"] if r["gate"] == "user-install"]
-    assert [(r["image"], r["target"], r["status"]) for r in rows] == [("wheels", "gfx1151", result["status"])]
+    rows = {r["image"]: r["status"] for r in json.loads(judged.stdout)["results"] if r["gate"] == "user-install"}
+    assert rows == {image: result["evidence"]["images"][image]["status"] for image in result["evidence"]["images"]}, rows
+    assert rows["runtime"] == rows["llama-cpp"] == "passed" and rows["jax"] == "failed", rows
 
 
 def test_the_verdict_reaches_the_matrix_page(tmp_path: Path) -> None:
@@ -284,3 +322,54 @@ def test_the_verdict_reaches_the_matrix_page(tmp_path: Path) -> None:
     assert (cell.gate("user-install").status, cell.gate("user-install").reason) == ("failed", reason)
     assert "user-install" in dict(matrix.release.required_gates)["nightly"]
     assert "libfmt.so.11: cannot open shared object file" in to_markdown(matrix)
+
+
+def test_each_cell_is_promoted_by_its_own_verdict_and_shared_wheels_stay(tmp_path: Path) -> None:
+    """Two cells of one target share the SDK's wheel; the gate passed one cell and failed the other (as it fails
+    JAX's plugin beside a llama.cpp cell that loads). On the nightly channel, which requires the gate, the passing
+    cell is served with the shared wheel, the failing cell is held, and its own wheel is on no page."""
+    from cairn.matrix.bundle import write_bundle_json
+    from cairn.publish.sample import write_wheel
+    from cairn.userinstall.run import publish_scratch
+
+    root = tmp_path / "bundle"
+    family_dir = root / "files" / "wheels" / "gfx1151"
+    family_dir.mkdir(parents=True)
+    artifacts = []
+    for project, framework in (("cairn-shared", ""), ("cairn-good", "good"), ("cairn-bad", "bad")):
+        wheel = write_wheel(family_dir, project, "1.0", "py3-none-manylinux_2_39_x86_64", {f"{project.replace('-', '_')}/__init__.py": b""})
+        artifacts.append({"path": f"wheels/gfx1151/{wheel.name}", "kind": "wheel", "family": "gfx1151", "cells": ["gfx1151"],
+                          "recipe": "tests/userinstall", "framework": framework})
+    requirements = {"driver": {"minimum": "", "below": "", "note": ""}, "kernel": {"minimum": "", "below": "", "note": ""}}
+    write_bundle_json(root, {
+        "release": {"name": "cairn-test", "version": "1.0", "channel": "dev", "source_date_epoch": 1700000000,
+                    "manifest_sha256": hashlib.sha256(b"test").hexdigest(),
+                    "required_gates": {"dev": ["user-install"], "nightly": ["user-install"]}},
+        "builder": {"id": "https://cairn.invalid/builder/local", "invocation": "test"}, "pins": {}, "artifacts": artifacts,
+        "cells": [{"gfx_target": "gfx1151", "family": "gfx1151", "os": "debian-sid", "python": "3.13", "framework": name,
+                   "framework_version": "1.0", "images": [], "requirements": requirements} for name in ("good", "bad")],
+    })
+    # what the bundle stage writes from the gate's per-cell evidence (cairn.publish.run._write_cell_verdicts)
+    from cairn.model.gate_result import GateResult
+    from cairn.publish.run import _write_cell_verdicts
+
+    (root / "gates").mkdir()
+    result = GateResult("user-install", "wheels", "gfx1151", "gfx1151", "", "failed", "bad: …", {"cells": {
+        "good": {"status": "passed", "reason": "installed …: debian-13/pip", "cell": "1.0/gfx1151/debian-sid/py3.13/good-1.0"},
+        "bad": {"status": "failed", "reason": "debian-13 (glibc 2.41): `pip install …`: load libx.so: libfmt.so.11: cannot open",
+                "cell": "1.0/gfx1151/debian-sid/py3.13/bad-1.0"}}, "runs": []})
+    assert _write_cell_verdicts(root / "gates", result, "wheels", "gfx1151")
+    repo = tmp_path / "repo"
+    publish_scratch(root, repo, io.StringIO())
+    promoted = subprocess.run([sys.executable, "-m", "cairn.cli", "promote", "--version", "1.0", "--channel", "nightly",
+                               "--to", str(repo), "--dev-keys", "--store", str(tmp_path / "keys-store"), "--json"],
+                              capture_output=True, text=True, timeout=600)
+    assert promoted.returncode == 0, promoted.stderr[-2000:]
+    matrix = json.loads((repo / "channels" / "nightly" / "matrix.json").read_text())
+    served = {c["framework"]["name"]: sorted(w["filename"].split("-")[0] for w in c["wheels"]) for c in matrix["cells"]}
+    assert served == {"good": ["cairn_good", "cairn_shared"]}, served
+    pages = "".join(p.read_text() for p in (repo / "channels" / "nightly" / "simple").rglob("*.html"))
+    assert "cairn_shared-1.0" in pages and "cairn_good-1.0" in pages and "cairn_bad" not in pages
+    staged = json.loads((repo / "staging" / "1.0" / "gates.json").read_text())
+    verdicts = {cid.rsplit("/", 1)[1]: g["user-install"]["status"] for cid, g in staged.items() if "user-install" in g}
+    assert verdicts == {"good-1.0": "passed", "bad-1.0": "failed"}, staged

@@ -24,7 +24,10 @@ def test_the_gate_is_planned_per_target_over_the_bundles_wheels() -> None:
     plan = _plan("unix:///nowhere/docker.sock")
     gate = plan["gate:user-install:wheels@gfx1151"]
     assert gate.kind == "user-install" and not gate.blocked
-    assert {"index:gfx1151", "host:debian-12", "host:debian-13"} <= set(gate.deps)
+    assert {"index:gfx1151", "host:debian-12", "host:debian-13", "host:debian-sid"} <= set(gate.deps)
+    # a dev build installs each cell on one host; the images of the target, each with the framework its cell ships
+    assert gate.inputs["every_host"] is False and gate.inputs["hosts"] == ["debian-12", "debian-13", "debian-sid"]
+    assert gate.inputs["images"] == {"jax": "jax", "llama-cpp": "llama-cpp-python", "runtime": "", "smoke": "cairn-smoke"}
     assert not [d for d in gate.deps if d.startswith(("image:", "push:", "gate:", "fetch:"))]  # wheels only, no image
     assert gate.inputs["bundle"]["families"] == {"gfx1151": ["gfx1151"]} and gate.inputs["bundle"]["planned_gates"] == []
     assert gate.inputs["required"] is False and gate.inputs["channel"] == "dev"  # the default release is a dev build

@@ -18,8 +18,9 @@ from cairn.plan.ids import parse_action_id, parse_gate_id
 from cairn.store.report import read_actions
 
 BLOCKED_PREFIX = "image blocked: "  # the reason of every gate of an image the linkage check blocked
-# the "image" of a gate over a target's published wheels rather than one image (user-install, cairn.userinstall): its
-# verdict counts for every image cell of the target, and it is no cell of its own
+# the "image" of a gate over a target's published wheels rather than one image (user-install, cairn.userinstall): it
+# is no cell of its own; its verdict per image (evidence "images") becomes that image's row, and a result without
+# that split counts for every image cell of the target
 TARGET_WIDE = "wheels"
 
 
@@ -44,7 +45,11 @@ def collect(store: Path) -> list[Row]:
         family = ""
         if info.output:
             result = GateResult.read(store / "trees" / info.output / "gate.json")
-            rows.append(Row(gate, image, target, result.family, result.status, result.reason, result.digest))
+            per_image = result.evidence.get("images") if image == TARGET_WIDE else None
+            if isinstance(per_image, dict) and per_image:
+                rows += [Row(gate, name, target, result.family, v["status"], v["reason"]) for name, v in sorted(per_image.items())]
+            else:
+                rows.append(Row(gate, image, target, result.family, result.status, result.reason, result.digest))
             continue
         status = "failed" if info.status == "failed" else "not-run"
         rows.append(Row(gate, image, target, family, status, info.detail or info.status))

@@ -38,8 +38,11 @@ def promotion(stage: dict[str, Any], gates: dict[str, Any], channel: str, report
         else:
             passing.append(cell)
             report.promoted.append(cid)
-    # a wheel of a cell that *failed* a required gate is held everywhere: a channel never serves bytes a required
-    # gate rejected; a wheel of a cell whose gate did not run is served only through the cells that passed
+    # a wheel of a cell that *failed* a required gate is held on every page, unless a cell that passed lists the same
+    # bytes: a verdict is on a cell's install set, and the SDK's wheels that loaded in the llama.cpp cell are not
+    # rejected by the JAX plugin that did not (user-install judges each cell); a wheel of a cell whose gate did not
+    # run is served only through the cells that passed
+    failing -= {w for c in passing for w in c["wheels"]}
     shown = [{**c, "wheels": [w for w in c["wheels"] if w not in failing]} for c in passing]
     return index_objects(f"channels/{channel}", stage, shown, gates, channel, previous, where)
 

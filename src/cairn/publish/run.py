@@ -19,6 +19,7 @@ from cairn.execute.runners import ActionContext
 from cairn.matrix.bundle import write_bundle_json
 from cairn.model.gate_result import GateResult
 from cairn.model.records import REPORT_FILE, PushRecord, WheelReport
+from cairn.names import safe_name
 from cairn.plan.ids import parse_action_id, parse_gate_id
 from cairn.publish.plan import ACTION_ID
 from cairn.wheels.sdk import partial_name
@@ -189,6 +190,8 @@ def _write_gates(ctx: ActionContext, gates_dir: Path, images: dict[str, list[dic
         tree = ctx.deps.get(gate_id)
         if tree is not None and (tree / "gate.json").is_file():
             result = GateResult.read(tree / "gate.json")
+            if _write_cell_verdicts(gates_dir, result, image, target):
+                continue
             status, reason = result.status, result.reason
             if status == "not-run" and not reason:
                 reason = "not-run: the gate recorded no reason"
@@ -229,6 +232,21 @@ def _write_gates(ctx: ActionContext, gates_dir: Path, images: dict[str, list[dic
                     reason = _unplanned_reason(inputs, gate, target)
                     _write_json(gates_dir / f"{gate}--none@{target}.json",
                                 {"gate": gate, "status": "not-run", "reason": reason, "gfx_target": target, "image_digest": ""})
+
+
+def _write_cell_verdicts(gates_dir: Path, result: GateResult, image: str, target: str) -> bool:
+    """A target-wide gate's verdict per cell (user-install: ``evidence["cells"]``, by framework), one record each,
+    matched to that framework's cells of the target: the JAX cell's failure is not the llama.cpp cell's. False when
+    the result has no such split (it is then one record for every cell of the target)."""
+    cells = result.evidence.get("cells")
+    if not isinstance(cells, dict) or not cells:
+        return False
+    for framework, verdict in sorted(cells.items()):
+        runs = [r for r in result.evidence.get("runs", []) if r.get("cell") == verdict.get("cell")]
+        _write_json(gates_dir / f"{result.gate}--{image}@{target}--{safe_name(framework, gates_dir, 'framework')}.json",
+                    {"gate": result.gate, "status": verdict["status"], "reason": verdict["reason"], "image_digest": "",
+                     "gfx_target": target, "framework": framework, "evidence": {"cell": verdict.get("cell", ""), "runs": runs}})
+    return True
 
 
 def _unplanned_reason(inputs: Mapping[str, Any], gate: str, target: str) -> str:

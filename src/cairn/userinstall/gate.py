@@ -17,8 +17,14 @@ On the highest host *below* the cell's glibc floor (its wheels' ``manylinux_2_N`
 refuse: exit non-zero with a resolver message and nothing installed — never install and then fail to load. A
 wheel tagged ``linux_x86_64`` claims every Linux, so every host admits it and none checks a refusal.
 
-The first failure is the gate's reason and names the host, the installer, the command and the library; the gate
-stops there (each install of a GPU cell moves gigabytes).
+Each cell has a verdict of its own (``evidence["cells"]``, by framework): the JAX cell failing to load AMD's plugin
+says nothing about the llama.cpp cell beside it, and the bundle gives every cell its own result. Within a cell the
+first failure is the verdict's reason and names the host, the installer, the command and the library; the cell
+stops there (each install of a GPU cell moves gigabytes). The gate's own status is the worst of its cells'.
+
+``every_host`` decides how many admitted hosts a cell installs on: all of them where the release's channel requires
+the gate (nightly and up), else the oldest one whose Python the cell serves — a dev build's gate in minutes, on the
+host closest to the cell's floor. The refusal below the floor is checked either way.
 """
 
 from __future__ import annotations
@@ -131,14 +137,14 @@ def _fits(interpreter: str, abi: str, major: int, minor: int) -> bool:
     return bool(match and abi == "abi3" and (int(match.group(1)), int(match.group(2))) <= (major, minor))
 
 
-def choose_hosts(floor: tuple[int, int], hosts: Iterable[HostImage],
-                 refusal_only: frozenset[str] = frozenset()) -> tuple[list[HostImage], HostImage | None]:
-    """The hosts whose glibc meets ``floor`` (they must install and load), and the highest one below it (it must
-    refuse). A host in ``refusal_only`` is used only for the refusal (a build's "one host per family")."""
+def choose_hosts(floor: tuple[int, int], hosts: Iterable[HostImage], every_host: bool = True) -> tuple[list[HostImage], HostImage | None]:
+    """The hosts whose glibc meets ``floor`` (they must install and load), oldest first, and the highest one below
+    it (it must refuse). Without ``every_host`` only the oldest admitted host installs: the one nearest the floor,
+    where a symbol a wheel's tag forgot would show first."""
     ordered = sorted(hosts, key=lambda h: h.glibc_version)
-    admitted = [h for h in ordered if h.glibc_version >= floor and h.name not in refusal_only]
+    admitted = [h for h in ordered if h.glibc_version >= floor]
     below = [h for h in ordered if h.glibc_version < floor]
-    return admitted, (below[-1] if below else None)
+    return (admitted if every_host else admitted[:1]), (below[-1] if below else None)
 
 
 class _Quiet(http.server.SimpleHTTPRequestHandler):
@@ -236,19 +242,37 @@ def _install_error(output: str) -> str:
     return (" ".join(errors[:2]) if errors else (lines[-1] if lines else "no output"))[:400]
 
 
+@dataclass(frozen=True)
+class CellVerdict:
+    status: str  # passed | failed | not-run
+    reason: str
+
+
 def check_cell(cell: Cell, base_url: str, hosts: list[HostImage], installers: tuple[str, ...], log: IO[str],
-               runs: list[dict[str, Any]], refusal_only: frozenset[str] = frozenset()) -> str:
-    """Run the cell on its hosts; appends each run to ``runs`` and returns the first failure ("" when all passed)."""
+               runs: list[dict[str, Any]], every_host: bool = True) -> CellVerdict:
+    """Run the cell on its hosts; appends each run to ``runs`` and returns the cell's verdict (its first failure)."""
     command = pip_command(cell, base_url)
     if command is None:
-        return ""
-    floor, setter = cell_floor(cell)
+        return CellVerdict("not-run", f"not-run: {cell.id} prints no pip command (no wheels, or no index to name)")
     usable = [h for h in hosts if runs_python(cell, h)]
     if not usable:
-        runs.append({"cell": cell.id, "skipped": f"no stock host runs a Python this cell has wheels for "
-                     f"({', '.join(f'{h.name}: {h.python}' for h in hosts)})"})
-        return ""
-    admitted, below = choose_hosts(floor, usable, refusal_only)
+        why = (f"no stock host runs a Python this cell has wheels for "
+               f"({', '.join(f'{h.name}: {h.python}' for h in hosts)})")
+        runs.append({"cell": cell.id, "skipped": why})
+        return CellVerdict("not-run", f"not-run: {why}")
+    failure = _install_and_refuse(cell, command, base_url, usable, installers, log, runs, every_host)
+    if failure:
+        return CellVerdict("failed", failure)
+    done = sorted({f"{r['host']}/{r['installer']}" + (" refused" if r["expect"] == "refusal" else "")
+                   for r in runs if r.get("cell") == cell.id and "host" in r})
+    return CellVerdict("passed", f"installed from the served index with its own command and loaded every library: {', '.join(done)}")
+
+
+def _install_and_refuse(cell: Cell, command: str, base_url: str, usable: list[HostImage], installers: tuple[str, ...],
+                        log: IO[str], runs: list[dict[str, Any]], every_host: bool) -> str:
+    """The refusal below the cell's floor, then the installs on its admitted hosts: the first failure, or ""."""
+    floor, setter = cell_floor(cell)
+    admitted, below = choose_hosts(floor, usable, every_host)
     projects = projects_of(command)
     floor_text = f"glibc {floor[0]}.{floor[1]} ({setter})" if setter else "no glibc floor (no manylinux tag)"
     if below is not None:
@@ -266,7 +290,7 @@ def check_cell(cell: Cell, base_url: str, hosts: list[HostImage], installers: tu
                 return (f"{below.name} (glibc {below.glibc}): {installer} failed without a resolver refusal: "
                         f"`{line}`: {_install_error(output)}")
     if not admitted:
-        return f"{cell.id}: no stock host meets {floor_text} (hosts: {', '.join(f'{h.name} {h.glibc}' for h in hosts)})"
+        return f"{cell.id}: no stock host meets {floor_text} (hosts: {', '.join(f'{h.name} {h.glibc}' for h in usable)})"
     for host in admitted:
         for installer in installers:
             line = installer_command(installer, command)
@@ -296,25 +320,51 @@ def staged_matrix(repo: Path) -> Path:
 
 
 def user_install_gate(repo: Path, target: str, hosts: list[HostImage], log: IO[str], installers: tuple[str, ...] = INSTALLERS,
-                      refusal_only: frozenset[str] = frozenset()) -> tuple[str, str, dict[str, Any]]:
-    """(status, reason, evidence) for every cell of ``target`` in the staged release published at ``repo``; the hosts
-    named in ``refusal_only`` only check a refusal (``choose_hosts``)."""
+                      every_host: bool = True) -> tuple[str, str, dict[str, Any]]:
+    """(status, reason, evidence) for the cells of ``target`` in the staged release published at ``repo``: each
+    cell's own verdict in ``evidence["cells"]`` (by framework), the worst of them as the gate's status."""
     matrix = load_matrix(staged_matrix(repo))
     cells = [c for c in matrix.cells if c.gfx_target == target]
     runs: list[dict[str, Any]] = []
-    evidence: dict[str, Any] = {"hosts": {h.name: h.glibc for h in hosts}, "runs": runs}
+    verdicts: dict[str, dict[str, str]] = {}
+    evidence: dict[str, Any] = {"hosts": {h.name: h.glibc for h in hosts}, "every_host": every_host, "runs": runs, "cells": verdicts}
     if not any(c.wheels for c in cells):
         return "not-run", f"not-run: no cell of {target} lists wheels: nothing to install", evidence
     with serve(repo) as base_url:
         evidence["index"] = base_url
         for cell in cells:
-            failure = check_cell(cell, base_url, hosts, installers, log, runs, refusal_only)
-            if failure:
-                return "failed", failure, evidence
-    if not any("host" in r for r in runs):
-        return "not-run", f"not-run: {'; '.join(r['skipped'] for r in runs if 'skipped' in r)}", evidence
-    done = sorted({f"{r['host']}/{r['installer']}" + (" refused" if r["expect"] == "refusal" else "") for r in runs if "host" in r})
-    skipped = [r["cell"] for r in runs if "skipped" in r]
-    return "passed", (f"{len(cells)} cell(s) of {target} installed from the served index with their own commands and "
-                      f"loaded every library: {', '.join(done)}" + (f"; not tried (Python): {', '.join(skipped)}" if skipped else "")), evidence
+            verdict = check_cell(cell, base_url, hosts, installers, log, runs, every_host)
+            verdicts[cell.framework.name] = {"status": verdict.status, "reason": verdict.reason, "cell": cell.id}
+            log.write(f"{cell.id}: {verdict.status}: {verdict.reason}\n")
+    return (*overall(verdicts), evidence)
 
+
+def overall(verdicts: dict[str, dict[str, str]]) -> tuple[str, str]:
+    """The gate's status over its cells (failed > passed > not-run: one cell that installs and then falls over fails
+    the target's gate, and a cell not tried does not hide a pass beside it) and a reason naming each cell."""
+    statuses = {v["status"] for v in verdicts.values()}
+    status = "failed" if "failed" in statuses else "passed" if "passed" in statuses else "not-run"
+    first = [f"{name}: {v['reason']}" for name, v in verdicts.items() if v["status"] == status]
+    others = [f"{name} {v['status']}" for name, v in verdicts.items() if v["status"] != status]
+    reason = "; ".join(first) + (f" (also: {', '.join(others)})" if others else "")
+    return status, (f"not-run: {reason}" if status == "not-run" else reason)
+
+
+
+def image_verdicts(cells: dict[str, dict[str, str]], images: dict[str, str]) -> dict[str, dict[str, str]]:
+    """Each planned image's user-install verdict (``images``: image → the framework its cells ship): a framework's
+    image has its cell's verdict; the runtime image ("" framework) stands for the SDK every cell installs, proven when
+    any cell installed and loaded it (a JAX plugin that cannot load fails JAX's cell, not the SDK's)."""
+    out: dict[str, dict[str, str]] = {}
+    for image, framework in sorted(images.items()):
+        if framework:
+            out[image] = cells.get(framework) or {"status": "not-run", "reason": f"not-run: no cell of {framework} lists wheels"}
+            continue
+        passed = [v for v in cells.values() if v["status"] == "passed"]
+        if passed:
+            out[image] = {"status": "passed", "reason": f"the SDK's wheels installed and loaded in {len(passed)} cell(s): "
+                          + "; ".join(v["cell"] for v in passed)}
+        else:
+            status, reason = overall(cells) if cells else ("not-run", "not-run: no cell of the target lists wheels")
+            out[image] = {"status": status, "reason": reason}
+    return out

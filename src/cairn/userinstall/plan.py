@@ -5,8 +5,13 @@ onto the matrix page, like any other gate's. The gate installs from the *publish
 on what the bundle is made from (the family's index, the SDK and framework packages and mirrors) and its inputs
 hold the bundle's own inputs, narrowed to the family and the target: the runner makes that bundle and publishes
 it, as ``cairn publish`` does, into scratch space (``cairn.userinstall.run``). It also depends on the stock hosts it
-may use (``host:<name>``, kind ``host-rootfs``): Debian 13, the current LTS floor a cell must install on, and
-Debian 12 for the refusal check below it only (one install host per target keeps a build's gate to minutes). Which of them a cell gets is decided when the wheels' tags are known.
+may use (``host:<name>``, kind ``host-rootfs``): Debian 12 (glibc 2.36, Python 3.11), Debian 13 (2.41, 3.13) and
+sid (the newest glibc, and the only Python 3.14 of the three, which the 3.14-only cells need). Which of them a
+cell gets is decided when the wheels' tags are known (``cairn.userinstall.gate.choose_hosts``): every admitted host
+where the release's channel requires the gate, else the oldest one (a dev build's gate in minutes).
+
+The action also names the images planned for its target and the framework each serves, so a cell's verdict is
+also its image's (``cairn gate`` lists them per image; the runtime image stands for the SDK every cell installs).
 
 Without a Docker Engine or mmdebstrap here the actions are planned *blocked* with the reason, and the bundle
 records the gate as not run, saying why.
@@ -20,7 +25,7 @@ from cairn import digest
 from cairn.gates.summary import TARGET_WIDE
 from cairn.plan.context import StageContext
 from cairn.plan.graph import Action
-from cairn.plan.ids import action_id
+from cairn.plan.ids import action_id, parse_action_id
 from cairn.publish import plan as bundle_plan
 from cairn.userinstall.hosts import HOSTS, LAYOUT, host_id
 
@@ -28,9 +33,7 @@ GATE = "user-install"
 KIND = "user-install"
 HOST_KIND = "host-rootfs"
 GATE_LAYOUT = 1
-# a build installs on one host, the LTS floor (Debian 13), and keeps Debian 12 for the refusal check below it
-BUILD_HOSTS = ("debian-12", "debian-13")
-REFUSAL_ONLY = ("debian-12",)
+BUILD_HOSTS = ("debian-12", "debian-13", "debian-sid")
 # what the gate needs of the bundle's dependencies: the wheels and their records, no image, gate or source .deb
 WHEEL_KINDS = ("index", "package", "mirror")
 
@@ -52,10 +55,12 @@ def extend_plan(context: StageContext) -> None:
                       if key not in ("planned_gates", "planned_images", "image_gates", "not_built")}
             inputs.update(families={family: [target]}, planned_gates=[], planned_images=[], image_gates={}, not_built={})
             gate_id = action_id("gate", f"{GATE}:{TARGET_WIDE}", target)
+            images = {parse_action_id(i).name: inputs["image_frameworks"].get(parse_action_id(i).name, "")
+                      for i in bundle.inputs["planned_images"] if parse_action_id(i).where == target}
             context.actions[gate_id] = Action(gate_id, KIND, {
                 "layout": GATE_LAYOUT, "code": digest.stage_code_digest("user-install"), "gate": GATE, "image": TARGET_WIDE,
-                "target": target, "family": family, "hosts": list(BUILD_HOSTS), "refusal_only": list(REFUSAL_ONLY), "required": required, "channel": channel,
-                "bundle": inputs}, (*deps, *hosts), family=family, blocked=blocked)
+                "target": target, "family": family, "hosts": list(BUILD_HOSTS), "every_host": required, "required": required,
+                "channel": channel, "images": dict(sorted(images.items())), "bundle": inputs}, (*deps, *hosts), family=family, blocked=blocked)
 
 
 def _blocked(context: StageContext) -> str:

@@ -27,7 +27,7 @@ from cairn.errors import CairnError, CheckFailed
 from cairn.execute.runners import ActionContext
 from cairn.model.gate_result import GateResult
 from cairn.plan.graph import Action
-from cairn.userinstall.gate import HostImage, user_install_gate
+from cairn.userinstall.gate import HostImage, image_verdicts, user_install_gate
 from cairn.userinstall.hosts import ensure_image, host_id, read_host, run_host_rootfs
 
 
@@ -62,7 +62,8 @@ def run_user_install(ctx: ActionContext) -> None:
             record = read_host(tree)
             hosts.append(HostImage(name, record["glibc"], reference, record.get("python", "")))
         status, reason, evidence = user_install_gate(scratch / "repo", inputs["target"], hosts, ctx.log,
-                                                     refusal_only=frozenset(inputs["refusal_only"]))
+                                                     every_host=inputs["every_host"])
+    evidence["images"] = image_verdicts(evidence.get("cells", {}), inputs["images"])
     evidence["seconds"] = round(time.monotonic() - started, 1)
     result = GateResult(inputs["gate"], inputs["image"], inputs["target"], inputs["family"], "", status, reason, evidence)
     ctx.log.write(json.dumps(result.to_json(), indent=1, sort_keys=True) + "\n")
