@@ -80,7 +80,7 @@ def test_each_cell_has_its_own_verdict_and_each_image_its_cells() -> None:
                      "cell": "7.2.4/gfx1151/x/py3.14/jax-0.10.0"}}
     status, reason = overall(cells)
     assert status == "failed" and reason.startswith("jax: debian-sid (glibc 2.43)") and "(also: llama-cpp-python passed)" in reason
-    assert overall({"jax": cells["jax"] | {"status": "not-run", "reason": "not-run: no host"}})[0] == "not-run"
+    assert overall({"jax": cells["jax"] | {"status": "not-run", "reason": "not-run: no host"}}) == ("not-run", "not-run: jax: no host")
     assert overall({"a": cells["llama-cpp-python"], "b": {"status": "not-run", "reason": "not-run: x", "cell": "c"}})[0] == "passed"
     images = image_verdicts(cells, {"runtime": "", "llama-cpp": "llama-cpp-python", "jax": "jax", "vllm": "vllm"})
     assert {k: v["status"] for k, v in images.items()} == {"runtime": "passed", "llama-cpp": "passed", "jax": "failed", "vllm": "not-run"}

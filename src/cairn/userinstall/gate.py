@@ -58,6 +58,7 @@ INSTALLERS = ("pip", "uv")
 RESOLVER_REFUSAL = re.compile(r"No matching distribution found|Could not find a version that satisfies|"
                               r"is not a supported wheel on this platform|No solution found when resolving|"
                               r"no wheels? with a matching platform tag|only has wheels with the following platform", re.IGNORECASE)
+_RANK = {"passed": 0, "not-run": 1, "failed": 2}  # two verdicts of one framework: the worse one holds
 _LEGACY = {"manylinux1": (2, 5), "manylinux2010": (2, 12), "manylinux2014": (2, 17)}
 _MANYLINUX = re.compile(r"^manylinux_(\d+)_(\d+)_")
 
@@ -334,8 +335,11 @@ def user_install_gate(repo: Path, target: str, hosts: list[HostImage], log: IO[s
         evidence["index"] = base_url
         for cell in cells:
             verdict = check_cell(cell, base_url, hosts, installers, log, runs, every_host)
-            verdicts[cell.framework.name] = {"status": verdict.status, "reason": verdict.reason, "cell": cell.id}
             log.write(f"{cell.id}: {verdict.status}: {verdict.reason}\n")
+            # the bundle matches a verdict to a framework's cells of the target: of two Pythons, the worse one holds
+            prior = verdicts.get(cell.framework.name)
+            if prior is None or _RANK[verdict.status] > _RANK[prior["status"]]:
+                verdicts[cell.framework.name] = {"status": verdict.status, "reason": verdict.reason, "cell": cell.id}
     return (*overall(verdicts), evidence)
 
 
@@ -344,11 +348,10 @@ def overall(verdicts: dict[str, dict[str, str]]) -> tuple[str, str]:
     the target's gate, and a cell not tried does not hide a pass beside it) and a reason naming each cell."""
     statuses = {v["status"] for v in verdicts.values()}
     status = "failed" if "failed" in statuses else "passed" if "passed" in statuses else "not-run"
-    first = [f"{name}: {v['reason']}" for name, v in verdicts.items() if v["status"] == status]
+    first = [f"{name}: {v['reason'].removeprefix('not-run: ')}" for name, v in verdicts.items() if v["status"] == status]
     others = [f"{name} {v['status']}" for name, v in verdicts.items() if v["status"] != status]
     reason = "; ".join(first) + (f" (also: {', '.join(others)})" if others else "")
     return status, (f"not-run: {reason}" if status == "not-run" else reason)
-
 
 
 def image_verdicts(cells: dict[str, dict[str, str]], images: dict[str, str]) -> dict[str, dict[str, str]]:
