@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from cairn.cli import COMMANDS, main
-from cairn.services.daemons import storage_driver
+from cairn.services.daemons import free_port, loopback_address, storage_driver
 from support import need_tool
 
 COMMANDS.setdefault("services", ("cairn.services.command", "private Docker Engine and registry"))
@@ -24,11 +24,12 @@ def test_start_status_stop(capsys: pytest.CaptureFixture[str]) -> None:
     need_tool("docker-registry")
     with tempfile.TemporaryDirectory(prefix="cs-", dir="/tmp") as tmp:  # short: unix socket paths are limited
         directory = Path(tmp)
-        assert main(["services", "start", "--dir", str(directory), "--json"]) == 0
+        fixed = f"127.0.0.1:{free_port()}"  # as a release engineer fixes it, so pushes' records match across starts
+        assert main(["services", "start", "--dir", str(directory), "--registry", fixed, "--json"]) == 0
         state = json.loads(capsys.readouterr().out)
         assert state["started"] == ["dockerd", "registry"]
         assert state["docker_host"] == f"unix://{directory}/docker.sock"
-        assert state["registry"].startswith("127.0.0.1:")
+        assert state["registry"] == fixed
         try:
             # layers stored once (overlay2) wherever overlayfs mounts, as on this host and CI; vfs only where not
             import docker
@@ -37,6 +38,11 @@ def test_start_status_stop(capsys: pytest.CaptureFixture[str]) -> None:
             assert driver == storage_driver(directory) and driver in ("overlay2", "vfs")
             assert main(["services", "start", "--dir", str(directory)]) == 0
             assert "nothing (already running)" in capsys.readouterr().out
+            # another address while the registry runs: one line, and nothing restarted
+            other = f"127.0.0.1:{free_port()}"
+            assert main(["services", "start", "--dir", str(directory), "--registry", other]) == 2
+            err = capsys.readouterr().err
+            assert f"already runs at {fixed}, not {other}" in err and "Traceback" not in err
             assert main(["services", "status", "--dir", str(directory)]) == 0
             out = capsys.readouterr().out
             assert "dockerd: running" in out and "registry: running" in out
@@ -73,3 +79,15 @@ def test_the_storage_driver_can_be_chosen(monkeypatch: pytest.MonkeyPatch, tmp_p
     assert storage_driver(tmp_path) == "vfs"
     monkeypatch.delenv("CAIRN_DOCKER_STORAGE_DRIVER")
     assert storage_driver(tmp_path) in ("overlay2", "vfs") and not (tmp_path / "overlay-probe").exists()
+
+
+def test_a_registry_address_is_loopback_with_a_port(capsys: pytest.CaptureFixture[str]) -> None:
+    assert loopback_address("127.0.0.1:5000") == "127.0.0.1:5000"
+    assert loopback_address("localhost:5000") == "localhost:5000"
+    for bad in ("0.0.0.0:5000", "registry.example:5000", "127.0.0.1", "127.0.0.1:http", "127.0.0.1:70000"):
+        with pytest.raises(Exception, match="give a loopback address with a port"):
+            loopback_address(bad)
+    with tempfile.TemporaryDirectory(prefix="cs-", dir="/tmp") as tmp:  # refused before anything starts
+        assert main(["services", "start", "--dir", tmp, "--registry", "0.0.0.0:5000"]) == 2
+        assert "give a loopback address" in capsys.readouterr().err
+        assert sorted(p.name for p in Path(tmp).iterdir()) == []

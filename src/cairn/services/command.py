@@ -20,6 +20,9 @@ from cairn.services.state import alive, read_state, services_dir, state_path
 def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("action", choices=("start", "stop", "status"), help="what to do")
     parser.add_argument("--dir", type=Path, default=None, help="state directory (default $CAIRN_SERVICES_DIR or ~/.cache/cairn/services)")
+    parser.add_argument("--registry", default="", metavar="HOST:PORT",
+                        help="start the registry at this loopback address (default a free port); the same address on "
+                             "every start and machine keeps the build image's push, and every compile after it, cached")
     add_json(parser, "print machine-readable state")
 
 
@@ -27,7 +30,7 @@ def run(args: argparse.Namespace) -> int:
     directory = (args.dir or services_dir()).absolute()
     console = Console()
     if args.action == "start":
-        live, started = start(directory)
+        live, started = start(directory, registry_at=args.registry)
         doc = {**live.to_json(), "started": started, "state_file": str(state_path(directory))}
         if args.json:
             print(json.dumps(doc, indent=2, sort_keys=True))

@@ -44,9 +44,13 @@ def free_port() -> int:
         return int(sock.getsockname()[1])
 
 
-def start(directory: Path | None = None, *, die_with_parent: bool = False) -> tuple[ServicesState, list[str]]:
+def start(directory: Path | None = None, *, die_with_parent: bool = False, registry_at: str = "") -> tuple[ServicesState, list[str]]:
     """Start whatever is not running; returns the state and the names of the services started now.
-    ``die_with_parent``: the services end when this process does (``proc.spawn``), for a test session's own."""
+    ``die_with_parent``: the services end when this process does (``proc.spawn``), for a test session's own.
+    ``registry_at``: the registry's loopback address (default a free port). A fixed address keeps the records of
+    pushes the same from one start to the next, and on every machine that uses it, so what depends on the build
+    image stays cached (``push.json`` names the address; the emitted workflow uses ``localhost:5000`` for this)."""
+    registry_at = loopback_address(registry_at) if registry_at else ""
     root = (directory or services_dir()).absolute()
     try:
         root.mkdir(parents=True, exist_ok=True)
@@ -61,9 +65,12 @@ def start(directory: Path | None = None, *, die_with_parent: bool = False) -> tu
         docker_host, dockerd_pid = _start_dockerd(root, die_with_parent)
         started.append("dockerd")
     if previous and up["registry"]:
+        if registry_at and previous.registry != registry_at:
+            raise CairnError(f"the registry of {root} already runs at {previous.registry}, not {registry_at} — "
+                             f"stop the services first (cairn services stop), then start them with --registry {registry_at}")
         registry, registry_pid = previous.registry, previous.registry_pid
     else:
-        registry, registry_pid = start_registry(root, die_with_parent=die_with_parent)
+        registry, registry_pid = start_registry(root, registry_at, die_with_parent=die_with_parent)
         started.append("registry")
     state = ServicesState(str(root), docker_host, registry, _registry_id(root), dockerd_pid, registry_pid)
     write_state(state)
@@ -121,6 +128,15 @@ def _start_dockerd(root: Path, die_with_parent: bool) -> tuple[str, int]:
     child = spawn(argv, log, die_with_parent=die_with_parent)
     _wait(lambda: engine_ready(sock), child, "dockerd", log)
     return f"unix://{sock}", child.pid
+
+
+def loopback_address(text: str) -> str:
+    """``127.0.0.1:5000`` or ``localhost:5000`` as given, else one line: the registry serves this machine alone."""
+    host, _, port = text.rpartition(":")
+    if host not in ("127.0.0.1", "localhost") or not port.isdigit() or not 0 < int(port) < 65536:
+        raise CairnError(f"--registry {text!r}: give a loopback address with a port, e.g. 127.0.0.1:5000 or localhost:5000 "
+                         "(the private registry serves this machine alone)")
+    return text
 
 
 def start_registry(root: Path, address: str = "", *, die_with_parent: bool = False) -> tuple[str, int]:
