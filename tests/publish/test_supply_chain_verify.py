@@ -369,6 +369,51 @@ def test_promote_of_a_garbled_staged_record_is_one_line(keys, tmp_path):
 BUCKET = "cairn-supply-chain"
 
 
+# -- (f) an older signed state put back is a rollback, refused by a machine that verified the newer one -----------
+def _rollback_attack(repo: Dir | Bucket, keys: Path, tmp_path: Path, environ: dict[str, str]) -> None:
+    """Two publishes; then every metadata file the first one left is put back (all validly signed, the newer files
+    left beside them): a client starting from the root alone would accept that state, and a publisher would re-sign
+    it with fresh expiry, dropping 5.2.4. This machine verified timestamp version 2 there, so the run is refused in
+    one line and nothing is written; a machine with no such memory is not protected (the module docstring of
+    cairn.sign.trusted says so)."""
+    to = ["--to", repo.url, "--keys", str(keys)]
+    ok(cairn(["publish", str(write_sample_bundle(tmp_path / "a", families=("gfx90a",))), *to], env=environ))
+    first = {k: repo.get(k) for k in ("metadata/timestamp.json", *(f"metadata/{n}" for n in ("1.snapshot.json", "1.targets.json")))}
+    ok(cairn(["publish", str(write_sample_bundle(tmp_path / "b", version="5.2.4", families=("gfx90a",))), *to], env=environ))
+    assert "staging/5.2.4/release.json" in chain(repo)[2]["signed"]["targets"]
+    for key, data in first.items():
+        repo.put(key, data)
+    assert "staging/5.2.4/release.json" not in chain(repo)[2]["signed"]["targets"]  # the state the attacker wants
+    before = repo.state()
+    line = refused(cairn(["publish", str(write_sample_bundle(tmp_path / "c", version="5.2.5", families=("gfx90a",))), *to],
+                         env=environ), "metadata/timestamp.json", "an older signed state than this machine verified")
+    assert "timestamp version 1 < 2" in line and "nothing was written" in line
+    assert repo.state() == before
+    refused(cairn(["promote", "--version", "5.2.3", "--channel", "dev", *to], env=environ), "older signed state")
+    assert repo.state() == before
+
+
+def test_an_older_signed_state_put_back_is_refused_as_a_rollback(keys, tmp_path):
+    _rollback_attack(Dir(tmp_path / "repo"), keys, tmp_path, {**os.environ, "CAIRN_TUF_CACHE": str(tmp_path / "tuf")})
+
+
+def test_a_repository_reset_on_purpose_starts_over_and_says_so(keys, tmp_path):
+    """Removed whole (a release engineer's fresh start): the next publish is a first publish, which sets this
+    machine's memory of the old repository aside, saying so, and the publish after it builds on the new one."""
+    import shutil
+
+    repo = Dir(tmp_path / "repo")
+    environ = {**os.environ, "CAIRN_TUF_CACHE": str(tmp_path / "tuf")}
+    to = ["--to", repo.url, "--keys", str(keys)]
+    for version in ("5.2.3", "5.2.4"):
+        ok(cairn(["publish", str(write_sample_bundle(tmp_path / version, version=version, families=("gfx90a",))), *to], env=environ))
+    shutil.rmtree(repo.root)
+    again = ok(cairn(["publish", str(write_sample_bundle(tmp_path / "c", version="5.2.5", families=("gfx90a",))), *to], env=environ))
+    assert "a new repository — this machine had verified timestamp version 2 there; that state is set aside" in again.stdout + again.stderr
+    ok(cairn(["publish", str(write_sample_bundle(tmp_path / "d", version="5.2.6", families=("gfx90a",))), *to], env=environ))
+    assert "staging/5.2.6/release.json" in chain(repo)[2]["signed"]["targets"]
+
+
 @pytest.fixture(scope="module")
 def s3():
     from support import need_module
@@ -438,3 +483,8 @@ def test_the_fast_path_reads_what_the_signer_writes(keys, tmp_path):
 @pytest.mark.s3
 def test_s3_a_forged_timestamp_does_not_freeze_a_publish(s3, keys, tmp_path):
     _forge_timestamp_attack(Bucket(s3, "forged-timestamp"), keys, tmp_path, s3_env(s3, tmp_path))
+
+
+@pytest.mark.s3
+def test_s3_an_older_signed_state_put_back_is_refused_as_a_rollback(s3, keys, tmp_path):
+    _rollback_attack(Bucket(s3, "rollback"), keys, tmp_path, s3_env(s3, tmp_path))

@@ -20,7 +20,7 @@ from cairn.publish.report import Report
 from cairn.publish.writer import THREADS, Log, Writer
 from cairn.remote.backend import Backend, Listed
 from cairn.sign.session import SigningSession
-from cairn.sign.trusted import signed_bytes, verified_state
+from cairn.sign.trusted import forget, remember, signed_bytes, verified_state
 from cairn.sign.tuf import RepoState, known_target
 
 if TYPE_CHECKING:
@@ -39,6 +39,8 @@ class Run(Writer):
         # anything to verify: a first publish, to an empty repository, has nothing to build on.
         if self.verified is None and "metadata/timestamp.json" in self.listing:
             self.verified = verified_state(backend, signing.root_bytes())
+        elif "metadata/timestamp.json" not in self.listing:  # a new repository: no older state of it to hold on to
+            forget(backend.url, signing.root_bytes(), log)
         self.state: RepoState = self.verified or RepoState(None, None, None)
         self.known = {p: t.hashes.get("sha256", "") for p, t in self.state.target_files().items()}
         self.targets: dict[str, TargetFile] = self.state.target_files()
@@ -109,6 +111,7 @@ class Run(Writer):
                 recorded.result()  # the record is in place before the timestamp makes it current
             if signed is not None:
                 put(timestamp)
+                remember(self.backend.url, self.signing.root_bytes(), signed.files)  # the next run refuses anything older
                 self.uploaded += len(files)
                 report.signed = True
                 self.log("metadata: targets, snapshot, timestamp signed")
