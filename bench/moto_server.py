@@ -97,7 +97,7 @@ def install_ghost_keys() -> None:
     given, a multipart object's, is kept); the token itself is what moto stores and copies."""
     from moto.s3.models import FakeKey
 
-    stored = FakeKey.value
+    stored: Any = FakeKey.__dict__["value"]  # the property itself: its getter is kept, its setter wrapped
 
     def set_value(key: Any, new_value: bytes) -> None:
         assert stored.fset is not None
@@ -110,7 +110,7 @@ def install_ghost_keys() -> None:
             key._etag = parts[0][1].hex() if len(parts) == 1 else \
                 f"{hashlib.md5(b''.join(md5 for _, md5, _ in parts)).hexdigest()}-{len(parts)}"
 
-    FakeKey.value = property(stored.fget, set_value)  # type: ignore[method-assign]
+    FakeKey.value = property(stored.fget, set_value)  # type: ignore[assignment]
 
 
 class DiscardingBodies:
