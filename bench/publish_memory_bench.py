@@ -26,6 +26,8 @@ The bundles, all measured in one run with the same settings:
   is not what is measured. The publisher never reads such an object back (it reads TUF metadata, the publish
   record and staging records, all small; a HEAD of a big object gets its real size and sha256 metadata), and
   the shim refuses any GET of one with a 501, which would fail the run; its counts are kept in the JSON.
+  Then the same bundle once more with every object in a single PUT (``CAIRN_MULTIPART_THRESHOLD`` above its
+  largest artifact; ``--no-single-put-run``: not), to show what the multipart parts held in memory cost.
 """
 
 from __future__ import annotations
@@ -203,9 +205,11 @@ def measure(cmd: list[str], env: dict[str, str]) -> dict[str, object]:
     return run
 
 
-def bench_bundle(bundle_dir: Path, source: str, work: Path, keys_dir: Path, discard_above: int | None) -> dict[str, object]:
+def bench_bundle(bundle_dir: Path, source: str, work: Path, keys_dir: Path, discard_above: int | None,
+                 extra_env: dict[str, str] | None = None) -> dict[str, object]:
     """A first publish and an unchanged re-publish of ``bundle_dir`` to a moto of its own (with the storage shim
-    when ``discard_above``), each measured; what the repository then holds (one LIST) and the shim's counts."""
+    when ``discard_above``), each measured; what the repository then holds (one LIST) and the shim's counts.
+    ``extra_env``: settings the publisher is run with (recorded as ``settings_override``)."""
     import boto3
 
     from cairn.matrix.bundle import load_bundle
@@ -219,7 +223,7 @@ def bench_bundle(bundle_dir: Path, source: str, work: Path, keys_dir: Path, disc
         client = boto3.client("s3", endpoint_url=endpoint, region_name="us-east-1", aws_access_key_id="b", aws_secret_access_key="b")
         client.create_bucket(Bucket=BUCKET)
         env = {**os.environ, "AWS_ACCESS_KEY_ID": "bench", "AWS_SECRET_ACCESS_KEY": "bench", "AWS_DEFAULT_REGION": "us-east-1",
-               "CAIRN_TUF_CACHE": str(work / "tuf"), "CAIRN_S3_ENDPOINT": endpoint}
+               "CAIRN_TUF_CACHE": str(work / "tuf"), "CAIRN_S3_ENDPOINT": endpoint, **(extra_env or {})}
         cmd = [sys.executable, "-m", "cairn.cli", "publish", str(bundle_dir), "--to", f"s3://{BUCKET}/release",
                "--keys", str(keys_dir), "--json"]
         first = measure(cmd, env)
@@ -231,6 +235,7 @@ def bench_bundle(bundle_dir: Path, source: str, work: Path, keys_dir: Path, disc
             "artifacts_from_1_gib": sum(1 for n in sizes if n >= 1 << 30),
             "repository_objects": len(objects), "repository_bytes": sum(int(o["Size"]) for o in objects),
             "first": first, "unchanged": again,
+            **({"settings_override": extra_env} if extra_env else {}),
             "meets_goal": all("error" not in r and int(r["peak_rss_bytes"]) <= GOAL_BYTES for r in (first, again)),  # type: ignore[call-overload]
         }
         if discard_above is None:
@@ -258,6 +263,8 @@ def main() -> int:
     parser.add_argument("--synthetic-gb", type=float, default=3.0, help="size of the synthetic release (default 3 GB)")
     parser.add_argument("--release-shaped-gb", type=float, default=21.5,
                         help="size of the release-shaped sparse bundle, benched too (default 21.5 GB; 0: none)")
+    parser.add_argument("--no-single-put-run", action="store_true",
+                        help="skip the release-shaped bundle's second run, in single PUTs only (multipart from above its largest artifact)")
     parser.add_argument("--discard-above", type=int, default=DISCARD_ABOVE,
                         help=f"the storage shim discards bodies from this many bytes (release-shaped run; default {DISCARD_ABOVE})")
     parser.add_argument("--work", type=Path, default=None, help="where moto spools and the synthetic releases go (default: a temp dir)")
@@ -301,7 +308,7 @@ def main() -> int:
         if bundle_dir == work / "synthetic":
             shutil.rmtree(bundle_dir)  # its disk back before the next bundle
         shutil.rmtree(work / "main")
-        shaped = None
+        shaped = single = None
         if args.release_shaped_gb > 0:
             (work / "shaped").mkdir()
             started = time.monotonic()
@@ -310,6 +317,11 @@ def main() -> int:
             shaped = bench_bundle(shaped_dir, f"release-shaped sparse bundle, {args.release_shaped_gb:g} GB "
                                   "(bench/publish_memory_bench.py release_shaped)", work / "shaped", keys.directory, args.discard_above)
             shaped["bundle_write_seconds"] = made
+            if not args.no_single_put_run:  # the same bytes with no part held in memory: what the parts cost
+                (work / "single").mkdir()
+                above = str(int(shaped["largest_artifact_bytes"]) + 1)  # type: ignore[call-overload]
+                single = bench_bundle(shaped_dir, str(shaped["source"]) + ", every object in one PUT", work / "single",
+                                      keys.directory, args.discard_above, {"CAIRN_MULTIPART_THRESHOLD": above})
     finally:
         shutil.rmtree(work, ignore_errors=True)
 
@@ -329,9 +341,11 @@ def main() -> int:
         "goal": {"peak_rss_bytes": f"<= {GOAL_BYTES}"},
         "command": "python bench/publish_memory_bench.py " + " ".join(sys.argv[1:]), "machine": describe(),
     }
-    runs = [main_run] + ([shaped] if shaped else [])
+    runs = [main_run] + ([shaped] if shaped else []) + ([single] if single else [])
     if shaped:
         doc["release_shaped"] = shaped
+    if single:
+        doc["release_shaped_single_put"] = single
     doc["meets_goal"] = all(bool(r["meets_goal"]) for r in runs)
     if args.before:
         earlier = json.loads(args.before.read_text())
@@ -358,6 +372,8 @@ def main() -> int:
             r = run[name]
             print(f"  {name:10} peak {int(r['peak_rss_bytes']) / 2**20:8.1f} MiB   {r['seconds']:>7} s"  # type: ignore[index, call-overload]
                   + (f"   FAILED: {r['error']}" if "error" in r else ""))  # type: ignore[operator, index]
+        if "settings_override" in run:
+            print(f"  settings override: {run['settings_override']}")
         if "server_shim" in run:
             print(f"  server shim: {run['server_shim']}")
     print(f"  goal <= {GOAL_BYTES / 2**20:.0f} MiB: {'met' if doc['meets_goal'] else 'NOT met'}")
