@@ -9,7 +9,9 @@ and every byte outside the rewritten bundles are unchanged, so the dynamic linke
 Which entries stay: those ``Registry.can_run`` accepts for the target — the exact processor with
 compatible xnack/sramecc settings (a bare ``gfx90a`` keeps both ``xnack+`` and ``xnack-``), a generic target
 holding it (``gfx11-generic`` for gfx1151), and SPIR-V (it runs everywhere). Entries are chosen by their ID,
-as the runtime chooses them. A bundle left with no device entry keeps only its host entry: its translation
+as the runtime chooses them. ``exact=True`` keeps only entries whose ID is one of the named code objects
+(a compile of several families cut into each family's own code objects: ``gfx1151`` alone, not also the
+``gfx11-generic`` another family's build asked for). A bundle left with no device entry keeps only its host entry: its translation
 unit then has no code for the target, exactly as in the original, and the runtime reports that at the first
 launch of one of its kernels ("No compatible code objects found" / ``hipErrorNoBinaryForGpu``).
 
@@ -161,13 +163,15 @@ def split_file(src: Path | str, dest: Path | str, target: str, *, registry: Regi
 
 
 def split_audited(src: Path, dest: Path, devices: tuple[TargetId, ...], audit: BinaryAudit,
-                  registry: Registry, *, display: str | None = None, compacted: bool = True) -> SplitReport:
+                  registry: Registry, *, display: str | None = None, compacted: bool = True,
+                  exact: bool = False) -> SplitReport:
     """``split_file`` for a file already audited (``split_tree`` audits each ELF once to know its kind);
     ``seconds`` counts the rewrite and its check, not that first audit. The check's audit of the copy, named
     ``display`` (default: the destination path), is the report's ``after``.
 
     The file is compacted (``cairn.audit.compact``) unless ``compacted`` is False or its layout does not allow
-    it; then the bundles are rewritten in place and zero-padded, and ``layout_note`` says why."""
+    it; then the bundles are rewritten in place and zero-padded, and ``layout_note`` says why. ``exact``: keep
+    only the entries built for one of ``devices`` as named, not every entry that runs on them."""
     started = time.monotonic()
     if audit.kind == KPACK:
         raise InputError(src, "kpack-split binary: its device code is in an external .kpack, not in .hip_fatbin",
@@ -178,7 +182,7 @@ def split_audited(src: Path, dest: Path, devices: tuple[TargetId, ...], audit: B
         dest = dest / src.name
     if dest.exists() and dest.resolve() == src.resolve():
         raise InputError(dest, "is the input file", "give --out a different path")
-    plans = [(bundle, [e for e in bundle.entries if _runs(e, devices, registry)]) for bundle in audit.bundles]
+    plans = [(bundle, [e for e in bundle.entries if _runs(e, devices, registry, exact)]) for bundle in audit.bundles]
     tmp = dest.with_name(f".{dest.name}.cairn-split-{os.getpid()}")
     note: str | None = "not asked for (compacted=False)"
     try:
@@ -252,13 +256,16 @@ def _slots(audit: BinaryAudit) -> dict[int, int]:
     return {b.index: max(limit - b.file_offset, b.size) for b, limit in zip(ordered, limits, strict=True)}
 
 
-def _runs(entry: Entry, devices: tuple[TargetId, ...], registry: Registry) -> bool:
-    """Keep host entries, and device/SPIR-V entries whose ID runs on one of ``devices`` (the runtime picks by ID)."""
+def _runs(entry: Entry, devices: tuple[TargetId, ...], registry: Registry, exact: bool = False) -> bool:
+    """Keep host entries, and device/SPIR-V entries whose ID runs on one of ``devices`` (the runtime picks by ID);
+    ``exact``: only those whose ID is one of ``devices``."""
     if entry.kind == "host":
         return True
     if entry.kind not in ("device", "spirv") or entry.target is None:
         return False
     code = TargetId.parse(entry.target)
+    if exact:
+        return code in devices
     return any(registry.can_run(code, device) is not None for device in devices)
 
 

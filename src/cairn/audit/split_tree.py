@@ -92,19 +92,24 @@ def named_targets(name: str, registry: Registry) -> tuple[TargetId, ...] | None:
     return tuple(found) or None
 
 
-def keeps_data_file(name: str, devices: TargetId | tuple[TargetId, ...], registry: Registry) -> bool | None:
-    """True/False for a per-target data file that does/does not run on one of ``devices``; None for other files."""
+def keeps_data_file(name: str, devices: TargetId | tuple[TargetId, ...], registry: Registry,
+                    exact: bool = False) -> bool | None:
+    """True/False for a per-target data file that does/does not run on one of ``devices`` (``exact``: is built
+    for one of them as named); None for other files."""
     named = named_targets(name, registry)
     if named is None:
         return None
     wanted = devices if isinstance(devices, tuple) else (devices,)
+    if exact:
+        return any(t in wanted for t in named)
     return any(registry.can_run(t, device) is not None for t in named for device in wanted)
 
 
 def split_tree(tree: Path | str, dest: Path | str, target: str, *, registry: Registry | None = None,
-               compacted: bool = True) -> TreeSplitReport:
+               compacted: bool = True, exact: bool = False) -> TreeSplitReport:
     """Write ``dest`` (which must not exist): ``tree`` with only what runs on ``target`` (one gfx target, or a
-    comma-separated set such as a family's targets). ``compacted=False``: libraries keep the in-place layout."""
+    comma-separated set such as a family's targets). ``compacted=False``: libraries keep the in-place layout.
+    ``exact``: only the code objects ``target`` names (``gfx11-generic`` keeps the generic code alone)."""
     started = time.monotonic()
     registry = registry or load_registry()
     devices = parse_devices(target, registry)
@@ -128,7 +133,7 @@ def split_tree(tree: Path | str, dest: Path | str, target: str, *, registry: Reg
             if stat.S_ISDIR(info.st_mode):
                 out.mkdir()
                 continue
-            keep = keeps_data_file(path.name, devices, registry)
+            keep = keeps_data_file(path.name, devices, registry, exact)
             if keep is False:
                 dropped.append(rel.as_posix())
                 counts["before"] += info.st_size if stat.S_ISREG(info.st_mode) else 0
@@ -142,7 +147,7 @@ def split_tree(tree: Path | str, dest: Path | str, target: str, *, registry: Reg
             if keep is None and is_elf(path):
                 audit = audit_file(path, display=rel.as_posix(), registry=registry)
                 if audit.kind == FATBIN and audit.bundles:
-                    report = split_audited(path, out, devices, audit, registry, compacted=compacted)
+                    report = split_audited(path, out, devices, audit, registry, compacted=compacted, exact=exact)
                     libraries.append(report)
                     counts["after"] += report.file_size
                     continue

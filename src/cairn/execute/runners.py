@@ -16,10 +16,11 @@ from pathlib import Path
 from typing import IO, Any
 
 from cairn import proc
+from cairn.audit.binary import audit_file
 from cairn.audit.check import check_coverage
-from cairn.errors import CairnError
+from cairn.errors import CairnError, CheckFailed
 from cairn.execute import hip
-from cairn.execute.cmake import cmake_in_image
+from cairn.execute.cmake import check_device_code, cmake_in_image
 from cairn.execute.compiler_cache import CompilerCache
 from cairn.model.records import PushRecord
 from cairn.plan.graph import Action
@@ -174,6 +175,31 @@ def run_cmake(ctx: ActionContext) -> None:
     check_glibc_floor(ctx.out, inputs.get("glibc_floor", ""), ctx.action.id)
 
 
+def run_split(ctx: ActionContext) -> None:
+    """``build:<component>@<family>`` of a ``compile_once`` component: the one compile's tree with only the family's
+    own code objects (exact IDs: a gfx1151 family keeps gfx1151, not also the gfx11-generic code of gfx110X), then
+    the same device-code check a per-family compile passes."""
+    # lazy: cairn.audit.split_tree, cairn.audit.split, 31 ms at start-up (python -X importtime)
+    from cairn.audit.split_tree import split_tree
+
+    inputs = ctx.action.inputs
+    targets = tuple(inputs["targets"])
+    whole = ctx.deps[ctx.action.deps[0]]
+    for name in inputs["build"]["args"].get("device_libraries", ()):
+        compiled = audit_file(whole / "lib" / name).targets if (whole / "lib" / name).is_file() else ()
+        if missing := [t for t in targets if t not in compiled]:
+            raise CheckFailed(f"{ctx.action.id}: {ctx.action.deps[0]} compiled no {', '.join(missing)} code object into "
+                              f"lib/{name} (it holds {', '.join(compiled) or 'none'})")
+    with tempfile.TemporaryDirectory(prefix=".split-", dir=ctx.out.parent) as work:
+        report = split_tree(whole, Path(work) / "tree", ",".join(targets), exact=True)
+        for entry in sorted((Path(work) / "tree").iterdir()):
+            os.replace(entry, ctx.out / entry.name)
+    for library in report.libraries:
+        ctx.log.write(f"{Path(library.dest).name}: {', '.join(library.targets_before)} → {', '.join(library.targets_after)}, "
+                      f"{library.file_size_before} → {library.file_size} bytes ({library.layout})\n")
+    check_device_code(ctx.out, inputs["build"]["args"], targets)
+
+
 def _toolchain_image(ctx: ActionContext, toolchain: Mapping[str, str]) -> str:
     """``registry/repo@digest`` of the build image the action depends on (pulled by the engine)."""
     # lazy: cairn.services, platform, 7 ms at start-up (python -X importtime)
@@ -234,6 +260,7 @@ BUILD_RUNNERS: dict[str, Runner] = {
     "copy": run_copy,
     "hip": run_hip,
     "cmake": run_cmake,
+    "split": run_split,
 }
 
 

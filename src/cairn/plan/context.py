@@ -16,7 +16,8 @@ from cairn.plan.graph import Action
 from cairn.plan.probe import Host
 
 # Bumped whenever the code that performs an action kind changes what it writes: part of every key.
-LAYOUT_VERSIONS = {"fetch": 1, "deb-unpack": 1, "copy": 1, "hip": 1, "cmake": 2, "wheel-unpack": 1, "assemble": 1}
+LAYOUT_VERSIONS = {"fetch": 1, "deb-unpack": 1, "copy": 1, "hip": 1, "cmake": 2, "wheel-unpack": 1, "assemble": 1,
+                   "split": 1}
 
 
 

@@ -2,7 +2,8 @@
 
 Actions per release:
 - ``fetch:<source>`` once per distinct pinned input (two components from one monorepo commit share it);
-- ``build:<component>`` for target-neutral builds, ``build:<component>@<family>`` for device-code builds;
+- ``build:<component>`` for target-neutral builds, ``build:<component>@<family>`` for device-code builds (with
+  ``compile_once``, ``build:<component>`` compiles every family's code objects and each ``@<family>`` cuts its own);
 - ``assemble:sdk``: every target-neutral component merged into one relocatable SDK tree.
 Later stages append their own actions (package, image, audit, gate, sign, publish) to the same graph.
 """
@@ -75,6 +76,7 @@ def plan_release(manifest: Manifest, registry: Registry, host: Host, families: t
             if comp.build.arg("families") is not None:
                 raise ManifestError(manifest.path, f"{comp.name}: build.args.families is no longer read — every family "
                                     "of the release gets a per-family build", "remove build.args.families")
+            per_family: dict[str, tuple[str, ...]] = {}
             for fam in families:
                 targets = _component_targets(comp, fam, registry)
                 if not targets:
@@ -85,6 +87,12 @@ def plan_release(manifest: Manifest, registry: Registry, host: Host, families: t
                     targets = _chosen_targets(manifest, comp, fam, targets, registry)
                 elif toolchain:  # LLVM 22 has generic targets: one more code object that covers the family's members
                     targets = (*targets, *sorted({g for t in targets if (g := registry.target(t).generic)} - set(targets)))
+                per_family[fam] = targets
+            if comp.build.arg("compile_once") and per_family:
+                for action in _compile_once(comp, by_name, host, per_family, toolchain, manifest.glibc_floor):
+                    actions[action.id] = action
+                continue
+            for fam, targets in per_family.items():
                 action = _build_action(comp, by_name, host, family=fam, targets=targets, toolchain=toolchain,
                                        glibc_floor=manifest.glibc_floor)
                 actions[action.id] = action
@@ -246,6 +254,31 @@ def _build_action(comp: Component, by_name: dict[str, Component], host: Host, fa
                    "(e.g. toolchain-rocm7)")
     return Action(id=build_id(comp, family), kind="build", inputs=inputs, deps=tuple(dict.fromkeys(deps)),
                   component=comp.name, family=family, blocked=blocked)
+
+
+def _compile_once(comp: Component, by_name: dict[str, Component], host: Host, per_family: dict[str, tuple[str, ...]],
+                  toolchain: tuple[str, ...], glibc_floor: str) -> list[Action]:
+    """``compile_once``: one compile, ``build:<component>``, for every code object the families need, and per family
+    ``build:<component>@<family>``, that compile cut to the family's own code objects (``cairn split``, exact IDs).
+
+    Why: a HIP translation unit's host half and its front end run once per compile whatever the number of code
+    objects, so one compile for six families costs far less than six (bench/results/release_build.json). A family's
+    build keeps its id, its ``targets`` and its output layout, so the wheels, images and gates that read it are the
+    same; only its bytes' origin changes."""
+    union = tuple(dict.fromkeys(t for targets in per_family.values() for t in targets))
+    whole = _build_action(comp, by_name, host, targets=union, toolchain=toolchain, glibc_floor=glibc_floor)
+    actions = [whole]
+    for fam, targets in per_family.items():
+        inputs = {
+            "layout": LAYOUT_VERSIONS["split"],
+            "component": comp.name,
+            "version": comp.version,
+            "build": {"kind": "split", "args": _build_args(comp)},
+            "targets": list(targets),
+        }
+        actions.append(Action(id=build_id(comp, fam), kind="build", inputs=inputs, deps=(whole.id,),
+                              component=comp.name, family=fam))
+    return actions
 
 
 def _build_args(comp: Component) -> Any:
