@@ -116,3 +116,16 @@ def test_a_compile_without_a_familys_code_object_fails_its_cut_naming_the_librar
     tree = _compiled_tree(tmp_path, ["gfx942", "gfx11-generic"])
     with pytest.raises(CheckFailed, match=r"^build:llama.cpp@gfx1151: build:llama.cpp compiled no gfx1151 code object into lib/libggml-hip.so \(it holds gfx11-generic, gfx942\)$"):
         _cut(tree, tmp_path, "gfx1151", ["gfx1151"])
+
+
+def test_cairn_split_exact_keeps_the_named_code_object_alone(tmp_path: Path, capsys) -> None:
+    """What the cut does, as a release engineer runs it on a compile's tree: ``--exact`` leaves gfx1151's code
+    alone where a plain split keeps the generic code that also runs on it."""
+    from cairn.cli import main
+
+    tree = _compiled_tree(tmp_path, ["gfx11-generic", "gfx1151"])
+    assert main(["split", str(tree), "--target", "gfx1151", "--exact", "--out", str(tmp_path / "exact"), "--json"]) == 0
+    assert main(["split", str(tree), "--target", "gfx1151", "--out", str(tmp_path / "plain"), "--json"]) == 0
+    capsys.readouterr()
+    assert audit_file(tmp_path / "exact" / "lib" / "libggml-hip.so").targets == ("gfx1151",)
+    assert set(audit_file(tmp_path / "plain" / "lib" / "libggml-hip.so").targets) == {"gfx1151", "gfx11-generic"}

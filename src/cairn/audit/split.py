@@ -145,20 +145,21 @@ def devices_text(devices: tuple[TargetId, ...]) -> str:
 
 
 def split_file(src: Path | str, dest: Path | str, target: str, *, registry: Registry | None = None,
-               compacted: bool = True) -> SplitReport:
+               compacted: bool = True, exact: bool = False) -> SplitReport:
     """Write ``dest``: ``src`` with only the device code that runs on ``target`` (e.g. ``gfx1100``, or a set
     such as ``gfx1100,gfx1101``: then an entry stays when it runs on any of them).
 
     ``dest`` may be an existing directory (the file keeps its name there). Bad input raises InputError
     (NotElf, CorruptBundle, a kpack binary, no device code, an unknown target) before anything is written.
-    ``compacted=False`` keeps the in-place, zero-filled layout (for comparison: bench/payload_bench.py).
+    ``compacted=False`` keeps the in-place, zero-filled layout (for comparison: bench/payload_bench.py);
+    ``exact`` keeps only the code objects ``target`` names.
     """
     started = time.monotonic()
     registry = registry or load_registry()
     devices = parse_devices(target, registry)
     src = Path(src)
     audit = audit_file(src, registry=registry)
-    report = split_audited(src, Path(dest), devices, audit, registry, compacted=compacted)
+    report = split_audited(src, Path(dest), devices, audit, registry, compacted=compacted, exact=exact)
     return replace(report, seconds=time.monotonic() - started)
 
 

@@ -1,4 +1,5 @@
-"""``cairn split PATH --target T --out DEST [--json]``: keep only the device code that runs on one target.
+"""``cairn split PATH --target T --out DEST [--exact] [--json]``: keep only the device code that runs on one target
+(``--exact``: only the code objects T names).
 
 PATH is one ELF file (``.so``) or an install tree. Exit codes: 0 written, 2 bad input (nothing written).
 The JSON document is ``SplitReport.to_json()`` for a file, ``TreeSplitReport.to_json()`` for a tree
@@ -20,6 +21,8 @@ from cairn.cli_options import add_json
 def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("path", metavar="PATH", help="ELF file with a .hip_fatbin, or an install tree")
     parser.add_argument("--target", required=True, metavar="T", help="device target ID to keep, e.g. gfx1100 or gfx90a:xnack-")
+    parser.add_argument("--exact", action="store_true",
+                        help="keep only the code objects --target names (gfx1151 alone, not also a gfx11-generic entry)")
     parser.add_argument("--out", required=True, metavar="DEST", help="file (or existing directory) for a file; new directory for a tree")
     add_json(parser, "print the report as JSON")
 
@@ -27,7 +30,8 @@ def configure(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     path = Path(args.path)
     report: SplitReport | TreeSplitReport
-    report = split_tree(path, args.out, args.target) if path.is_dir() else split_file(path, args.out, args.target)
+    report = split_tree(path, args.out, args.target, exact=args.exact) if path.is_dir() \
+        else split_file(path, args.out, args.target, exact=args.exact)
     if args.json:
         print(json.dumps(report.to_json(), sort_keys=True, separators=(",", ":")))
     elif isinstance(report, TreeSplitReport):
