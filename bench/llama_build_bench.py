@@ -2,9 +2,10 @@
 
 The ``cmake`` build kind runs every compile and link under a launcher that records the compiler's CPU
 seconds (user + system, all its subprocesses) and wall seconds, and writes them to the action's log. This
-reads that log for one ``build:llama.cpp@<family>`` action of a store and writes the summary:
+reads that log for one llama.cpp compile of a store (``build:llama.cpp``, every family's code objects, or a
+per-family ``build:llama.cpp@<family>`` without ``compile_once``) and writes the summary:
 
-    python bench/llama_build_bench.py --store .cairn --action build:llama.cpp@gfx110X-dgpu \\
+    python bench/llama_build_bench.py --store .cairn --action build:llama.cpp \\
         --out bench/results/llama_build.json
 
 CPU seconds are what a budget is made of (a shared host stretches wall time, not CPU time): the sums say how
@@ -52,7 +53,7 @@ def summarise(log: str) -> dict[str, object]:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--store", type=Path, default=Path(".cairn"))
-    parser.add_argument("--action", default="build:llama.cpp@gfx110X-dgpu")
+    parser.add_argument("--action", default="build:llama.cpp")
     parser.add_argument("--out", type=Path, required=True)
     args = parser.parse_args()
     actions = json.loads((args.store / "last-build.json").read_text())["actions"]

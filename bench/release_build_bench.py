@@ -7,7 +7,9 @@ Runs the front door's steps one after another, each as its own `cairn` process, 
 build session does: `cairn build` (into an empty `--store`: every pinned input fetched, the build image made
 with mmdebstrap, every compile, wheel, image and gate), `cairn gate`, `cairn publish --dev-keys`,
 `cairn verify` and `cairn matrix`; then `cairn build` a second time, which must run 0 actions. The JSON records
-each step's wall seconds, the action counts of both builds, the ten slowest actions and the machine. Needs the
+each step's wall seconds, the action counts of both builds, the ten slowest actions, the seconds of what ran by
+action kind, the llama.cpp compile and its per-family cuts, the sharded workflow's critical path with these
+seconds (``cairn ci github --timings``) and the machine. Needs the
 services (`cairn services start`: DOCKER_HOST and CAIRN_REGISTRY in the environment, or its state file).
 ``--resume`` keeps the store and the steps an earlier run of it passed, runs the rest, and records which figures
 are kept from which run; it makes no second build (see ``main``).
@@ -45,8 +47,33 @@ def summary(store: Path) -> dict[str, object]:
     slowest = sorted(((entry.get("seconds") or 0.0, name) for name, entry in actions.items() if entry["status"] == "ran"),
                      reverse=True)[:10]
     failed = {name: entry.get("detail") for name, entry in actions.items() if entry["status"] == "failed"}
+    by_kind: dict[str, float] = {}
+    for name, entry in actions.items():
+        if entry["status"] == "ran":  # where the time went: fetch, build, package, image, gate, …
+            kind = name.partition(":")[0]
+            by_kind[kind] = by_kind.get(kind, 0.0) + (entry.get("seconds") or 0.0)
+    llama = {name: round(entry.get("seconds") or 0.0, 1) for name, entry in sorted(actions.items())
+             if name.startswith("build:llama.cpp") and entry["status"] == "ran"}
     return {"counts": dict(sorted(counts.items())), "slowest": [{"action": n, "seconds": round(s, 1)} for s, n in slowest],
-            "failed": failed, "action_seconds_sum": round(sum(e.get("seconds") or 0.0 for e in actions.values()), 1)}
+            "failed": failed, "action_seconds_sum": round(sum(e.get("seconds") or 0.0 for e in actions.values()), 1),
+            "ran_seconds_by_kind": {k: round(v, 1) for k, v in sorted(by_kind.items(), key=lambda kv: -kv[1])},
+            "llama_cpp_builds": llama}
+
+
+def critical_path(store: Path, env: dict[str, str]) -> dict[str, object] | None:
+    """The sharded workflow's critical path with this build's per-action seconds (``cairn ci github --timings``):
+    the wall time of the release's CI with a runner per job, and the jobs that bound it."""
+    out = store.parent / f".{store.name}-workflow"
+    result = subprocess.run([sys.executable, "-m", "cairn.cli", "ci", "github", "--timings", str(store / "last-build.json"),
+                             "--out", str(out / "release.yml"), "--pr-out", str(out / "pull-request.yml"), "--json"],
+                            cwd=ROOT, env=env, capture_output=True, text=True)
+    shutil.rmtree(out, ignore_errors=True)
+    if result.returncode != 0:
+        return {"error": result.stderr.strip().splitlines()[-1:] or [f"exit {result.returncode}"]}
+    data = json.loads(result.stdout)
+    path = data["critical_path"]
+    by_name = {s["name"]: s for s in data["shards"]}
+    return {"seconds": path["seconds"], "jobs": [{"job": n, "seconds": by_name[n]["seconds"]} for n in path["shards"]]}
 
 
 def plan_names(plan: list[tuple[str, list[str]]]) -> list[str]:
@@ -94,6 +121,7 @@ def main() -> int:
         if exits[name] != 0:
             break
     first = earlier["first_build"] if earlier and "cairn build (cold)" not in _ran(earlier, steps) else summary(args.store)
+    workflow = critical_path(args.store, env) if exits.get("cairn build (cold)") == 0 else None
     # resumed: the fix that let the later steps pass changed code the action keys cover, so a second build
     # would rerun what that code makes — the 0-action check needs both builds from one revision
     if all(code == 0 for code in exits.values()) and earlier is None:
@@ -111,6 +139,7 @@ def main() -> int:
         "first_build": first,
         "second_build": second,
         "second_build_ran": second["counts"].get("ran", 0) if "cairn build (second run)" in exits else None,
+        "sharded_workflow_critical_path": workflow,
     }
     if earlier:  # which steps' figures come from the earlier run, on which machine and revision
         result["resumed"] = {"kept_steps": [k for k in steps if earlier["steps_exit_status"].get(k) == 0 and k in plan_names(plan)],
