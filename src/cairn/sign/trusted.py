@@ -141,7 +141,7 @@ def _check_rollback(backend: Any, root_bytes: bytes, state: RepoState) -> None:
 
 def verified_state(backend: Any, root_bytes: bytes) -> RepoState:
     """The repository's timestamp, snapshot and targets as python-tuf verified them against ``root_bytes``,
-    starting from what this machine verified there last (``state_dir``).
+    then held to what this machine verified or signed there before (``state_file``).
 
     A CheckFailed naming the file when anything does not verify (a target planted in unsigned metadata, a
     timestamp or snapshot written without the online key, a file missing that the signed metadata names, an
