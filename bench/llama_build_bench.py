@@ -54,15 +54,24 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--store", type=Path, default=Path(".cairn"))
     parser.add_argument("--action", default="build:llama.cpp")
+    parser.add_argument("--log", type=Path, default=None,
+                        help="summarise this action log instead (one kept from a store since removed, e.g. a test run's)")
+    parser.add_argument("--note", default="", help="what else the machine ran meanwhile, recorded as it is")
     parser.add_argument("--out", type=Path, required=True)
     args = parser.parse_args()
-    actions = json.loads((args.store / "last-build.json").read_text())["actions"]
-    if args.action not in actions or not actions[args.action].get("log"):
-        sys.exit(f"error: {args.store}/last-build.json has no log for {args.action} — build it first")
-    record = actions[args.action]
+    if args.log is not None:
+        log = args.log.read_text()
+        action = log.splitlines()[0].removeprefix("# ").strip() if log else ""
+        record: dict[str, object] = {"status": "ran", "seconds": None}
+    else:
+        actions = json.loads((args.store / "last-build.json").read_text())["actions"]
+        if args.action not in actions or not actions[args.action].get("log"):
+            sys.exit(f"error: {args.store}/last-build.json has no log for {args.action} — build it first")
+        action, record = args.action, actions[args.action]
+        log = Path(str(record["log"])).read_text()
     doc = {"machine": describe(), "command": "python bench/llama_build_bench.py " + " ".join(sys.argv[1:]),
-           "action": args.action, "status": record.get("status"), "seconds": record.get("seconds"),
-           **summarise(Path(record["log"]).read_text())}
+           "action": action, "status": record.get("status"), "seconds": record.get("seconds"),
+           **({"note": args.note} if args.note else {}), **summarise(log)}
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(doc, indent=2) + "\n")
     print(json.dumps({k: doc[k] for k in ("hip_units", "host_units", "links", "build_wall_seconds")}, indent=1))
