@@ -34,6 +34,13 @@ def test_an_image_blocked_by_its_linkage_check_is_not_counted_against_the_family
     figs = figures(rows, ("static-coverage", "in-container"), ("gfx94X-dcgpu",), {})
     assert figs["families"]["gfx94X-dcgpu"] == {"passed": 1, "gated": 1, "not_gated": 0, "pass_rate": 1.0}
     assert figs["parity"] is True
+    # its framework's user-install verdict (failed: the pip command installs, then the plugin cannot load) is a
+    # row of the same cell; it stays in the table but does not make the blocked image a cell that skips its gates
+    # (the cold build of the default release: `cairn gate` exited 1 on "every family skips static-coverage")
+    rows.append(Row("user-install", "jax", "gfx942", "gfx94X-dcgpu", "failed", "debian-sid (glibc 2.43): … cannot open"))
+    figs = figures(rows, ("static-coverage", "in-container"), ("gfx94X-dcgpu",), {})
+    assert figs["families"]["gfx94X-dcgpu"] == {"passed": 1, "gated": 1, "not_gated": 0, "pass_rate": 1.0}
+    assert figs["parity"] is True and figs["parity_gaps"] == []
 
 
 def test_a_family_of_several_targets_is_judged_per_target_image() -> None:

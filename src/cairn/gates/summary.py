@@ -66,8 +66,10 @@ def figures(rows: list[Row], required: tuple[str, ...], families: tuple[str, ...
     per_family: dict[str, dict[str, Any]] = {}
     parity_gaps: list[str] = []
     # an image blocked when it ran (a soname its wheels need is not in the release) counts like one blocked at
-    # planning: it is named in the table with its reason, but it is not an image of the family to gate
-    rows = [r for r in rows if not r.reason.startswith(BLOCKED_PREFIX)]
+    # planning: it is named in the table with its reason, but it is not an image of the family to gate — nor is
+    # its cell made one by a verdict of another kind (the user-install row of its framework's pip command)
+    blocked = {(r.image, r.target) for r in rows if r.reason.startswith(BLOCKED_PREFIX)}
+    rows = [r for r in rows if (r.image, r.target) not in blocked]
     wide = [r for r in rows if r.image == TARGET_WIDE and r.gate in required]
     rows = [r for r in rows if r.image != TARGET_WIDE]
     for family in families:
