@@ -129,3 +129,15 @@ def test_cairn_split_exact_keeps_the_named_code_object_alone(tmp_path: Path, cap
     capsys.readouterr()
     assert audit_file(tmp_path / "exact" / "lib" / "libggml-hip.so").targets == ("gfx1151",)
     assert set(audit_file(tmp_path / "plain" / "lib" / "libggml-hip.so").targets) == {"gfx1151", "gfx11-generic"}
+
+
+def test_a_one_family_plan_cuts_a_compile_of_its_own_code_objects_alone(tmp_path: Path) -> None:
+    """``cairn build --family gfx1151`` (the tests' default slice): the one compile holds gfx1151's code alone, and
+    the cut keeps every bundle as it is."""
+    tree = _compiled_tree(tmp_path, ["gfx1151"])
+    out, _ = _cut(tree, tmp_path, "gfx1151", ["gfx1151"])
+    assert audit_file(out / "lib" / "libggml-hip.so").targets == ("gfx1151",)
+    registry = load_registry()
+    plan = plan_release(load_manifest(MANIFEST, registry), registry, HOST, ("gfx1151",), stages=STAGES).by_id()
+    assert plan["build:llama.cpp"].inputs["targets"] == ["gfx1151"]
+    assert plan["build:llama.cpp@gfx1151"].deps == ("build:llama.cpp",)
