@@ -16,7 +16,6 @@ from pathlib import Path
 from typing import IO, Any
 
 from cairn import proc
-from cairn.audit.binary import audit_file
 from cairn.audit.check import check_coverage
 from cairn.errors import CairnError, CheckFailed
 from cairn.execute import hip
@@ -185,13 +184,14 @@ def run_split(ctx: ActionContext) -> None:
     inputs = ctx.action.inputs
     targets = tuple(inputs["targets"])
     whole = ctx.deps[ctx.action.deps[0]]
-    for name in inputs["build"]["args"].get("device_libraries", ()):
-        compiled = audit_file(whole / "lib" / name).targets if (whole / "lib" / name).is_file() else ()
-        if missing := [t for t in targets if t not in compiled]:
-            raise CheckFailed(f"{ctx.action.id}: {ctx.action.deps[0]} compiled no {', '.join(missing)} code object into "
-                              f"lib/{name} (it holds {', '.join(compiled) or 'none'})")
     with tempfile.TemporaryDirectory(prefix=".split-", dir=ctx.out.parent) as work:
         report = split_tree(whole, Path(work) / "tree", ",".join(targets), exact=True)
+        # the split's own audit of each library says what the compile held: a code object it lacks is named here
+        held = {Path(library.source).name: library.targets_before for library in report.libraries}
+        for name in inputs["build"]["args"].get("device_libraries", ()):
+            if missing := [t for t in targets if t not in held.get(name, ())]:
+                raise CheckFailed(f"{ctx.action.id}: {ctx.action.deps[0]} compiled no {', '.join(missing)} code object "
+                                  f"into lib/{name} (it holds {', '.join(held.get(name, ())) or 'none'})")
         for entry in sorted((Path(work) / "tree").iterdir()):
             os.replace(entry, ctx.out / entry.name)
     for library in report.libraries:
