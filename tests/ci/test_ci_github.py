@@ -117,6 +117,16 @@ def test_every_job_runs_on_the_runner_with_the_engine_and_registry_its_plan_depe
         assert job["steps"][2]["run"] == RUNNER_SETUP and "docker-registry" in RUNNER_SETUP, name
 
 
+def _runner_plan(families: list[str] | None = None) -> Plan:
+    """The default release planned as `cairn ci github` plans it: on the runners' host, whatever this machine has
+    (without Docker here, the wheels, images and user-install gates would be blocked or left out)."""
+    from cairn.ci.github import runner_host
+    from cairn.plan.prepare import host_for, load, make_plan
+
+    manifest, registry = load(None)
+    return make_plan(manifest, registry, families, host=runner_host(host_for(manifest)), stages=STAGES)
+
+
 def _bundle_and_blocked(host) -> tuple[str, set[str]]:
     """The default release planned on ``host``: the bundle's key (its dependencies' outputs left out) and what
     is blocked."""
@@ -174,16 +184,13 @@ def _closure(needs: dict[str, list[str]], job: str) -> set[str]:
 
 
 def test_needs_form_a_dag_that_holds_every_dependency_of_every_shard(default_release) -> None:
-    from cairn.plan.prepare import load, make_plan
-
     workflow, report, _ = default_release
     jobs = workflow["jobs"]
     needs = {name: list(job.get("needs", [])) for name, job in jobs.items()}
     assert all(n in jobs for deps in needs.values() for n in deps)
     assert all(name not in _closure(needs, name) for name in jobs), "needs: has a cycle"
 
-    manifest, registry = load(None)
-    plan = make_plan(manifest, registry, stages=STAGES)
+    plan = _runner_plan()
     shard_of = {a: s["name"] for s in report["shards"] for a in s["actions"]}
     assert sorted(shard_of) == sorted(a.id for a in plan.actions)  # every action in exactly one shard
     assert len(shard_of) == sum(len(s["actions"]) for s in report["shards"])
@@ -198,10 +205,8 @@ def test_needs_form_a_dag_that_holds_every_dependency_of_every_shard(default_rel
 
 
 def test_publish_needs_every_gate_job_and_runs_only_when_they_passed(default_release) -> None:
-    from cairn.plan.prepare import load, make_plan
-
     workflow, report, _ = default_release
-    gate_ids = {a.id for a in make_plan(*load(None), stages=STAGES).actions if a.kind == "gate"}
+    gate_ids = {a.id for a in _runner_plan().actions if a.kind == "gate"}
     gates = {s["name"] for s in report["shards"] if set(s["actions"]) & gate_ids}
     assert len(gates) >= 5  # one per family of the default release, at least
     assert {s["name"] for s in report["shards"] if s["gates"]} == gates
@@ -378,9 +383,7 @@ def test_a_key_archive_holding_a_root_key_is_refused_by_the_job_that_unpacks_it(
 
 
 def test_timings_size_each_shard_and_its_timeout(tmp_path) -> None:
-    from cairn.plan.prepare import load, make_plan
-
-    plan = make_plan(*load(None), ["gfx1151"], stages=STAGES)
+    plan = _runner_plan(["gfx1151"])
     seconds = {a.id: 60.0 for a in plan.actions}
     report = tmp_path / "last-build.json"
     report.write_text(json.dumps({"actions": {a: {"status": "ran", "seconds": s} for a, s in seconds.items()}}))
@@ -399,12 +402,14 @@ def test_timings_size_each_shard_and_its_timeout(tmp_path) -> None:
 
 def test_the_critical_path_is_the_longest_chain_of_jobs_and_unknown_while_any_job_is(tmp_path) -> None:
     """The sharded build's wall time with enough runners: the one llama.cpp compile dominates when its action is
-    the slowest, so the chain runs through the shard that holds it, then a family's cut of it, and ends in gates."""
-    from cairn.plan.prepare import load, make_plan
-
-    plan = make_plan(*load(None), [], stages=STAGES)
+    the slowest, so the chain runs through the shard that holds it, then (the cuts timed longest after it) a
+    family's cut of it, and ends in gates or the bundle."""
+    plan = _runner_plan()
+    assert any(a.id.startswith("gate:user-install") for a in plan.actions)
     seconds = {a.id: 10.0 for a in plan.actions}
     seconds["build:llama.cpp"] = 2000.0
+    for cut in (a for a in seconds if a.startswith("build:llama.cpp@")):
+        seconds[cut] = 400.0  # longer than the neutral wheels shard, so the chain goes through one family's cut
     report = tmp_path / "last-build.json"
     report.write_text(json.dumps({"actions": {a: {"status": "ran", "seconds": s} for a, s in seconds.items()}}))
     _, data, _ = _emit(tmp_path, "--timings", str(report))

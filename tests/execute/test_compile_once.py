@@ -71,7 +71,7 @@ def test_without_compile_once_every_family_compiles_on_its_own(tmp_path: Path) -
 
 def _compiled_tree(tmp_path: Path, code_objects: list[str]) -> Path:
     """A tree shaped like the compile's install: lib/ with the HIP backend (one bundle per translation unit, as
-    ggml's is) and a host-only library behind a versioned symlink, bin/ with a tool."""
+    ggml's is) and a host-only library, each behind versioned symlinks, bin/ with a tool."""
     need_tool("gcc")
     need_tool("objcopy")
     scratch, tree = tmp_path / "scratch", tmp_path / "whole"
@@ -79,7 +79,10 @@ def _compiled_tree(tmp_path: Path, code_objects: list[str]) -> Path:
     (tree / "lib").mkdir(parents=True)
     (tree / "bin").mkdir()
     bundles = [ccob(bundle_for(code_objects), method=m) for m in ("zstd", "zlib", "zstd")]
-    shutil.copy2(write_elf(scratch / "libggml-hip.so", section(bundles)), tree / "lib" / "libggml-hip.so")
+    # as ggml installs it: the name the recipe lists is a link chain to the versioned file that holds the code
+    shutil.copy2(write_elf(scratch / "libggml-hip.so", section(bundles)), tree / "lib" / "libggml-hip.so.0.25.3")
+    os.symlink("libggml-hip.so.0.25.3", tree / "lib" / "libggml-hip.so.0")
+    os.symlink("libggml-hip.so.0", tree / "lib" / "libggml-hip.so")
     shutil.copy2(write_elf(scratch / "libllama.so.0", None, data_string="llama"), tree / "lib" / "libllama.so.0")
     os.symlink("libllama.so.0", tree / "lib" / "libllama.so")
     shutil.copy2(write_elf(scratch / "llama-cli", None, data_string="cli"), tree / "bin" / "llama-cli")
@@ -101,7 +104,8 @@ def test_each_family_keeps_exactly_its_own_code_objects_and_everything_else_as_c
     for family, targets in (("gfx1151", ["gfx1151"]), ("gfx110X-dgpu", ["gfx11-generic"]), ("gfx94X-dcgpu", ["gfx942"])):
         out, log = _cut(tree, tmp_path, family, targets)
         assert audit_file(out / "lib" / "libggml-hip.so").targets == tuple(targets), family
-        assert f"libggml-hip.so: gfx1030, gfx11-generic, gfx1151, gfx942 → {targets[0]}, " in log
+        assert os.readlink(out / "lib" / "libggml-hip.so") == "libggml-hip.so.0"
+        assert f"libggml-hip.so.0.25.3: gfx1030, gfx11-generic, gfx1151, gfx942 → {targets[0]}, " in log
         assert os.readlink(out / "lib" / "libllama.so") == "libllama.so.0"
         for rel in ("lib/libllama.so.0", "bin/llama-cli"):
             assert (out / rel).read_bytes() == (tree / rel).read_bytes()

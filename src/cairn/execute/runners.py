@@ -187,11 +187,13 @@ def run_split(ctx: ActionContext) -> None:
     with tempfile.TemporaryDirectory(prefix=".split-", dir=ctx.out.parent) as work:
         report = split_tree(whole, Path(work) / "tree", ",".join(targets), exact=True)
         # the split's own audit of each library says what the compile held: a code object it lacks is named here
-        held = {Path(library.source).name: library.targets_before for library in report.libraries}
+        # (keyed by the real file: lib/libggml-hip.so is a link to the versioned library the split audited)
+        held = {Path(library.source).resolve(): library.targets_before for library in report.libraries}
         for name in inputs["build"]["args"].get("device_libraries", ()):
-            if missing := [t for t in targets if t not in held.get(name, ())]:
+            compiled = held.get((whole / "lib" / name).resolve(), ())
+            if missing := [t for t in targets if t not in compiled]:
                 raise CheckFailed(f"{ctx.action.id}: {ctx.action.deps[0]} compiled no {', '.join(missing)} code object "
-                                  f"into lib/{name} (it holds {', '.join(held.get(name, ())) or 'none'})")
+                                  f"into lib/{name} (it holds {', '.join(compiled) or 'none'})")
         for entry in sorted((Path(work) / "tree").iterdir()):
             os.replace(entry, ctx.out / entry.name)
     for library in report.libraries:
