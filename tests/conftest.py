@@ -90,31 +90,95 @@ def services() -> Iterator[object]:
             os.environ["CAIRN_SERVICES_DIR"] = previous
 
 
+# The default slice takes most of a CI run's wall time (its llama.cpp compile alone is over 20 minutes on two
+# cores), and much of the rest of the suite waits on Docker, mmdebstrap and pip rather than the CPU. So the
+# modules that read the slice run last, and the slice is built in the background from the first test on: the
+# two overlap instead of adding up. Only when the collected tests include a reader of the slice.
+SLICE_FIXTURE = "default_slice"
+_SLICE_WANTED = pytest.StashKey[bool]()
+_SLICE_BUILD = pytest.StashKey["SliceBuild"]()
+
+
+class SliceBuild:
+    """The slice's ``cairn build``, running: the store it builds into and where its output goes."""
+
+    def __init__(self, tmp_path_factory: pytest.TempPathFactory) -> None:
+        import subprocess
+
+        self.store = tmp_path_factory.mktemp("default-slice") / ".cairn"
+        seed = os.environ.get("CAIRN_SLICE_FROM")
+        if seed:  # a store that already holds (part of) the slice, hard-linked in: the build below still runs and
+            # reuses only what its keys match, so a stale seed costs time, never correctness
+            subprocess.run(["cp", "-al", seed, str(self.store)], check=True)
+            lock = self.store / "lock"
+            if lock.exists():  # a hard-linked lock file would be the seed's lock: this store gets its own
+                lock.unlink()
+                lock.touch()
+        self.output = self.store.parent / "build.out"
+        with open(self.output, "wb") as out:
+            self.process = subprocess.Popen(
+                [sys.executable, "-m", "cairn.cli", "build", "--family", DEFAULT_SLICE_FAMILY, "--store", str(self.store),
+                 "--jobs", "2"], stdout=out, stderr=subprocess.STDOUT, cwd=ROOT, preexec_fn=lambda: os.umask(0o022))
+
+    def finish(self, timeout: float = 3600) -> Path:
+        """Wait for the build; the store, once it built the whole slice (or the build's last lines as the failure)."""
+        import subprocess
+
+        try:
+            status = self.process.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            self.stop()
+            raise
+        assert status == 0, self.output.read_text(errors="replace")[-6000:]
+        # the slice's own record: later tests build more into this store, and each build rewrites last-build.json
+        if not (self.store / SLICE_RECORD).exists():
+            shutil.copyfile(self.store / "last-build.json", self.store / SLICE_RECORD)
+        return self.store
+
+    def stop(self) -> None:
+        """A session that ends before a test read the slice (``-x``, Ctrl-C) does not leave the build running."""
+        if self.process.poll() is None:
+            self.process.send_signal(signal.SIGINT)  # as Ctrl-C: the build stops its containers and releases its lock
+            try:
+                self.process.wait(timeout=120)
+            except Exception:
+                self.process.kill()
+                self.process.wait()
+
+
+@pytest.hookimpl(trylast=True)  # after -m/-k deselection: only the tests that will run count
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    readers = {item.nodeid.split("::")[0] for item in items if SLICE_FIXTURE in getattr(item, "fixturenames", ())}
+    items.sort(key=lambda item: item.nodeid.split("::")[0] in readers)  # stable: whole modules move, in order
+    config.stash[_SLICE_WANTED] = bool(readers)
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _slice_in_background(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
+    if not request.config.stash.get(_SLICE_WANTED, False):
+        yield
+        return
+    try:
+        request.getfixturevalue("services")
+    except (pytest.skip.Exception, pytest.fail.Exception):
+        yield  # no services here: the slice's readers meet the same failure (or skip) when they ask for it
+        return
+    build = request.config.stash[_SLICE_BUILD] = SliceBuild(tmp_path_factory)
+    try:
+        yield
+    finally:
+        build.stop()
+
+
 @pytest.fixture(scope="session")
-def default_slice(services: object, tmp_path_factory: pytest.TempPathFactory) -> Path:
+def default_slice(request: pytest.FixtureRequest, services: object, tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A store holding the default release (ROCm 7.2.4) built for one family, Strix Halo, as `nox -s build`
     builds every family: the debs, the build image, compiles in it, wheels, images, gates and the bundle. Built
-    once per session; the toolchain, split and default-release tests read it, and build more into copies.
-    ``CAIRN_SLICE_FROM`` may name a store to start from (hard links), for local runs; CI builds from nothing."""
-    import subprocess
-
-    store = tmp_path_factory.mktemp("default-slice") / ".cairn"
-    seed = os.environ.get("CAIRN_SLICE_FROM")
-    if seed:  # a store that already holds (part of) the slice, hard-linked in: the build below still runs and
-        # reuses only what its keys match, so a stale seed costs time, never correctness
-        subprocess.run(["cp", "-al", seed, str(store)], check=True)
-        lock = store / "lock"
-        if lock.exists():  # a hard-linked lock file would be the seed's lock: this store gets its own
-            lock.unlink()
-            lock.touch()
-    result = subprocess.run([sys.executable, "-m", "cairn.cli", "build", "--family", DEFAULT_SLICE_FAMILY,
-                             "--store", str(store), "--jobs", "2"], capture_output=True, text=True, cwd=ROOT,
-                            timeout=3600, preexec_fn=lambda: os.umask(0o022))
-    assert result.returncode == 0, result.stdout[-4000:] + result.stderr[-2000:]
-    # the slice's own record: later tests build more into this store, and each build rewrites last-build.json
-    shutil.copyfile(store / "last-build.json", store / SLICE_RECORD)
-    return store
-
+    once per session, in the background from the session's first test on (see SliceBuild); the toolchain, split
+    and default-release tests read it, and build more into copies. ``CAIRN_SLICE_FROM`` may name a store to
+    start from (hard links), for local runs; CI builds from nothing."""
+    build = request.config.stash.get(_SLICE_BUILD, None) or SliceBuild(tmp_path_factory)
+    return build.finish()
 
 
 @pytest.fixture(scope="session")
