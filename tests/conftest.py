@@ -93,7 +93,8 @@ def services() -> Iterator[object]:
 # The default slice takes most of a CI run's wall time (its llama.cpp compile alone is over 20 minutes on two
 # cores), and much of the rest of the suite waits on Docker, mmdebstrap and pip rather than the CPU. So the
 # modules that read the slice run last, and the slice is built in the background from the first test on: the
-# two overlap instead of adding up. Only when the collected tests include a reader of the slice.
+# two overlap instead of adding up. Only when the collected tests include a reader of the slice: a test that asks
+# for the fixture, or one marked ``default_slice`` that asks for it by name (``request.getfixturevalue``).
 SLICE_FIXTURE = "default_slice"
 _SLICE_WANTED = pytest.StashKey[bool]()
 _SLICE_BUILD = pytest.StashKey["SliceBuild"]()
@@ -148,7 +149,8 @@ class SliceBuild:
 
 @pytest.hookimpl(trylast=True)  # after -m/-k deselection: only the tests that will run count
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    readers = {item.nodeid.split("::")[0] for item in items if SLICE_FIXTURE in getattr(item, "fixturenames", ())}
+    readers = {item.nodeid.split("::")[0] for item in items
+               if SLICE_FIXTURE in getattr(item, "fixturenames", ()) or item.get_closest_marker(SLICE_FIXTURE)}
     items.sort(key=lambda item: item.nodeid.split("::")[0] in readers)  # stable: whole modules move, in order
     config.stash[_SLICE_WANTED] = bool(readers)
 

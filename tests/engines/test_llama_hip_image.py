@@ -71,7 +71,7 @@ class Built:
 
 
 @pytest.fixture(scope="module", params=[
-    pytest.param("gfx1151", id="gfx1151"),
+    pytest.param("gfx1151", id="gfx1151", marks=pytest.mark.default_slice),  # asks for it below, by name
     pytest.param("gfx1100", id="gfx1100", marks=pytest.mark.engine_build),
 ])
 def built(request: pytest.FixtureRequest) -> Built:

@@ -9,6 +9,7 @@ import sys
 from support import ROOT
 
 SLICE_READER = "tests/audit/test_split_real.py"  # its tests ask for default_slice
+MARKED_READER = "tests/engines/test_llama_hip_image.py"  # marked default_slice: asks for it by name
 PLAIN = "tests/wheels/test_wheels_plan.py"  # none of its tests does
 
 
@@ -27,3 +28,4 @@ def _collected_modules(*paths: str) -> list[str]:
 def test_a_module_that_reads_the_slice_runs_after_one_that_does_not_whatever_order_it_was_given_in() -> None:
     assert _collected_modules(SLICE_READER, PLAIN) == [PLAIN, SLICE_READER]
     assert _collected_modules(PLAIN, SLICE_READER) == [PLAIN, SLICE_READER]
+    assert _collected_modules(MARKED_READER, PLAIN) == [PLAIN, MARKED_READER]
