@@ -132,8 +132,9 @@ class SliceBuild:
             raise
         assert status == 0, self.output.read_text(errors="replace")[-6000:]
         # the slice's own record: later tests build more into this store, and each build rewrites last-build.json
-        if not (self.store / SLICE_RECORD).exists():
-            shutil.copyfile(self.store / "last-build.json", self.store / SLICE_RECORD)
+        # (unlinked first: a seed's record is stale, and a hard-linked one written in place would change the seed)
+        (self.store / SLICE_RECORD).unlink(missing_ok=True)
+        shutil.copyfile(self.store / "last-build.json", self.store / SLICE_RECORD)
         return self.store
 
     def stop(self) -> None:
