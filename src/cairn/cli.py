@@ -82,8 +82,8 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 def entry() -> int:
     """The ``cairn`` command (and ``python -m cairn.cli``): ``main``, then the exit without the interpreter's last
-    garbage collections over every object of every module loaded (tuf, cryptography, …), about 15 ms of a
-    0.1 s command on this project's 2-core test machine. Frozen objects are only not collected: every file and
+    garbage collections over every object of every module loaded (tuf, cryptography, …), a visible share of a
+    short command's time. Frozen objects are only not collected: every file and
     connection cairn opens is closed by its ``with`` block before ``main`` returns."""
     code = main()
     gc.freeze()

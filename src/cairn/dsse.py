@@ -33,8 +33,8 @@ KEY_TYPES = (("ed25519", "ed25519"), ("ecdsa", "ecdsa-sha2-nistp256"))  # (keyty
 
 
 def import_signer() -> None:
-    """Import securesystemslib's signer package without boto3 (its AWS KMS signer pulls in boto3, ≈0.15 s of CPU
-    cairn never uses); ``cairn.sign`` calls it first, and a build reading the shared cache calls it here."""
+    """Import securesystemslib's signer package without boto3 (its AWS KMS signer pulls in boto3, whose import
+    costs CPU for a signer cairn never uses); ``cairn.sign`` calls it first, and a build reading the shared cache calls it here."""
     if "securesystemslib.signer" not in sys.modules and "boto3" not in sys.modules:
         sys.modules["boto3"] = None  # type: ignore[assignment]  # makes ``import boto3`` raise ImportError
         try:

@@ -14,7 +14,7 @@ the next publish's fingerprint (and the current timestamp's version) and freeze 
 must be signed by a threshold of the timestamp keys of the pinned root (the run's own ``root.json``), and its signed
 part names the record's length and sha256 (``x-cairn-published``, written by ``cairn.sign.tuf.sign_state``): the
 record must be exactly those bytes. That costs one Ed25519 verification and the import of ``cryptography``'s
-Ed25519 alone (≈5 ms), not python-tuf. A timestamp that does not verify — or a repository signed before the field
+Ed25519 alone, not python-tuf. A timestamp that does not verify — or a repository signed before the field
 existed — only means the full run, which verifies the whole repository with python-tuf and signs a timestamp
 that names the record.
 
@@ -27,8 +27,8 @@ doubt — unreadable record, other credentials than the environment's, a network
 published" and the full, content-checking publish runs; the fast path can only ever skip work, never do it.
 
 This module imports nothing heavier than the standard library and, to check the timestamp, ``cryptography``'s
-Ed25519: it runs before tuf, securesystemslib and boto3 are imported (together ≈0.5 s of an unchanged re-publish
-otherwise).
+Ed25519: it runs before tuf, securesystemslib and boto3 are imported, which would otherwise be most of an unchanged
+re-publish's time (``bench/results/publish.json``).
 """
 
 from __future__ import annotations
@@ -95,7 +95,7 @@ def names_record(timestamp: dict[str, Any], record: bytes) -> bool:
 
 def signed_by_timestamp_keys(timestamp: dict[str, Any], root_signed: dict[str, Any]) -> bool:
     """A threshold of the timestamp role's keys in the pinned root signed ``timestamp`` (Ed25519, the online key's
-    type; any other key type is left to the full run). Only ``cryptography``'s Ed25519 is imported (≈5 ms)."""
+    type; any other key type is left to the full run). Only ``cryptography``'s Ed25519 is imported."""
     # lazy: cryptography, 5 ms at start-up (python -X importtime)
     from cryptography.exceptions import InvalidSignature
     from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey

@@ -41,7 +41,7 @@ class Obj:
 
     @cached_property
     def sha256(self) -> str:
-        """Hashed at most once per object: a 300 MB wheel costs ≈0.2 s per sha256."""
+        """Hashed at most once per object: a wheel can be hundreds of MB, and every reader of the object asks."""
         return self.digest or sha256_hex(self.data)
 
     def read(self) -> bytes:

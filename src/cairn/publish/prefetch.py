@@ -3,8 +3,8 @@
 Before a publish can send its first blob it imports its HTTP client, asks the repository whether this exact
 release is already published (``fastpath``) and imports the bundle reader; only then does ``read_blobs`` read
 every artifact and check its sha256. Reading and hashing release the GIL, so ``cairn publish`` starts them
-first, on two daemon threads, and ``read_blobs`` takes what they read. On the sample bundle that takes the
-whole read (about 30 ms) off the path to the first request.
+first, on two daemon threads, and ``read_blobs`` takes what they read: a small bundle's whole read is off
+the path to the first request.
 
 Nothing here decides anything: ``bundle.json`` is read loosely, only for the files to read, and every digest is
 still checked by ``read_blobs`` against the strict reader's ``bundle.json``. A path that is not a plain
@@ -23,8 +23,8 @@ from pathlib import Path
 from cairn.names import relpath_problem
 
 BUDGET = 64 << 20  # read ahead at most this much: a big release's remaining files are read by ``read_blobs``
-LARGEST = 16 << 20  # and no file bigger than this: reading a 137 MB wheel ahead kept an unchanged re-publish of
-#                     the release, which exits after two GETs, waiting 0.1 s on it for nothing
+LARGEST = 16 << 20  # and no file bigger than this: reading a large wheel ahead kept an unchanged re-publish of
+#                     the release, which exits after two GETs, waiting on it for nothing
 THREADS = 2  # hashlib and file reads release the GIL: two at a time, as ``read_blobs`` does
 
 

@@ -2,7 +2,7 @@
 
 Why not botocore for these: creating its S3 client parses the service model, and each call goes through its
 request pipeline (serialisation, events, parsing) — on a publish of a few hundred small objects that was most
-of the client's CPU (bench/README.md: 0.88 s before, 0.35 s after, for the sample bundle). Only ``S3Backend``
+of the client's CPU (``bench/results/publish.json`` measures the publish as it is now). Only ``S3Backend``
 (``cairn.remote.backend``, the one S3 wrapper, made by ``s3_backend``) uses this module; the endpoint comes from
 ``find_endpoint`` (``$CAIRN_S3_ENDPOINT`` first); credentials come from the environment, else from botocore's credential chain
 (profiles, SSO, instance roles), which loads no service model.
