@@ -6,7 +6,7 @@ and keyed as the repository lays it out (``publish/layout.md``). A blob is its f
 streams the file through sha256, and the writer sends it from disk, so a publish's memory does not grow with
 the release (what ``prefetch`` read ahead, at most ``prefetch.BUDGET`` bytes of small files, spares the check
 its read, and is dropped once checked). Nothing here needs a signing library:
-``cairn.publish.early`` sends these while tuf, securesystemslib and cryptography load, and ``stage`` attests
+``cairn.publish.blob_sender`` sends these while tuf, securesystemslib and cryptography load, and ``stage`` attests
 them afterwards.
 """
 

@@ -206,7 +206,7 @@ def run(args: argparse.Namespace) -> int:
         return 0
     # lazy: cairn.remote, cairn.publish, cairn.digest, 54 ms at start-up (python -X importtime)
     from cairn.publish.directory import publishing_into
-    from cairn.publish.look import first_root_of, start_look
+    from cairn.publish.repo_reads import first_root_of, start_look
 
     backend, log = open_destination(args, to), (lambda _: None) if args.json else print
     # a new directory is written into a temp sibling and renamed at the end (cairn.publish.directory)
@@ -221,10 +221,10 @@ def run(args: argparse.Namespace) -> int:
             check_signing_keys(keys_dir)
         # lazy: cairn.matrix, cairn.remote, cairn.model, 86 ms at start-up (python -X importtime)
         from cairn.matrix.bundle import load_bundle
-        from cairn.publish.early import EarlyBlobs
+        from cairn.publish.blob_sender import EarlyBlobs
 
         bundle = load_bundle(bundle_dir)  # a bad bundle is refused before keys are made or anything is written
-        # the blobs go up while the signing libraries load (cairn.publish.early says what is checked first)
+        # the blobs go up while the signing libraries load (cairn.publish.blob_sender says what is checked first)
         early = EarlyBlobs(backend, bundle, first_root, args.public_read, log, prefetch, looked, meter)
         place.settle = early.writer
         # lazy: urllib3, cairn.publish, cairn.matrix, 194 ms at start-up (python -X importtime)

@@ -41,8 +41,8 @@ from cairn.matrix.bundle import Bundle
 from cairn.matrix.model import CHANNELS
 from cairn.names import name_problem
 from cairn.publish import fastpath
+from cairn.publish.blob_sender import EarlyBlobs
 from cairn.publish.changes import channel_objects
-from cairn.publish.early import EarlyBlobs
 from cairn.publish.indexes import index_objects
 from cairn.publish.objects import JSON, Obj, json_bytes
 from cairn.publish.report import Report

@@ -2,7 +2,7 @@
 
 The blobs come read and checked (``cairn.publish.blobs``: every artifact against the sha256 ``bundle.json`` claims,
 before anything is uploaded, so a modified bundle is refused with nothing written) and usually already on their
-way up (``cairn.publish.early``). Attestations are signed by the run's ``SigningSession``.
+way up (``cairn.publish.blob_sender``). Attestations are signed by the run's ``SigningSession``.
 """
 
 from __future__ import annotations

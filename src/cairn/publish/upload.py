@@ -3,7 +3,7 @@
 A run judges what is present from one LIST and the signed targets (no request per object), writes the rest
 concurrently (``cairn.publish.writer``: immutable keys with conditional writes, big content-addressed copies by
 the server) and ends with the commit: the publish record, then the TUF metadata its ``SigningSession`` signs,
-timestamp last. It may take over a ``Writer`` that has already written the bundle's blobs (``cairn.publish.early``).
+timestamp last. It may take over a ``Writer`` that has already written the bundle's blobs (``cairn.publish.blob_sender``).
 """
 
 from __future__ import annotations

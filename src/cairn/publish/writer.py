@@ -2,7 +2,7 @@
 
 A ``Writer`` knows what the repository holds from one LIST, and writes what is missing concurrently: immutable keys
 with conditional writes, big content-addressed copies by the server. It is the half of ``upload.Run`` that needs no
-TUF: ``cairn.publish.early`` uses it alone to send the bundle's blobs while tuf, securesystemslib and cryptography
+TUF: ``cairn.publish.blob_sender`` uses it alone to send the bundle's blobs while tuf, securesystemslib and cryptography
 are imported, and ``Run`` takes it over, with what it wrote, to judge the rest against the signed targets.
 """
 

@@ -737,7 +737,7 @@ class S3Backend:
         return [key for key, _ in stale]
 
     def read_access(self) -> AccessState:
-        """The bucket's Block Public Access settings and policy: two reads, which ``cairn.publish.early`` makes while
+        """The bucket's Block Public Access settings and policy: two reads, which ``cairn.publish.blob_sender`` makes while
         the bundle is still being checked, so that granting costs only the write when the bundle is good."""
         blocked = in_background(self._public_access_blocked, "cairn-access-block")  # at once with the policy's read
         policy = self._bucket_policy()

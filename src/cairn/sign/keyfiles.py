@@ -1,7 +1,7 @@
 """The key directory's files, checked without the signing libraries.
 
 ``cairn publish`` starts sending a release's blobs before tuf, securesystemslib and cryptography are imported
-(``cairn.publish.early``). A key directory that cannot sign — a private key file that is damaged, empty or
+(``cairn.publish.blob_sender``). A key directory that cannot sign — a private key file that is damaged, empty or
 missing for a role publishing needs, or a ``public.json`` that is not a key set — must stop the publish before
 that first write, with one line naming the file, not after it with a traceback and unsigned blobs left in the
 bucket. So the files are read and their shape checked here, in plain Python; ``cairn.sign.keys.load_keys``

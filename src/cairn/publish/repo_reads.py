@@ -5,7 +5,7 @@ first root if the LIST shows one, and — when it makes the repository publicly 
 Public Access setting and policy. None of these depend on the bundle, so ``cairn publish`` starts them right after
 the fast path, before the bundle's reader is even imported; the server answers them while the bundle is parsed
 and checked. They are reads only: what is written, and whether, is still decided after the bundle is checked
-(``cairn.publish.early``). They run on a daemon thread, so a bad bundle's error never waits for the retries of an
+(``cairn.publish.blob_sender``). They run on a daemon thread, so a bad bundle's error never waits for the retries of an
 unreachable endpoint (``cairn.remote.background``).
 """
 

@@ -8,7 +8,7 @@ So the blobs are sent from a thread of their own, started by ``cairn publish`` a
 
 1. every artifact is read and checked against ``bundle.json`` (``read_blobs``): a modified bundle is refused
    with nothing written, as before;
-2. one LIST, with the reads of the bucket's access settings (``cairn.publish.look``: reads only, which
+2. one LIST, with the reads of the bucket's access settings (``cairn.publish.repo_reads``: reads only, which
    ``cairn publish`` starts before the bundle is even parsed). A repository that already has a first root must
    have exactly the keys' ``root.json``; where that cannot be told here (no root file, or a pinned root later
    than version 1), nothing is written here and the run's own check, under the signing libraries, decides as
@@ -29,9 +29,9 @@ from concurrent.futures import Future, ThreadPoolExecutor
 
 from cairn.matrix.bundle import Bundle
 from cairn.publish.blobs import Blob, read_blobs
-from cairn.publish.look import may_write_early, start_look
 from cairn.publish.prefetch import Prefetch
 from cairn.publish.progress import Meter
+from cairn.publish.repo_reads import may_write_early, start_look
 from cairn.publish.writer import Log, Writer
 from cairn.remote.backend import Backend
 
@@ -42,7 +42,7 @@ class EarlyBlobs:
     def __init__(self, backend: Backend, bundle: Bundle, first_root: bytes | None, public_read: bool, log: Log,
                  prefetch: Prefetch | None = None, looked: Future[Writer] | None = None, meter: Meter | None = None) -> None:
         """``prefetch``: the bundle's files as ``cairn publish`` started reading them, before anything else;
-        ``looked``: the reads (``cairn.publish.look``) as ``cairn publish`` started them, before the bundle was read;
+        ``looked``: the reads (``cairn.publish.repo_reads``) as ``cairn publish`` started them, before the bundle was read;
         ``meter``: the progress display (``cairn.publish.progress``) of the check and of every write."""
         self._first_root, self._public_read = first_root, public_read
         self._meter = meter or Meter()

@@ -1,4 +1,4 @@
-"""The bundle's blobs go up while the signing libraries load (``cairn.publish.early``), and every guarantee of
+"""The bundle's blobs go up while the signing libraries load (``cairn.publish.blob_sender``), and every guarantee of
 publishing still holds: nothing is written for a modified bundle or into a repository of another root, every key
 is written once, the counts are the keys written, and the repository verifies."""
 
@@ -12,9 +12,9 @@ import pytest
 
 from cairn.matrix.bundle import load_bundle
 from cairn.names import hashed_name
-from cairn.publish.early import EarlyBlobs
-from cairn.publish.look import first_root_of
+from cairn.publish.blob_sender import EarlyBlobs
 from cairn.publish.publisher import publish
+from cairn.publish.repo_reads import first_root_of
 from cairn.publish.sample import write_sample_bundle
 from cairn.remote.backend import S3Backend
 from cairn.sign.keys import init_keys, load_keys, make_root
@@ -40,7 +40,7 @@ def test_reading_a_bundle_and_its_blobs_loads_no_signing_library(tmp_path):
     them like the rest of the run."""
     bundle = write_sample_bundle(tmp_path / "b", version="6.0.0", families=("gfx90a",))
     code = ("import sys; from pathlib import Path; from cairn.matrix.bundle import load_bundle; "
-            "from cairn.publish.blobs import read_blobs; import cairn.publish.early, cairn.publish.command; "
+            "from cairn.publish.blobs import read_blobs; import cairn.publish.blob_sender, cairn.publish.command; "
             f"blobs = read_blobs(load_bundle(Path({str(bundle)!r}))); assert blobs; "
             "print(sorted(m for m in ('tuf', 'securesystemslib', 'cryptography') if m in sys.modules))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
