@@ -16,14 +16,12 @@ from typing import Any
 
 from cairn import proc
 from cairn.audit import audit_paths
-from cairn.errors import CairnError, CheckFailed
+from cairn.audit.check import check_coverage
+from cairn.errors import CairnError
 from cairn.execute.runners import ActionContext
 from cairn.formats import elf
 from cairn.wheels.sdk import ROOTS, RUNTIME_DIR, provided_by, scratch_dir, write_report
 from cairn.wheels.wheelfile import Member, Metadata, repack, write_wheel
-
-# Placeholders a recipe may use in env values and commands; run-time ones are filled by the runner.
-RUNTIME_PLACEHOLDERS = ("{python}", "{dist}", "{rocm_home}", "{jobs}")
 
 
 def render(text: str, values: dict[str, str]) -> str:
@@ -151,7 +149,7 @@ def run_hip_extension(ctx: ActionContext) -> None:
         shutil.copyfile(library, lib_copy)
         os.chmod(lib_copy, 0o755)
         elf.set_rpath(lib_copy, elf.origin_rpath(f"{package}/lib", f"{ROOTS['core']}/lib"), ctx.log)
-        _gate(lib_copy, tuple(inputs["targets"]))
+        check_coverage(lib_copy, tuple(inputs["targets"]))
         info = elf.inspect(lib_copy)
         core = ctx.deps.get("package:rocm-sdk-core")
         tag = elf.platform_tag([info] if info else [], provided_by(core) if core else ())  # libamdhip64: core's
@@ -171,20 +169,3 @@ def run_hip_extension(ctx: ActionContext) -> None:
                                     "targets": list(inputs["targets"]),
                                     "platform": {"tag": tag.tag, "reason": tag.reason, "system_libraries": list(tag.external)}})
 
-
-def _gate(library: Path, targets: tuple[str, ...]) -> None:
-    """The device-code stage's coverage check when it exists, else the audit API directly."""
-    try:
-        # lazy: an optional dependency that may be absent (the ImportError is handled)
-        from cairn.audit.check import check_coverage
-    except ImportError:
-        pass
-    else:
-        check_coverage(library, targets)
-        return
-
-    report = audit_paths([library])
-    for target in targets:
-        coverage = report.coverage(target)
-        if not coverage.covered:
-            raise CheckFailed(f"{library.name}: {coverage.message()} — rebuild it for every target of the family")

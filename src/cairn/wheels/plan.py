@@ -36,7 +36,6 @@ from cairn.plan.probe import Host
 from cairn.wheels import frameworks, index, sdk, wheelfile
 
 LAYOUT = 1
-SDK_PARTS = ("rocm-sdk-core", "rocm-sdk-devel")
 
 
 @cache

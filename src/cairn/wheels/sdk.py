@@ -473,8 +473,3 @@ def expansion_paths(trees: Iterable[Path]) -> frozenset[str]:
             if root.is_dir():
                 owned |= {p.relative_to(tree).as_posix() for p in root.rglob("*") if not p.is_dir() or p.is_symlink()}
     return frozenset(owned)
-
-
-def ensure(condition: bool, message: str) -> None:
-    if not condition:
-        raise CairnError(message)

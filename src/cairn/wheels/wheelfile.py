@@ -410,10 +410,6 @@ def _spill(scratch: Path, arcname: str, data: bytes, executable: bool, prefix: s
     return Member(arcname, source=path, executable=executable)
 
 
-def urlsafe_digest(data: bytes) -> str:
-    return base64.urlsafe_b64encode(hashlib.sha256(data).digest()).rstrip(b"=").decode()
-
-
 def read_variant(wheel: Path | bytes, label: str = "") -> dict[str, Any]:
     """A variant wheel's ``.dist-info/variant.json`` (PEP 825)."""
     label = _label(wheel, label)
