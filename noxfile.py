@@ -78,7 +78,7 @@ def release(session: nox.Session) -> None:
     ensure_host_packages(session, {**HOST_TOOLS, **CONTAINER_TOOLS}, HOST_FILES)
     session.install("-e", ".")
     env = start_services(session)
-    session.run("python", "-m", "cairn.release", session.posargs[0], env=env)
+    session.run("cairn", "release", session.posargs[0], env=env)
     target = os.environ.get("CAIRN_PUBLISH_TO", ".cairn/publish")
     session.run("cairn", "verify", target, "--root", "publish/root.json", env=env)
 

@@ -34,6 +34,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "refresh": ("cairn.sign.refresh", "re-sign a repository's timestamp and snapshot before they expire (online key)"),
     "publish": ("cairn.publish.command", "publish a release bundle (staging, then the channel), signed"),
     "promote": ("cairn.publish.promote_command", "move a channel to a staged release, only cells whose gates passed"),
+    "release": ("cairn.release", "release X.Y.Z[rcN]: refuse a dirty tree or another version, build, stage, promote, verify"),
     "verify": ("cairn.sign.verify_command", "check a repository, file or image against the pinned TUF root"),
     "matrix": ("cairn.matrix.command", "print or write the compatibility matrix as JSON, a static HTML page or Markdown"),
     "diff": ("cairn.diff.command", "what changed between two releases: manifests, bundles or published repositories"),

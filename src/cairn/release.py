@@ -1,4 +1,5 @@
-"""``nox -s release -- X.Y.Z[rcN]``: refuse what must not be released, then build, gate, stage, promote, verify.
+"""``cairn release X.Y.Z[rcN]`` (``nox -s release``): refuse what must not be released, then build, gate, stage,
+promote, verify.
 
 The order, and why:
 
@@ -13,28 +14,35 @@ The order, and why:
 
 Release keys come from ``--keys`` / ``$CAIRN_KEYS`` / ``~/.config/cairn/keys`` and the repository verifies
 against ``publish/root.json``; development keys are never used here.
+
+The build is handed in (``build``), as pypa/build hands its builder a runner: the command passes
+``cairn build``'s own function with the stage table, so a release builds exactly as ``cairn build`` does and this
+module needs neither the table nor the command line.
 """
 
 from __future__ import annotations
 
 import argparse
 import re
-import sys
+from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
 
 from cairn import proc
-from cairn.cli import main as cairn
 from cairn.cli_options import add_store
 from cairn.errors import CairnError
+from cairn.execute.command import BuildRequest, build
 from cairn.matrix.bundle import load_bundle
 from cairn.paths import default_manifest, repo_root
+from cairn.plan.planner import Pipeline
 from cairn.publish.command import default_destination, last_build_bundle
 from cairn.publish.publisher import Report, promote, publish
 from cairn.remote.backend import open_backend
 from cairn.sign.keys import load_keys
 from cairn.sign.tuf import load_root
 
+# (manifest, store) -> did every runnable action succeed; what ``release`` calls to build
+Builder = Callable[[Path, Path], bool]
 VERSION = re.compile(r"^(?P<base>[0-9]+\.[0-9]+\.[0-9]+)(?P<rc>rc[0-9]+)?$")
 
 
@@ -78,7 +86,8 @@ def staged_candidates(backend, base: str) -> list[str]:  # type: ignore[no-untyp
 
 
 def release(version: str, *, manifest_path: Path, root: Path, to: str, keys_dir: Path | None, store: Path,
-            bundle: Path | None = None, check_tree: bool = True, log=print) -> Report:  # type: ignore[no-untyped-def]
+            bundle: Path | None = None, build: Builder | None = None, check_tree: bool = True,
+            log=print) -> Report:  # type: ignore[no-untyped-def]
     # lazy: cairn.model, 16 ms at start-up (python -X importtime)
     from cairn.model.manifest import load_manifest
 
@@ -97,7 +106,9 @@ def release(version: str, *, manifest_path: Path, root: Path, to: str, keys_dir:
     if bundle is None:
         log(f"building {manifest_path.name} into {store}")
 
-        if cairn(["build", str(manifest_path), "--store", str(store)]) != 0:
+        if build is None:
+            raise CairnError("this release has no bundle and no build was handed in — run it as cairn release")
+        if not build(manifest_path, store):
             raise ReleaseRefused(f"the build of {manifest_path.name} failed (its report: {store / 'last-build.json'}) — nothing was published")
         bundle = last_build_bundle(store)
     loaded = load_bundle(bundle)
@@ -106,29 +117,30 @@ def release(version: str, *, manifest_path: Path, root: Path, to: str, keys_dir:
     return promote(backend, keys, signed_root, version, channel, log=log)
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m cairn.release", description=__doc__.splitlines()[0])
+TAKES_PIPELINE = True
+
+
+def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("version", help="X.Y.Z or X.Y.ZrcN; must match the manifest's version")
     parser.add_argument("--manifest", type=Path, default=None, help="release manifest (default: the default release)")
     parser.add_argument("--to", default=None, help="s3://bucket/prefix or file:///dir (default <store>/publish)")
     parser.add_argument("--keys", type=Path, default=None, help="release key directory (default ~/.config/cairn/keys or $CAIRN_KEYS)")
     add_store(parser)
     parser.add_argument("--bundle", type=Path, default=None, help="publish this bundle instead of building")
-    args = parser.parse_args(argv)
 
-    try:
-        report = release(args.version, manifest_path=args.manifest or default_manifest(), root=repo_root(),
-                         to=args.to or default_destination(args.store), keys_dir=args.keys, store=args.store, bundle=args.bundle)
-    except CairnError as exc:
-        print(f"cairn release: {exc}", file=sys.stderr)
-        return exc.exit_code
+
+def builder(pipeline: Pipeline) -> Builder:
+    """``cairn build``'s own build of a manifest into a store, with the stage table the command was handed."""
+    return lambda manifest, store: build(BuildRequest(str(manifest), store), pipeline) == 0
+
+
+def run(args: argparse.Namespace, pipeline: Pipeline) -> int:
+    report = release(args.version, manifest_path=args.manifest or default_manifest(), root=repo_root(),
+                     to=args.to or default_destination(args.store), keys_dir=args.keys, store=args.store,
+                     bundle=args.bundle, build=builder(pipeline))
     print(f"released {report.version} to {report.channel} at {report.url} (timestamp v{report.timestamp_version})")
     for cell in report.promoted:
         print(f"  released  {cell}")
     for cell, reasons in report.held.items():
         print(f"  held      {cell}: {'; '.join(reasons)}")
     return 0
-
-
-if __name__ == "__main__":
-    raise SystemExit(main())

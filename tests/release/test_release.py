@@ -1,11 +1,10 @@
-"""The release flow (``nox -s release -- X.Y.Z[rcN]``): refusals before anything is built, and an rc promoted
+"""The release flow (``cairn release X.Y.Z[rcN]``, which ``nox -s release`` runs): refusals before anything is built, and an rc promoted
 to the final version by re-signing the staged bytes, without a rebuild."""
 
 from __future__ import annotations
 
 import json
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -15,7 +14,7 @@ from cairn.publish.sample import write_sample_bundle
 from cairn.release import ReleaseRefused, check_clean, parse_version, release
 from cairn.sign.keys import init_keys, make_root
 from cairn.sign.verify import verify_repository
-from support import LEGACY_MANIFEST, ROOT, need_tool
+from support import LEGACY_MANIFEST, ROOT, cairn, need_tool
 
 
 def git(cwd: Path, *args: str) -> None:
@@ -51,10 +50,27 @@ def test_version_not_matching_the_manifest_is_refused_before_building(version, m
 
 
 def test_cli_refuses_with_one_line_and_exit_1(tmp_path):
-    out = subprocess.run([sys.executable, "-m", "cairn.release", "6.0.0", "--store", str(tmp_path / "s")],
-                         capture_output=True, text=True, cwd=ROOT, timeout=60)
-    assert out.returncode == 1
+    out = cairn("release", "6.0.0", "--store", tmp_path / "s", cwd=ROOT, code=1)
     assert out.stderr.startswith("cairn release: ") and len(out.stderr.strip().splitlines()) == 1
+    assert not (tmp_path / "s").exists()  # refused (a dirty tree here, another version in CI) before building
+
+
+def test_the_build_is_handed_in_and_a_failed_one_publishes_nothing(tmp_path):
+    """``release`` builds through the builder it is handed (``cairn release`` hands it ``cairn build``'s own
+    function with the stage table): asked with the manifest and the store, and a failed build stops the release."""
+    keys = init_keys(tmp_path / "keys")
+    (keys.directory / "root.json").write_bytes(make_root(keys).to_bytes(JSONSerializer(compact=False)))
+    asked: list[tuple[Path, Path]] = []
+
+    def failing_build(manifest: Path, store: Path) -> bool:
+        asked.append((manifest, store))
+        return False
+
+    with pytest.raises(ReleaseRefused, match=r"the build of rocm-5\.2\.3\.toml failed .*nothing was published"):
+        release("5.2.3rc1", manifest_path=LEGACY_MANIFEST, root=ROOT, to=(tmp_path / "repo").as_uri(),
+                keys_dir=keys.directory, store=tmp_path / "store", check_tree=False, build=failing_build, log=lambda _: None)
+    assert asked == [(LEGACY_MANIFEST, tmp_path / "store")]
+    assert not any((tmp_path / "repo").rglob("*.json"))
 
 
 def test_rc_then_final_promotes_without_rebuilding(tmp_path):

@@ -19,6 +19,7 @@ import json
 import os
 import sys
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 from rich.console import Console
@@ -73,19 +74,43 @@ def configure(parser: argparse.ArgumentParser) -> None:
 TAKES_PIPELINE = True
 
 
+@dataclass(frozen=True)
+class BuildRequest:
+    """One build, as the command's options ask for it: ``cairn release`` hands the same record in, so both run
+    the one build with the same store, progress and report, and neither drives the other through an argv."""
+
+    manifest: str | None  # a path or a release name; None = the default release
+    store: Path
+    jobs: int = os.cpu_count() or 2
+    families: tuple[str, ...] = ()
+    only: tuple[str, ...] = ()
+    mode: str = "normal"  # normal | quiet | verbose | json
+    cache: SharedCache | None = None
+    compiler_cache: CompilerCache | None = None
+
+
 def run(args: argparse.Namespace, pipeline: Pipeline) -> int:
-    manifest, registry = load(args.manifest)
+    load(args.manifest)  # a bad manifest is its one line before any option of the caches is judged, as always
     if args.cache_read_only and not args.cache:
         raise CairnError("--cache-read-only needs --cache s3://BUCKET/PREFIX or file:///DIR (or $CAIRN_CACHE) — there is no cache to read")
     if (args.cache_trust or args.cache_key) and not args.cache:
         raise CairnError(f"{'--cache-trust' if args.cache_trust else '--cache-key'} needs --cache s3://BUCKET/PREFIX or file:///DIR (or $CAIRN_CACHE) "
                          "— it is for the shared cache's records")
-    cache = _shared_cache(args) if args.cache else None
-    compiler_cache = CompilerCache.from_url(args.compiler_cache) if args.compiler_cache else None
-    plan = make_plan(manifest, registry, args.family, store=args.store, stages=pipeline.stages)
     mode = "json" if args.json else "quiet" if args.quiet else "verbose" if args.verbose else "normal"
-    which = describe_store(args.store)  # before the store is made: "(new)" when this build creates it
-    local = LocalStore(args.store)
+    return build(BuildRequest(args.manifest, args.store, args.jobs, tuple(args.family), tuple(args.only), mode,
+                              cache=_shared_cache(args) if args.cache else None,
+                              compiler_cache=CompilerCache.from_url(args.compiler_cache) if args.compiler_cache else None),
+                 pipeline)
+
+
+def build(request: BuildRequest, pipeline: Pipeline) -> int:
+    """Run ``request``'s plan into its store: progress, ``last-build.json`` and the summary; 0 when everything
+    runnable succeeded, 1 when an action failed."""
+    manifest, registry = load(request.manifest)
+    cache, compiler_cache, mode = request.cache, request.compiler_cache, request.mode
+    plan = make_plan(manifest, registry, list(request.families), store=request.store, stages=pipeline.stages)
+    which = describe_store(request.store)  # before the store is made: "(new)" when this build creates it
+    local = LocalStore(request.store)
     if mode in ("normal", "verbose"):  # before the first action: a wrong store is seen before a cold build starts
         print(which, file=sys.stderr, flush=True)
         for note in plan.notes[:1] if plan.notes and plan.notes[0].startswith("--family") else ():
@@ -95,7 +120,7 @@ def run(args: argparse.Namespace, pipeline: Pipeline) -> int:
     store.lock()
     try:
         try:
-            report = _execute_with_progress(plan, store, pipeline, args.jobs, mode, only=set(args.only) or None,
+            report = _execute_with_progress(plan, store, pipeline, request.jobs, mode, only=set(request.only) or None,
                                             compiler_cache=compiler_cache)
         finally:
             if cache:
@@ -118,10 +143,10 @@ def run(args: argparse.Namespace, pipeline: Pipeline) -> int:
                                "seconds": _seconds(o, earlier), "log": o.log or None} for o in report.outcomes.values()},
     }
     _write_report(store.root / "last-build.json", summary)
-    if args.json:
+    if mode == "json":
         print(json.dumps(summary, indent=2))
     else:
-        _print_summary(report, summary, quiet=args.quiet)
+        _print_summary(report, summary, quiet=mode == "quiet")
     return 0 if report.ok else 1
 
 
